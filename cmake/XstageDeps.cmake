@@ -1,0 +1,63 @@
+# Dependencies are installed by scripts/install_deps.sh; the build never downloads anything.
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(fmt REQUIRED)  # used header-only (fmt::fmt-header-only): binaries carry no libfmt.so
+
+# CUDA: enabled when nvcc is found (a laptop without it still builds the CLI, model and simulator).
+set(XSTAGE_HAS_CUDA OFF)
+if(XSTAGE_ENABLE_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90a)  # wgmma and setmaxnreg need sm_90a
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
+    find_package(CUDAToolkit REQUIRED)
+    set(XSTAGE_HAS_CUDA ON)
+  endif()
+endif()
+
+# CUTLASS 4 / CuTe headers come from the pinned PyPI package nvidia-cutlass (include/ tree under
+# cutlass_library/source/include).
+if(XSTAGE_HAS_CUDA)
+  if(NOT XSTAGE_CUTLASS_INCLUDE)
+    find_package(Python3 COMPONENTS Interpreter REQUIRED)
+    execute_process(
+      COMMAND ${Python3_EXECUTABLE} -c
+        "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))"
+      OUTPUT_VARIABLE _cutlass_inc OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _cutlass_rc ERROR_QUIET)
+    if(_cutlass_rc EQUAL 0 AND EXISTS "${_cutlass_inc}/cute/tensor.hpp")
+      set(XSTAGE_CUTLASS_INCLUDE "${_cutlass_inc}" CACHE PATH "CUTLASS/CuTe include directory")
+    endif()
+  endif()
+  if(NOT XSTAGE_CUTLASS_INCLUDE OR NOT EXISTS "${XSTAGE_CUTLASS_INCLUDE}/cute/tensor.hpp")
+    message(FATAL_ERROR "CUTLASS/CuTe headers not found: run scripts/install_deps.sh "
+                        "(pip package nvidia-cutlass) or pass -DXSTAGE_CUTLASS_INCLUDE=<dir>")
+  endif()
+  message(STATUS "xstage: CUDA ${CMAKE_CUDA_COMPILER_VERSION}, archs ${CMAKE_CUDA_ARCHITECTURES}, "
+                 "CUTLASS ${XSTAGE_CUTLASS_INCLUDE}")
+else()
+  message(STATUS "xstage: nvcc not found or disabled: building the CPU-only core and CLI")
+endif()
+
+# The embedded default platform: platforms/default.json is turned into a C++ source at configure time,
+# so the CLI runs with no files beside it.
+set(XSTAGE_DEFAULT_PLATFORM "${CMAKE_SOURCE_DIR}/platforms/paper_8gpu_148sm.json" CACHE FILEPATH
+    "Platform file embedded as the default")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${XSTAGE_DEFAULT_PLATFORM}")
+file(READ "${XSTAGE_DEFAULT_PLATFORM}" _xstage_default_platform_text)
+set(XSTAGE_EMBEDDED_PLATFORM_CPP "${CMAKE_BINARY_DIR}/generated/embedded_platform.cpp")
+file(CONFIGURE OUTPUT "${XSTAGE_EMBEDDED_PLATFORM_CPP}" CONTENT
+"// Generated from @XSTAGE_DEFAULT_PLATFORM@ at configure time. Do not edit.
+#include \"xstage/model/platform.hpp\"
+namespace xstage::model {
+std::string_view embedded_default_platform_json() {
+  return R\"xstage_platform(@_xstage_default_platform_text@)xstage_platform\";
+}
+std::string_view embedded_default_platform_origin() { return \"@XSTAGE_DEFAULT_PLATFORM@\"; }
+}  // namespace xstage::model
+" @ONLY)

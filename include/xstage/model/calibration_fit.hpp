@@ -1,0 +1,64 @@
+// Calibration fit: raw records → platform parameters (the paper's §3, eq. 1, 5–7).
+//  - R from zero-gap periodic remote records, T_period = V/R, on drain-dominated points only, by an
+//    iteratively re-weighted least-squares slope through the origin with MAD outlier rejection;
+//  - T_iss0(K,B) from the large-gap plateau of each periodic gap sweep (gap ≥ V/R, so the burst has
+//    surely recovered), as a median;
+//  - Q(K) from the knee of the isolated-burst issue time vs V: a two-segment fit
+//    T = max(a + b·V, (V − Q)/R) with R fixed from the periodic fit; Q = V_knee − R·T_iss0 (eq. 6–7).
+// Local-target records are controls and never fitted.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "xstage/model/platform.hpp"
+#include "xstage/model/records.hpp"
+
+namespace xstage::model {
+
+struct FitOptions {
+  double outlier_mad_threshold = 3.5;  // points beyond this many scaled MADs are rejected
+  int min_points_for_rate = 3;
+};
+
+struct RateFit {
+  double drain_rate_bytes_per_s = 0.0;
+  int points_used = 0;
+  int points_rejected = 0;
+  double median_rel_residual = 0.0;  // |T_period − V/R| / T_period over the points used
+  double max_rel_residual = 0.0;
+};
+
+struct FloorFit {
+  int producers;
+  double bytes_per_producer;
+  double t_iss0_s;
+  int points_used;
+  double mad_s;  // spread of the plateau points
+};
+
+struct KneeFit {
+  int producers;
+  bool knee_found;        // false: no knee up to the largest V measured; capacity is a lower bound
+  double knee_volume_bytes;  // first V on the drain-limited branch (or the largest V measured)
+  double capacity_bytes;  // Q(K) (a lower bound when !knee_found)
+  double floor_intercept_s;  // a of the backpressure-free branch a + b·V
+  double floor_slope_s_per_byte;
+  int points_below;
+  int points_above;
+  double median_rel_residual;
+};
+
+struct FitResult {
+  RateFit rate;
+  std::vector<FloorFit> floors;
+  std::vector<KneeFit> knees;
+  std::vector<std::string> warnings;
+  Platform platform;  // ready to write: drain rate, issue floors, capacities (knees found only)
+};
+
+// Throws xstage::InputError when the records cannot determine R (too few zero-gap periodic remote points).
+FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitOptions& options = {});
+
+}  // namespace xstage::model

@@ -1,0 +1,74 @@
+// Platform file (schema "xstage.platform/1"): M_X = (T_iss0(K,B), R, Q(K)) with provenance.
+//
+// {
+//   "schema": "xstage.platform/1",
+//   "name": "...", "description": "...",
+//   "drain_rate_gbps": 717.0,
+//   "issue_floor": [ {"producers": 148, "bytes_per_producer": 32768, "t_iss0_us": 0.76}, ... ],
+//   "capacity":    [ {"producers": 148, "bytes": 4456296}, ... ],
+//   "provenance":  { free-form object: source, device, date, git revision, command, ... }
+// }
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xstage::model {
+
+inline constexpr std::string_view kPlatformSchema = "xstage.platform/1";
+
+struct IssueFloorPoint {
+  int producers;
+  double bytes_per_producer;
+  double t_iss0_s;
+};
+
+struct CapacityPoint {
+  int producers;
+  double bytes;
+};
+
+// How a T_iss0 or Q value was obtained from the measured points.
+enum class LookupSource { kMeasured, kInterpolated, kExtrapolated, kScaled, kOverride };
+const char* to_string(LookupSource s);
+
+struct Lookup {
+  double value;
+  LookupSource source;
+};
+
+struct Platform {
+  std::string name;
+  std::string description;
+  double drain_rate_bytes_per_s = 0.0;
+  std::vector<IssueFloorPoint> issue_floor;
+  std::vector<CapacityPoint> capacity;
+  nlohmann::json provenance = nlohmann::json::object();
+
+  // T_iss0 at (K, B). Rule (documented in docs/platform.md):
+  //  1. take the measured producer count K' nearest to K on a log scale (ties: the larger);
+  //  2. at K', interpolate linearly in B between the measured points that bracket B, extrapolate
+  //     linearly from the nearest two outside them (never below the smallest measured floor x B/B_min),
+  //     and with one point only, scale in proportion to B (constant per-producer issue rate).
+  Lookup issue_floor_s(int producers, double bytes_per_producer) const;
+  // Q(K): linear interpolation in K between measured points, clamped to the end points outside.
+  Lookup capacity_bytes(int producers) const;
+};
+
+// Parses and validates; throws xstage::InputError naming the field (e.g. "issue_floor[1].t_iss0_us")
+// and the bad value. `origin` (a path or "embedded") is put into the messages.
+Platform platform_from_json(const nlohmann::json& j, std::string_view origin);
+Platform load_platform_file(const std::string& path);
+nlohmann::json platform_to_json(const Platform& p);
+
+// The default platform compiled into the binary (see cmake/XstageDeps.cmake).
+std::string_view embedded_default_platform_json();
+std::string_view embedded_default_platform_origin();
+Platform default_platform();
+
+// `path` empty → the embedded default; otherwise the file.
+Platform load_platform_or_default(const std::string& path);
+
+}  // namespace xstage::model

@@ -1,0 +1,40 @@
+// Raw calibration records: the one file format between the probe kernels and the fit.
+// CSV with the header line exactly:
+//   mode,target,producers,bytes_per_producer,gap_us,t_iss_us,t_period_us
+// mode ∈ {periodic, isolated}; target ∈ {remote, local}; t_period_us is empty (or "nan") for isolated
+// records. Local-target records are controls and never enter the fit of R.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xstage::model {
+
+inline constexpr std::string_view kRecordsHeader =
+    "mode,target,producers,bytes_per_producer,gap_us,t_iss_us,t_period_us";
+
+enum class BurstMode { kPeriodic, kIsolated };
+enum class StoreTarget { kRemote, kLocal };
+const char* to_string(BurstMode m);
+const char* to_string(StoreTarget t);
+
+struct CalibrationRecord {
+  BurstMode mode;
+  StoreTarget target;
+  int producers;
+  double bytes_per_producer;
+  double gap_s;
+  double t_iss_s;
+  double t_period_s;  // NaN for isolated records
+
+  double volume_bytes() const { return static_cast<double>(producers) * bytes_per_producer; }
+};
+
+// Throws xstage::InputError naming the line, the column and the value.
+std::vector<CalibrationRecord> parse_records_csv(std::istream& in, std::string_view origin);
+std::vector<CalibrationRecord> load_records_csv(const std::string& path);
+void write_records_csv(std::ostream& out, const std::vector<CalibrationRecord>& records);
+
+}  // namespace xstage::model
