@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine: our attention forward kernel and PyTorch SDPA (cuDNN backend, and the
+# FlashAttention-2 backend) on the same shapes in one run; writes results JSON and a TFLOP/s plot.
+# Usage: bench/attn_vs_cudnn.sh [OUT_DIR] (default results/h200); XSTAGE=path/to/xstage overrides the CLI.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$root/results/h200}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+xstage=${XSTAGE:-$root/build/xstage}
+python3 "$root/bench/attn_vs_cudnn.py" --xstage "$xstage" --json "$out/attn_forward.json" \
+  --plot "$out/attn_forward.png" ${ATTN_BENCH_ARGS:-}

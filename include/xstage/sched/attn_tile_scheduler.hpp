@@ -1,0 +1,51 @@
+// Static persistent tile scheduler of the attention forward kernel. Pure code: the kernel and the CPU
+// tests run the same functions.
+//
+// A tile is (m_block, head, batch): kBlockM query rows of one head. Tiles are numbered with m_block
+// fastest, so the CTAs of one wave work on few (head, batch) pairs at a time and share their K and V
+// in L2. CTA c of a grid of G takes tiles c, c + G, c + 2G, ...: every non-causal tile costs the same,
+// so the static round-robin balances as well as a dynamic queue and needs no global counter.
+#pragma once
+
+#if defined(__CUDACC__)
+#define XSTAGE_ATTN_SCHED_HD __host__ __device__
+#else
+#define XSTAGE_ATTN_SCHED_HD
+#endif
+
+namespace xstage::sched {
+
+struct AttnTile {
+  int m_block;
+  int head;
+  int batch;
+};
+
+struct AttnTileScheduler {
+  int num_m_blocks = 0;
+  int num_heads = 0;
+  int num_batch = 0;
+
+  constexpr AttnTileScheduler() = default;
+  XSTAGE_ATTN_SCHED_HD constexpr AttnTileScheduler(int seq_q, int block_m, int heads, int batch)
+      : num_m_blocks((seq_q + block_m - 1) / block_m), num_heads(heads), num_batch(batch) {}
+
+  XSTAGE_ATTN_SCHED_HD constexpr int num_tiles() const { return num_m_blocks * num_heads * num_batch; }
+
+  XSTAGE_ATTN_SCHED_HD constexpr AttnTile tile(int linear) const {
+    const int m_block = linear % num_m_blocks;
+    const int rest = linear / num_m_blocks;
+    return AttnTile{m_block, rest % num_heads, rest / num_heads};
+  }
+
+  XSTAGE_ATTN_SCHED_HD constexpr int first_tile(int cta) const { return cta; }
+  XSTAGE_ATTN_SCHED_HD constexpr int next_tile(int current, int grid) const { return current + grid; }
+  XSTAGE_ATTN_SCHED_HD constexpr bool valid(int linear) const { return linear < num_tiles(); }
+
+  // Persistent grid: one CTA per SM (the kernel's shared memory allows one), never more CTAs than tiles.
+  static constexpr int grid_size(int num_tiles, int num_sms) {
+    return num_tiles < num_sms ? (num_tiles > 0 ? num_tiles : 1) : num_sms;
+  }
+};
+
+}  // namespace xstage::sched

@@ -1,0 +1,128 @@
+// Host launcher of the attention forward kernel: validates the problem, builds the TMA descriptors
+// and launches the persistent grid. One kernel instantiation per supported head dimension.
+#include "attn_forward.hpp"
+
+#include <cmath>
+#include <mutex>
+
+#include "attn_epilogue_local.cuh"
+#include "attn_kernel.cuh"
+#include "xstage/sched/attn_tile_config.hpp"
+#include "xstage/sched/attn_tile_scheduler.hpp"
+
+namespace xstage::attn {
+
+AttnForwardProblem make_bshd_problem(int batch, int seq_q, int seq_k, int heads, int head_dim) {
+  AttnForwardProblem p;
+  p.batch = batch;
+  p.seq_q = seq_q;
+  p.seq_k = seq_k;
+  p.heads = heads;
+  p.head_dim = head_dim;
+  const int64_t row = int64_t(heads) * head_dim;
+  p.q_stride_seq = p.o_stride_seq = row;
+  p.q_stride_head = p.o_stride_head = head_dim;
+  p.q_stride_batch = p.o_stride_batch = row * seq_q;
+  p.k_stride_seq = p.v_stride_seq = row;
+  p.k_stride_head = p.v_stride_head = head_dim;
+  p.k_stride_batch = p.v_stride_batch = row * seq_k;
+  return p;
+}
+
+double attn_forward_flops(const AttnForwardProblem& p) {
+  return 4.0 * p.batch * p.heads * double(p.seq_q) * double(p.seq_k) * p.head_dim;
+}
+
+std::string attn_forward_can_implement(const AttnForwardArgs& a) {
+  const AttnForwardProblem& p = a.problem;
+  if (!sched::attn_head_dim_supported(p.head_dim)) return "head_dim " + std::to_string(p.head_dim) + " (supported: 128)";
+  if (p.batch < 1) return "batch " + std::to_string(p.batch);
+  if (p.heads < 1) return "heads " + std::to_string(p.heads);
+  if (p.seq_q < 1) return "seq_q " + std::to_string(p.seq_q);
+  if (p.seq_k < 1) return "seq_k " + std::to_string(p.seq_k);
+  if (!a.q || !a.k || !a.v || !a.o) return "null q, k, v or o pointer";
+  // TMA: global addresses 16-byte aligned, strides multiples of 16 bytes (8 bf16 elements).
+  const int64_t strides[] = {p.q_stride_batch, p.q_stride_seq, p.q_stride_head, p.k_stride_batch,
+                             p.k_stride_seq,   p.k_stride_head, p.v_stride_batch, p.v_stride_seq,
+                             p.v_stride_head,  p.o_stride_seq,  p.o_stride_head,  p.o_stride_batch};
+  for (int64_t s : strides) {
+    if (s <= 0 || s % 8 != 0) return "stride " + std::to_string(s) + " (need a positive multiple of 8 elements)";
+  }
+  for (const void* ptr : {a.q, a.k, a.v, static_cast<const void*>(a.o)}) {
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "pointer not 16-byte aligned";
+  }
+  return {};
+}
+
+namespace {
+
+template <int HeadDim>
+cudaError_t launch(const AttnForwardArgs& a, cudaStream_t stream) {
+  using Traits = AttnKernelTraits<HeadDim>;
+  using Epilogue = AttnEpilogueLocal<Traits>;
+  using Kernel = AttnForwardKernel<Traits, Epilogue>;
+  using Element = typename Traits::Element;
+  const AttnForwardProblem& p = a.problem;
+
+  typename Kernel::Mainloop::Arguments ma{};
+  ma.q = static_cast<Element const*>(a.q);
+  ma.k = static_cast<Element const*>(a.k);
+  ma.v = static_cast<Element const*>(a.v);
+  ma.batch = p.batch;
+  ma.seq_q = p.seq_q;
+  ma.seq_k = p.seq_k;
+  ma.heads = p.heads;
+  ma.q_stride_batch = p.q_stride_batch;
+  ma.q_stride_seq = p.q_stride_seq;
+  ma.q_stride_head = p.q_stride_head;
+  ma.k_stride_batch = p.k_stride_batch;
+  ma.k_stride_seq = p.k_stride_seq;
+  ma.k_stride_head = p.k_stride_head;
+  ma.v_stride_batch = p.v_stride_batch;
+  ma.v_stride_seq = p.v_stride_seq;
+  ma.v_stride_head = p.v_stride_head;
+  ma.softmax_scale = p.softmax_scale > 0.f ? p.softmax_scale : 1.f / std::sqrt(float(p.head_dim));
+
+  typename Kernel::Params params{
+      Kernel::Mainloop::to_params(ma),
+      typename Epilogue::Params{static_cast<Element*>(a.o), p.o_stride_batch, p.o_stride_seq, p.o_stride_head, a.lse,
+                                p.seq_q, p.heads},
+      sched::AttnTileScheduler(p.seq_q, Traits::kBlockM, p.heads, p.batch)};
+
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  int num_sms = 0;
+  e = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) return e;
+
+  auto kernel = attn_forward_kernel<Traits, Epilogue>;
+  constexpr int smem_bytes = Kernel::kSharedBytes;
+  // Raising the dynamic shared-memory limit is per device and costs a driver call: do it once.
+  static std::once_flag attr_once[64];
+  static cudaError_t attr_error[64] = {};
+  std::call_once(attr_once[device % 64], [&] {
+    attr_error[device % 64] = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  });
+  if (attr_error[device % 64] != cudaSuccess) return attr_error[device % 64];
+
+  const int grid = sched::AttnTileScheduler::grid_size(params.scheduler.num_tiles(), num_sms);
+  kernel<<<grid, Traits::kNumThreads, smem_bytes, stream>>>(params);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t attn_forward(const AttnForwardArgs& args, cudaStream_t stream) {
+  if (!attn_forward_can_implement(args).empty()) return cudaErrorInvalidValue;
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  int major = 0, minor = 0;
+  if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device)) != cudaSuccess) return e;
+  if ((e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device)) != cudaSuccess) return e;
+  if (major != 9 || minor != 0) return cudaErrorNoKernelImageForDevice;  // wgmma/setmaxnreg need sm_90a
+  return launch<128>(args, stream);
+}
+
+}  // namespace xstage::attn

@@ -1,0 +1,112 @@
+// The attention forward kernel: persistent CTAs, one producer warpgroup (TMA) and kNumMmaWarpGroups
+// consumer warpgroups (GMMA + softmax), static tile schedule from sched::AttnTileScheduler, and an
+// epilogue policy that receives each finished output tile.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "attn_mainloop.cuh"
+#include "xstage/sched/attn_tile_scheduler.hpp"
+
+namespace xstage::attn {
+
+template <class Traits, class Epilogue>
+struct AttnForwardKernel {
+  using Mainloop = AttnMainloop<Traits>;
+  using PipelineQ = typename Traits::PipelineQ;
+  using PipelineKV = typename Traits::PipelineKV;
+
+  struct SharedStorage {
+    typename Traits::MainloopStorage mainloop;
+    typename Epilogue::SharedStorage epilogue;
+  };
+
+  struct Params {
+    typename Mainloop::Params mainloop;
+    typename Epilogue::Params epilogue;
+    sched::AttnTileScheduler scheduler;
+  };
+
+  static constexpr int kSharedBytes = int(sizeof(SharedStorage));
+};
+
+template <class Traits, class Epilogue>
+__global__ void __launch_bounds__(Traits::kNumThreads, 1)
+    attn_forward_kernel(CUTE_GRID_CONSTANT typename AttnForwardKernel<Traits, Epilogue>::Params const params) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace cute;
+  using Kernel = AttnForwardKernel<Traits, Epilogue>;
+  using Mainloop = typename Kernel::Mainloop;
+  using PipelineQ = typename Traits::PipelineQ;
+  using PipelineKV = typename Traits::PipelineKV;
+
+  extern __shared__ char smem_raw[];
+  auto& storage = *reinterpret_cast<typename Kernel::SharedStorage*>(smem_raw);
+
+  const int warp_idx = cutlass::canonical_warp_idx_sync();
+  const int warp_group_idx = cutlass::canonical_warp_group_idx();
+  const bool is_producer = warp_group_idx == 0;
+
+  if (warp_idx == 0 && cute::elect_one_sync()) Mainloop::prefetch_descriptors(params.mainloop);
+
+  using Role = typename PipelineKV::ThreadCategory;
+  typename PipelineQ::Params pq;
+  pq.transaction_bytes = Traits::kBytesQ;
+  pq.role = is_producer ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::Consumer;
+  pq.is_leader = threadIdx.x == 0;
+  pq.num_consumers = Traits::kNumMmaThreads;
+  pq.initializing_warp = 0;
+  typename PipelineKV::Params pkv;
+  pkv.transaction_bytes = Traits::kBytesKV;
+  pkv.role = is_producer ? Role::Producer : Role::Consumer;
+  pkv.is_leader = threadIdx.x == 0;
+  pkv.num_consumers = Traits::kNumMmaThreads;
+  pkv.initializing_warp = 1;
+  PipelineQ pipe_q(storage.mainloop.pipe_q, pq, Shape<_1, _1, _1>{});
+  PipelineKV pipe_k(storage.mainloop.pipe_k, pkv, Shape<_1, _1, _1>{});
+  pkv.initializing_warp = 2;
+  PipelineKV pipe_v(storage.mainloop.pipe_v, pkv, Shape<_1, _1, _1>{});
+  __syncthreads();  // barriers initialized before anyone waits on them
+
+  const sched::AttnTileScheduler& scheduler = params.scheduler;
+
+  if (is_producer) {
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
+    if (warp_idx == 0) {
+      auto q_write = cutlass::make_producer_start_state<PipelineQ>();
+      auto k_write = cutlass::make_producer_start_state<PipelineKV>();
+      auto v_write = cutlass::make_producer_start_state<PipelineKV>();
+      for (int t = scheduler.first_tile(blockIdx.x); scheduler.valid(t); t = scheduler.next_tile(t, gridDim.x)) {
+        const sched::AttnTile tile = scheduler.tile(t);
+        Mainloop::load(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_write, k_write, v_write,
+                       tile.m_block, tile.head, tile.batch);
+      }
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
+    const int mma_thread_idx = int(threadIdx.x) - 128;
+    typename PipelineQ::PipelineState q_read;
+    typename PipelineKV::PipelineState k_read;
+    typename PipelineKV::PipelineState v_read;
+    typename Traits::TiledMmaPV mma_pv;
+    for (int t = scheduler.first_tile(blockIdx.x); scheduler.valid(t); t = scheduler.next_tile(t, gridDim.x)) {
+      const sched::AttnTile tile = scheduler.tile(t);
+      Tensor acc_o = partition_fragment_C(mma_pv, Shape<typename Traits::BlockM, typename Traits::HeadDimT>{});
+      OnlineSoftmax<2> softmax(params.mainloop.softmax_scale, params.mainloop.scale_log2);
+      Mainloop::mma(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read, v_read, acc_o, softmax,
+                    mma_thread_idx);
+      auto lse = softmax.finalize(acc_o);
+      Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile, acc_o, lse,
+                                                            mma_thread_idx);
+    }
+    Epilogue::finish(params.epilogue, storage.epilogue, mma_thread_idx);
+  }
+#else
+  // Built for another architecture: the launcher refuses devices other than sm_90a.
+  __trap();
+#endif
+}
+
+}  // namespace xstage::attn

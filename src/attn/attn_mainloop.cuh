@@ -1,0 +1,223 @@
+// Mainloop of the attention forward kernel: the producer side (TMA loads of Q, K, V into pipelined
+// shared memory) and the consumer side (S = Q K^T, online softmax, O += P V on GMMA).
+//
+// Consumer schedule per tile (intra-warpgroup overlap): key blocks run from last to first so that the
+// only partial block (ragged sequence end) is the first one and the steady-state loop needs no mask.
+// In the loop, S_j = Q K_j^T and O += P_{j+1} V_{j+1} are issued back to back; softmax of S_j runs
+// while the tensor cores still work on P V.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "attn_fragment.cuh"
+#include "attn_kernel_traits.cuh"
+#include "attn_softmax.cuh"
+#include "attn_wait.cuh"
+
+namespace xstage::attn {
+
+template <class Traits>
+struct AttnMainloop {
+  using Element = typename Traits::Element;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  using BlockM = typename Traits::BlockM;
+  using BlockN = typename Traits::BlockN;
+  using HeadDimT = typename Traits::HeadDimT;
+  using PipelineQ = typename Traits::PipelineQ;
+  using PipelineKV = typename Traits::PipelineKV;
+  using Storage = typename Traits::MainloopStorage;
+
+  // Global tensors as (seq, dim, head, batch); V is read as V^T: (dim, seq, head, batch).
+  using ShapeT = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
+  using StrideT = cute::Stride<int64_t, cute::_1, int64_t, int64_t>;
+  using StrideVtT = cute::Stride<cute::_1, int64_t, int64_t, int64_t>;
+
+  using TmaQ = decltype(cute::make_tma_copy(
+      cute::SM90_TMA_LOAD{},
+      cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}),
+      typename Traits::SmemLayoutQ{}, cute::Shape<BlockM, HeadDimT>{}, cute::_1{}));
+  using TmaK = decltype(cute::make_tma_copy(
+      cute::SM90_TMA_LOAD{},
+      cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}),
+      cute::take<0, 2>(typename Traits::SmemLayoutK{}), cute::Shape<BlockN, HeadDimT>{}, cute::_1{}));
+  using TmaV = decltype(cute::make_tma_copy(
+      cute::SM90_TMA_LOAD{},
+      cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVtT{}),
+      cute::take<0, 2>(typename Traits::SmemLayoutVt{}), cute::Shape<HeadDimT, BlockN>{}, cute::_1{}));
+
+  struct Params {
+    TmaQ tma_q;
+    TmaK tma_k;
+    TmaV tma_v;
+    ShapeT shape_q;   // (seq_q, d, heads, batch)
+    ShapeT shape_k;   // (seq_k, d, heads, batch)
+    ShapeT shape_vt;  // (d, seq_k, heads, batch)
+    int seq_k;
+    float softmax_scale;
+    float scale_log2;
+  };
+
+  struct Arguments {
+    Element const* q;
+    Element const* k;
+    Element const* v;
+    int batch, seq_q, seq_k, heads;
+    int64_t q_stride_batch, q_stride_seq, q_stride_head;  // in elements; the head-dim stride is 1
+    int64_t k_stride_batch, k_stride_seq, k_stride_head;
+    int64_t v_stride_batch, v_stride_seq, v_stride_head;
+    float softmax_scale;
+  };
+
+  static Params to_params(Arguments const& a) {
+    using namespace cute;
+    const ShapeT shape_q{a.seq_q, kHeadDim, a.heads, a.batch};
+    const ShapeT shape_k{a.seq_k, kHeadDim, a.heads, a.batch};
+    const ShapeT shape_vt{kHeadDim, a.seq_k, a.heads, a.batch};
+    auto mQ = make_tensor(make_gmem_ptr(a.q), shape_q, StrideT{a.q_stride_seq, _1{}, a.q_stride_head, a.q_stride_batch});
+    auto mK = make_tensor(make_gmem_ptr(a.k), shape_k, StrideT{a.k_stride_seq, _1{}, a.k_stride_head, a.k_stride_batch});
+    auto mVt =
+        make_tensor(make_gmem_ptr(a.v), shape_vt, StrideVtT{_1{}, a.v_stride_seq, a.v_stride_head, a.v_stride_batch});
+    Params p{
+        make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, Shape<BlockM, HeadDimT>{}, _1{}),
+        make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}), Shape<BlockN, HeadDimT>{}, _1{}),
+        make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}), Shape<HeadDimT, BlockN>{},
+                      _1{}),
+        shape_q,
+        shape_k,
+        shape_vt,
+        a.seq_k,
+        a.softmax_scale,
+        a.softmax_scale * 1.4426950408889634f};
+    return p;
+  }
+
+  static CUTE_DEVICE void prefetch_descriptors(Params const& p) {
+    cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+  }
+
+  // Producer: called by all 32 lanes of the producer warp; lane 0 issues the copies.
+  template <class StateQ, class StateKV>
+  static CUTE_DEVICE void load(Params const& p, Storage& storage, PipelineQ& pipe_q, PipelineKV& pipe_k,
+                               PipelineKV& pipe_v, StateQ& q_write, StateKV& k_write, StateKV& v_write, int m_block,
+                               int head, int batch) {
+    using namespace cute;
+    Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
+    Tensor sVt = make_tensor(make_smem_ptr(storage.smem_v.data()), typename Traits::SmemLayoutVt{});
+
+    Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
+    Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
+    Tensor mVt = p.tma_v.get_tma_tensor(p.shape_vt);
+    Tensor gQ = local_tile(mQ(_, _, head, batch), Shape<BlockM, HeadDimT>{}, make_coord(m_block, _0{}));  // (M, D)
+    Tensor gK = local_tile(mK(_, _, head, batch), Shape<BlockN, HeadDimT>{}, make_coord(_, _0{}));  // (N, D, nblk)
+    Tensor gVt = local_tile(mVt(_, _, head, batch), Shape<HeadDimT, BlockN>{}, make_coord(_0{}, _));  // (D, N, nblk)
+
+    auto [tQgQ, tQsQ] = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+    auto [tKgK, tKsK] = tma_partition(p.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+    auto [tVgV, tVsV] = tma_partition(p.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sVt), group_modes<0, 2>(gVt));
+
+    const bool issuer = cute::elect_one_sync();
+    const int n_blocks = (p.seq_k + kBlockN - 1) / kBlockN;
+
+    attn_producer_acquire(pipe_q, q_write, 0);
+    if (issuer) copy(p.tma_q.with(*pipe_q.producer_get_barrier(q_write)), tQgQ, tQsQ);
+    ++q_write;
+
+    // Same order as the consumer: key blocks from last to first; K_j before V_j.
+    for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
+      attn_producer_acquire(pipe_k, k_write, 1);
+      if (issuer) copy(p.tma_k.with(*pipe_k.producer_get_barrier(k_write)), tKgK(_, n_block), tKsK(_, k_write.index()));
+      ++k_write;
+      attn_producer_acquire(pipe_v, v_write, 2);
+      if (issuer) copy(p.tma_v.with(*pipe_v.producer_get_barrier(v_write)), tVgV(_, n_block), tVsV(_, v_write.index()));
+      ++v_write;
+    }
+  }
+
+  // Consumer: computes one tile's normalized output into acc_o and returns the rows' log-sum-exp.
+  template <class StateQ, class StateKV, class TensorO, class Softmax>
+  static CUTE_DEVICE void mma(Params const& p, Storage& storage, PipelineQ& pipe_q, PipelineKV& pipe_k,
+                              PipelineKV& pipe_v, StateQ& q_read, StateKV& k_read, StateKV& v_read, TensorO& acc_o,
+                              Softmax& softmax, int mma_thread_idx) {
+    using namespace cute;
+    Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
+    Tensor sVt = make_tensor(make_smem_ptr(storage.smem_v.data()), typename Traits::SmemLayoutVt{});
+
+    typename Traits::TiledMmaQK mma_qk;
+    typename Traits::TiledMmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(mma_thread_idx);
+    auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K) descriptors
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
+    Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
+
+    const int n_blocks = (p.seq_k + kBlockN - 1) / kBlockN;
+
+    Tensor acc_s = partition_fragment_C(mma_qk, Shape<BlockM, BlockN>{});
+    // P in the register layout of the P V A operand; same element order as acc_s.
+    Tensor frag_p = make_tensor<Element>(acc_to_operand_a_layout(acc_s.layout()));
+    auto convert_p = [&](auto const& s) {
+      Tensor p_as_s = make_tensor(frag_p.data(), s.layout());
+      CUTE_UNROLL
+      for (int i = 0; i < size(s); ++i) p_as_s(i) = Element(s(i));
+    };
+
+    // First (possibly partial) key block.
+    attn_consumer_wait(pipe_q, q_read, 3);
+    attn_consumer_wait(pipe_k, k_read, 4);
+    wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s, /*zero_init=*/true);
+    warpgroup_wait<0>();
+    pipe_k.consumer_release(k_read);
+    ++k_read;
+    {
+      const int valid_cols = p.seq_k - (n_blocks - 1) * kBlockN;
+      if (valid_cols < kBlockN) {
+        Tensor cS = make_identity_tensor(Shape<BlockM, BlockN>{});
+        Tensor tScS = thr_qk.partition_C(cS);
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc_s); ++i) {
+          if (get<1>(tScS(i)) >= valid_cols) acc_s(i) = -INFINITY;
+        }
+      }
+    }
+    softmax.template step<true>(acc_s);
+    convert_p(acc_s);
+
+    bool first_pv = true;
+    CUTE_NO_UNROLL
+    for (int n_block = n_blocks - 2; n_block >= 0; --n_block) {
+      attn_consumer_wait(pipe_k, k_read, 4);
+      wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s, /*zero_init=*/true);
+      attn_consumer_wait(pipe_v, v_read, 5);
+      wgmma_issue<true>(mma_pv, frag_p, tOrV(_, _, _, v_read.index()), acc_o, first_pv);
+      first_pv = false;
+      warpgroup_wait<1>();  // S of this block is ready; P V of the previous block may still run
+      pipe_k.consumer_release(k_read);
+      ++k_read;
+      auto rescale = softmax.template step<false>(acc_s);
+      warpgroup_wait<0>();  // P V done: its V stage and the P registers are free
+      pipe_v.consumer_release(v_read);
+      ++v_read;
+      softmax.rescale_output(acc_o, rescale);
+      convert_p(acc_s);
+    }
+    // All S products of this tile are done: the producer may load the next tile's Q.
+    pipe_q.consumer_release(q_read);
+    ++q_read;
+
+    attn_consumer_wait(pipe_v, v_read, 5);
+    wgmma_issue<true>(mma_pv, frag_p, tOrV(_, _, _, v_read.index()), acc_o, first_pv);
+    warpgroup_wait<0>();
+    pipe_v.consumer_release(v_read);
+    ++v_read;
+  }
+};
+
+}  // namespace xstage::attn

@@ -1,0 +1,100 @@
+// Online softmax over the S accumulator of one consumer thread (two query rows per thread per 64-row
+// warpgroup slice), in base 2: p = 2^(s * scale_log2 - m * scale_log2), one FFMA and one EX2 per element.
+#pragma once
+
+#include <cmath>
+
+#include <cute/tensor.hpp>
+
+#include "attn_fragment.cuh"
+
+namespace xstage::attn {
+
+__device__ __forceinline__ float attn_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The four threads of a quad hold the same rows (GMMA accumulator layout): reduce across them.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+template <int kRows>
+struct OnlineSoftmax {
+  float row_max[kRows];  // running max of raw scores (unscaled)
+  float row_sum[kRows];  // running sum of p, per thread; reduced over the quad only at the end
+  float scale_log2;      // softmax_scale * log2(e)
+  float softmax_scale;
+
+  __device__ OnlineSoftmax(float scale, float scale_log2_) : scale_log2(scale_log2_), softmax_scale(scale) {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.f;
+    }
+  }
+
+  // Replaces the scores in acc_s by p and returns, per row, the factor by which the output
+  // accumulated so far must be multiplied (meaningless for the first block).
+  template <bool kFirst, class TensorS>
+  __device__ __forceinline__ cute::array<float, kRows> step(TensorS& acc_s) {
+    auto s = cute::make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
+    static_assert(decltype(cute::size<0>(s))::value == kRows);
+    cute::array<float, kRows> rescale;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float m = row_max[r];
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(s); ++c) m = fmaxf(m, s(r, c));
+      m = quad_max(m);
+      // Every row has a finite score in its first block (at least one key is valid), so m is finite.
+      const float m_scaled = m * scale_log2;
+      rescale[r] = kFirst ? 1.f : attn_exp2(row_max[r] * scale_log2 - m_scaled);
+      row_max[r] = m;
+      float sum = 0.f;
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(s); ++c) {
+        const float p = attn_exp2(__fmaf_rn(s(r, c), scale_log2, -m_scaled));
+        s(r, c) = p;
+        sum += p;
+      }
+      row_sum[r] = kFirst ? sum : __fmaf_rn(row_sum[r], rescale[r], sum);
+    }
+    return rescale;
+  }
+
+  template <class TensorO>
+  __device__ __forceinline__ void rescale_output(TensorO& acc_o, cute::array<float, kRows> const& rescale) const {
+    auto o = cute::make_tensor(acc_o.data(), acc_rowcol_layout(acc_o.layout()));
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(o); ++c) o(r, c) *= rescale[r];
+    }
+  }
+
+  // Normalizes the output by the row sums and returns the natural-log log-sum-exp of each row.
+  template <class TensorO>
+  __device__ __forceinline__ cute::array<float, kRows> finalize(TensorO& acc_o) {
+    auto o = cute::make_tensor(acc_o.data(), acc_rowcol_layout(acc_o.layout()));
+    cute::array<float, kRows> lse;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const float sum = quad_sum(row_sum[r]);
+      const float inv = 1.f / sum;
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(o); ++c) o(r, c) *= inv;
+      lse[r] = row_max[r] * softmax_scale + logf(sum);
+    }
+    return lse;
+  }
+};
+
+}  // namespace xstage::attn

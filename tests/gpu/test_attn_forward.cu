@@ -1,0 +1,176 @@
+// GPU tests of the attention forward kernel against the host reference: fresh random inputs each run,
+// outputs poisoned with NaN before each launch, every valid element checked as written.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "attn_check.hpp"
+#include "attn_forward.hpp"
+#include "attn_random.hpp"
+#include "attn_reference.hpp"
+
+namespace xstage::attn {
+namespace {
+
+bool have_hopper() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return false;
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  return major == 9 && minor == 0;
+}
+
+#define SKIP_WITHOUT_HOPPER() \
+  if (!have_hopper()) GTEST_SKIP() << "no sm_90 CUDA device"
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd();
+}
+
+// Elements spanned by a tensor with these strides (the largest offset + 1).
+size_t span(const AttnForwardProblem& p, int seq, int64_t sb, int64_t ss, int64_t sh) {
+  return size_t((p.batch - 1) * sb + int64_t(seq - 1) * ss + (p.heads - 1) * sh + p.head_dim);
+}
+
+struct DeviceRun {
+  std::vector<uint16_t> q, k, v, o;
+  std::vector<float> lse;
+};
+
+// Draws fresh inputs, poisons the outputs, runs the kernel, and copies everything back.
+DeviceRun run_kernel(const AttnForwardProblem& p, uint64_t seed, bool with_lse, int launches = 1) {
+  const size_t nq = span(p, p.seq_q, p.q_stride_batch, p.q_stride_seq, p.q_stride_head);
+  const size_t nk = span(p, p.seq_k, p.k_stride_batch, p.k_stride_seq, p.k_stride_head);
+  const size_t nv = span(p, p.seq_k, p.v_stride_batch, p.v_stride_seq, p.v_stride_head);
+  const size_t no = span(p, p.seq_q, p.o_stride_batch, p.o_stride_seq, p.o_stride_head);
+  const size_t nl = size_t(p.batch) * p.heads * p.seq_q;
+  void *q, *k, *v, *o;
+  float* lse = nullptr;
+  XSTAGE_ATTN_CUDA_CHECK(cudaMalloc(&q, nq * 2));
+  XSTAGE_ATTN_CUDA_CHECK(cudaMalloc(&k, nk * 2));
+  XSTAGE_ATTN_CUDA_CHECK(cudaMalloc(&v, nv * 2));
+  XSTAGE_ATTN_CUDA_CHECK(cudaMalloc(&o, no * 2));
+  if (with_lse) XSTAGE_ATTN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&lse), nl * 4));
+  XSTAGE_ATTN_CUDA_CHECK(attn_fill_normal_bf16(q, nq, seed * 3 + 1, 1.f, nullptr));
+  XSTAGE_ATTN_CUDA_CHECK(attn_fill_normal_bf16(k, nk, seed * 3 + 2, 1.f, nullptr));
+  XSTAGE_ATTN_CUDA_CHECK(attn_fill_normal_bf16(v, nv, seed * 3 + 3, 1.f, nullptr));
+  AttnForwardArgs a{p, q, k, v, o, lse};
+  EXPECT_EQ(attn_forward_can_implement(a), "");
+  DeviceRun r;
+  for (int i = 0; i < launches; ++i) {
+    XSTAGE_ATTN_CUDA_CHECK(cudaMemset(o, 0xff, no * 2));  // bf16 0xffff is NaN
+    if (lse) XSTAGE_ATTN_CUDA_CHECK(cudaMemset(lse, 0xff, nl * 4));
+    XSTAGE_ATTN_CUDA_CHECK(attn_forward(a, nullptr));
+    XSTAGE_ATTN_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint16_t> out(no);
+    XSTAGE_ATTN_CUDA_CHECK(cudaMemcpy(out.data(), o, no * 2, cudaMemcpyDeviceToHost));
+    if (i > 0) EXPECT_EQ(out, r.o) << "launch " << i << " differs from launch 0 (race?)";
+    r.o = std::move(out);
+  }
+  r.q.resize(nq);
+  r.k.resize(nk);
+  r.v.resize(nv);
+  XSTAGE_ATTN_CUDA_CHECK(cudaMemcpy(r.q.data(), q, nq * 2, cudaMemcpyDeviceToHost));
+  XSTAGE_ATTN_CUDA_CHECK(cudaMemcpy(r.k.data(), k, nk * 2, cudaMemcpyDeviceToHost));
+  XSTAGE_ATTN_CUDA_CHECK(cudaMemcpy(r.v.data(), v, nv * 2, cudaMemcpyDeviceToHost));
+  if (lse) {
+    r.lse.resize(nl);
+    XSTAGE_ATTN_CUDA_CHECK(cudaMemcpy(r.lse.data(), lse, nl * 4, cudaMemcpyDeviceToHost));
+    XSTAGE_ATTN_CUDA_CHECK(cudaFree(lse));
+  }
+  XSTAGE_ATTN_CUDA_CHECK(cudaFree(q));
+  XSTAGE_ATTN_CUDA_CHECK(cudaFree(k));
+  XSTAGE_ATTN_CUDA_CHECK(cudaFree(v));
+  XSTAGE_ATTN_CUDA_CHECK(cudaFree(o));
+  return r;
+}
+
+// Checks the given rows: every element written, error within 2x that of a bf16 implementation
+// (and under 1e-2), LSE close to the exact one.
+void check_rows(const AttnForwardProblem& p, const DeviceRun& r, const std::vector<AttnRow>& rows, uint64_t seed) {
+  EXPECT_EQ(attn_count_non_finite(p, r.o.data()), 0u) << "unwritten (NaN-poisoned) or non-finite outputs";
+  std::vector<float> ref, ref_lse, ref16, ref16_lse;
+  attn_reference_rows(p, r.q.data(), r.k.data(), r.v.data(), rows, AttnRefPrecision::kExact, ref, ref_lse);
+  attn_reference_rows(p, r.q.data(), r.k.data(), r.v.data(), rows, AttnRefPrecision::kBf16, ref16, ref16_lse);
+  const AttnErrorStats ours = attn_compare(attn_gather_rows(p, r.o.data(), rows), ref);
+  const AttnErrorStats bf16 = attn_compare(ref16, ref);
+  std::printf("  b=%d sq=%d sk=%d h=%d seed=%llu rows=%zu: rel_l2 ours %.3e, bf16 reference %.3e, max_abs %.3e\n",
+              p.batch, p.seq_q, p.seq_k, p.heads, (unsigned long long)seed, rows.size(), ours.rel_l2, bf16.rel_l2,
+              ours.max_abs);
+  EXPECT_EQ(ours.non_finite, 0u);
+  EXPECT_LT(ours.rel_l2, 1e-2);
+  EXPECT_LE(ours.rel_l2, 2.0 * bf16.rel_l2 + 1e-4);
+  if (!r.lse.empty()) {
+    double worst = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const AttnRow& row = rows[i];
+      const float got = r.lse[(size_t(row.batch) * p.heads + row.head) * p.seq_q + row.row];
+      worst = std::max(worst, std::isfinite(got) ? std::fabs(double(got) - ref_lse[i]) : INFINITY);
+    }
+    EXPECT_LT(worst, 1e-3) << "log-sum-exp";
+  }
+}
+
+struct Shape {
+  int batch, seq_q, seq_k, heads;
+};
+
+class AttnForwardSmall : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(AttnForwardSmall, MatchesCpuReferenceOnAllRows) {
+  SKIP_WITHOUT_HOPPER();
+  const Shape s = GetParam();
+  const AttnForwardProblem p = make_bshd_problem(s.batch, s.seq_q, s.seq_k, s.heads, 128);
+  const uint64_t seed = fresh_seed();
+  const DeviceRun r = run_kernel(p, seed, /*with_lse=*/true, /*launches=*/2);
+  check_rows(p, r, attn_all_rows(p), seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttnForwardSmall,
+                         ::testing::Values(Shape{1, 128, 128, 1},    // one full tile
+                                           Shape{1, 1, 5, 1},        // one query, five keys
+                                           Shape{1, 64, 200, 2},     // partial query tile, ragged keys
+                                           Shape{2, 300, 300, 3},    // ragged both, batch > 1
+                                           Shape{1, 257, 129, 2},    // one row/column past a tile
+                                           Shape{1, 1000, 1000, 1},  // many key blocks
+                                           Shape{1, 512, 1200, 1}));  // cross-attention lengths
+
+TEST(AttnForward, StridedHeadMajorLayout) {
+  SKIP_WITHOUT_HOPPER();
+  // [batch, heads, seq, dim] instead of [batch, seq, heads, dim]: only the strides change.
+  AttnForwardProblem p = make_bshd_problem(2, 333, 333, 3, 128);
+  for (int64_t* t : {&p.q_stride_seq, &p.k_stride_seq, &p.v_stride_seq, &p.o_stride_seq}) *t = 128;
+  for (int64_t* t : {&p.q_stride_head, &p.k_stride_head, &p.v_stride_head, &p.o_stride_head}) *t = 333 * 128;
+  const uint64_t seed = fresh_seed();
+  const DeviceRun r = run_kernel(p, seed, false);
+  check_rows(p, r, attn_all_rows(p), seed);
+}
+
+TEST(AttnForward, PersistentGridManyTilesSampled) {
+  SKIP_WITHOUT_HOPPER();
+  // 2 x 24 x ceil(2000/128) = 768 tiles: every CTA of the persistent grid runs several tiles.
+  const AttnForwardProblem p = make_bshd_problem(2, 2000, 2000, 24, 128);
+  const uint64_t seed = fresh_seed();
+  const DeviceRun r = run_kernel(p, seed, true, 2);
+  check_rows(p, r, attn_sample_rows(p, 400, seed), seed);
+}
+
+TEST(AttnForward, RejectsUnsupportedProblems) {
+  AttnForwardProblem p = make_bshd_problem(1, 128, 128, 1, 96);
+  alignas(16) static char buf[64];
+  AttnForwardArgs a{p, buf, buf, buf, buf, nullptr};
+  EXPECT_NE(attn_forward_can_implement(a).find("head_dim"), std::string::npos);
+  a.problem = make_bshd_problem(1, 128, 128, 1, 128);
+  a.problem.q_stride_seq = 100;
+  EXPECT_NE(attn_forward_can_implement(a).find("stride"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace xstage::attn
