@@ -9,6 +9,7 @@
 #include <ctime>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "xstage/gpu/check.hpp"
 #include "xstage_git_revision.hpp"  // generated at every build (src/gpu/CMakeLists.txt)
@@ -58,10 +59,18 @@ std::string utc_now_iso8601() {
 }
 
 // Arguments with spaces or shell metacharacters are single-quoted so the command can be re-run.
+// Without argv (argc == 0) the command line is read from /proc/self/cmdline.
 std::string join_command(int argc, char** argv) {
+  std::vector<std::string> args;
+  if (argc > 0 && argv) {
+    for (int i = 0; i < argc; ++i) args.emplace_back(argv[i] ? argv[i] : "");
+  } else {
+    std::ifstream f("/proc/self/cmdline", std::ios::binary);
+    std::string a;
+    while (std::getline(f, a, '\0')) args.push_back(a);
+  }
   std::string cmd;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i] ? argv[i] : "";
+  for (const std::string& a : args) {
     const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>()[]{}!#~") == std::string::npos;
     if (!cmd.empty()) cmd += ' ';
     if (plain) {

@@ -18,6 +18,7 @@ namespace xstage::gpu {
 //                 "max_sm_clock_mhz": ..., "memory_clock_mhz": ...}, ... ],
 //   "hostname": "..."
 // }
+// argc == 0 / argv == nullptr: the command line is read from /proc/self/cmdline.
 // Devices that cannot be queried appear with an "error" field instead of failing the run: a
 // provenance block must never be the reason a measurement is lost.
 nlohmann::json collect_provenance(const std::vector<int>& devices, int argc, char** argv);

@@ -1,0 +1,63 @@
+// xstage calibrate: the standard remote-store sweep on GPUs → records.csv, platform.json, report.json,
+// raw.json and the calibration plots.
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <memory>
+
+#include "registry.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/probe/calibrate.hpp"
+
+namespace xstage::cli {
+namespace {
+
+struct CalibrateCli {
+  std::string gpus = "0,1";
+  std::string path = "nccl-window";
+  probe::CalibrateOptions opt;
+  double buffer_mib = 2048;
+};
+
+void add_calibrate(CLI::App& root) {
+  auto st = std::make_shared<CalibrateCli>();
+  auto* cmd = root.add_subcommand(
+      "calibrate",
+      "Measure the platform: zero-gap periodic bursts over K and V, a gap sweep to the plateau, an isolated V sweep "
+      "past the knee; fit M_X and compare the model with every point");
+  cmd->add_option("--gpus", st->gpus, "GPU ordinals; the first sends to the second (one GPU: local control only)")
+      ->capture_default_str();
+  cmd->add_option("--out", st->opt.out_dir, "output directory")->required();
+  cmd->add_flag("--quick", st->opt.quick, "short sweep (under a minute)");
+  cmd->add_flag("--force", st->opt.force, "overwrite the files of an earlier calibration in --out");
+  cmd->add_option("--store-bytes", st->opt.store_bytes, "width of each store: 4, 8 or 16")->capture_default_str();
+  cmd->add_option("--path", st->path, "store path of the main sweep: nccl-window or peer-pointer")->capture_default_str();
+  cmd->add_flag("!--no-path-check", st->opt.path_check, "skip measuring R through the other store path");
+  cmd->add_option("--time-budget", st->opt.time_budget_s, "seconds for the whole run (default 50 quick, 540 full)");
+  cmd->add_option("--buffer-mib", st->buffer_mib, "destination buffer per GPU, MiB (bounds the largest V)")
+      ->capture_default_str();
+  cmd->add_option("--threads", st->opt.threads_per_producer, "threads per producer CTA")->capture_default_str();
+  cmd->add_flag("!--no-plots", st->opt.plots, "skip bench/plot_calibration.py");
+  cmd->add_option("--plot-script", st->opt.plot_script, "path of plot_calibration.py");
+  cmd->callback([st] {
+    auto& o = st->opt;
+    o.gpus = probe::parse_gpu_list("--gpus", st->gpus);
+    o.path = probe::parse_store_path("--path", st->path);
+    if (o.store_bytes != 4 && o.store_bytes != 8 && o.store_bytes != 16)
+      throw InputError("--store-bytes: must be 4, 8 or 16, got " + std::to_string(o.store_bytes));
+    if (!(st->buffer_mib >= 64 && st->buffer_mib <= 65536))
+      throw InputError("--buffer-mib: must be within 64 .. 65536, got " + std::to_string(st->buffer_mib));
+    if (o.time_budget_s < 0) throw InputError("--time-budget: must be >= 0, got " + std::to_string(o.time_budget_s));
+    if (o.threads_per_producer < 32 || o.threads_per_producer > 1024 || o.threads_per_producer % 32)
+      throw InputError("--threads: a multiple of 32 within 32 .. 1024, got " + std::to_string(o.threads_per_producer));
+    o.buffer_bytes = static_cast<std::uint64_t>(st->buffer_mib) << 20;
+    // argc = 0: provenance reads the full command line from /proc/self/cmdline.
+    o.argc = 0;
+    o.argv = nullptr;
+    const int rc = probe::run_calibrate(o);
+    if (rc != 0) std::exit(rc);
+  });
+}
+
+}  // namespace
+XSTAGE_SUBCOMMAND("calibrate", 40, add_calibrate);
+}  // namespace xstage::cli
