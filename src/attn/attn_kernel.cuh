@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   using PipelineQ = typename Traits::PipelineQ;
   using PipelineKV = typename Traits::PipelineKV;
 
-  extern __shared__ char smem_raw[];
+  extern __shared__ __align__(1024) char smem_raw[];  // 128-byte swizzled tiles need 1024-byte alignment
   auto& storage = *reinterpret_cast<typename Kernel::SharedStorage*>(smem_raw);
 
   const int warp_idx = cutlass::canonical_warp_idx_sync();

@@ -27,9 +27,16 @@ struct AttnKernelTraits {
   static_assert(kBlockM == 64 * kNumMmaWarpGroups, "each consumer warpgroup owns 64 query rows");
   static_assert(kHeadDim % 64 == 0, "128-byte swizzled rows need head_dim a multiple of 64");
 
-  // Register split after setmaxnreg: the producer warpgroup only issues TMA.
-  static constexpr int kProducerRegisters = 32;
+  // Register split after setmaxnreg: the producer warpgroup only issues TMA. The CTA starts with
+  // 65536 / kNumThreads (168) per thread, and setmaxnreg.inc only draws on what .dec released inside
+  // the CTA: (168 - 24) x 128 = (240 - 168) x 256, exactly. A split that frees less blocks the
+  // consumers in setmaxnreg.inc forever.
+  static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
+  static constexpr int kRegistersAtLaunch = (65536 / kNumThreads) / 8 * 8;
+  static_assert((kRegistersAtLaunch - kProducerRegisters) * 128 >=
+                    (kConsumerRegisters - kRegistersAtLaunch) * kNumMmaThreads,
+                "setmaxnreg split must not ask for more registers than the producer releases");
 
   using BlockM = cute::Int<kBlockM>;
   using BlockN = cute::Int<kBlockN>;
