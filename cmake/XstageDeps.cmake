@@ -13,7 +13,9 @@ if(XSTAGE_ENABLE_CUDA)
       set(CMAKE_CUDA_ARCHITECTURES 90a)  # wgmma and setmaxnreg need sm_90a
     endif()
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 20)
+    # CMake 3.25 does not know nvcc's C++20 dialect: CUDA translation units are C++17 (host-only
+    # code is C++20), so headers shared with .cu files stay C++17.
+    set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
     find_package(CUDAToolkit REQUIRED)

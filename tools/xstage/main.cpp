@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "registry.hpp"
 #include "xstage/model/error.hpp"
@@ -22,6 +23,18 @@ int main(int argc, char** argv) {
   auto& registry = xstage::cli::subcommand_registry();
   std::sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   for (const auto& sub : registry) sub.add(app);
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const auto& sub : registry) {
+      known = known || sub.name == std::string(argv[1]);
+      names += std::string(names.empty() ? "" : ", ") + sub.name;
+    }
+    if (!known) {
+      std::fprintf(stderr, "xstage: error: unknown command \"%s\" (commands: %s)\n", argv[1], names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

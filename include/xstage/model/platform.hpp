@@ -49,9 +49,9 @@ struct Platform {
 
   // T_iss0 at (K, B). Rule (documented in docs/platform.md):
   //  1. take the measured producer count K' nearest to K on a log scale (ties: the larger);
-  //  2. at K', interpolate linearly in B between the measured points that bracket B, extrapolate
-  //     linearly from the nearest two outside them (never below the smallest measured floor x B/B_min),
-  //     and with one point only, scale in proportion to B (constant per-producer issue rate).
+  //  2. at K', interpolate linearly in B between the measured points that bracket B; outside them,
+  //     extrapolate the nearest segment's line (below the range never under T_min·B/B_min);
+  //     with one point only, scale in proportion to B (constant per-producer issue rate).
   Lookup issue_floor_s(int producers, double bytes_per_producer) const;
   // Q(K): linear interpolation in K between measured points, clamped to the end points outside.
   Lookup capacity_bytes(int producers) const;

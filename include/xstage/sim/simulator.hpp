@@ -1,0 +1,69 @@
+// Event simulator of the X-Stage: producers issue remote-store bursts into one path that drains at
+// rate R and holds at most Q outstanding bytes; issue stalls while the path is full.
+//
+// Fluid model, exact between events: each issuing producer injects at its backpressure-free rate
+// (burst bytes / T_iss0 of that burst); while the outstanding volume q is below Q every producer
+// issues at that rate and q drains at R; when q reaches Q the total injection is limited to R,
+// shared in proportion to the producers' rates. In completion-coupled mode a producer, after
+// issuing a burst, waits until everything injected so far has drained (FIFO) plus a fixed latency
+// before its next step — the paper's counterfactual.
+#pragma once
+
+#include <vector>
+
+namespace xstage::sim {
+
+struct Step {
+  enum class Kind { kCompute, kBurst };
+  Kind kind;
+  double duration_s = 0.0;     // compute span
+  double bytes = 0.0;          // burst bytes (this producer)
+  double issue_floor_s = 0.0;  // backpressure-free issue time of this burst (T_iss0 at its K, B)
+
+  static Step compute(double seconds) { return {Kind::kCompute, seconds, 0.0, 0.0}; }
+  static Step burst(double bytes, double issue_floor_s) { return {Kind::kBurst, 0.0, bytes, issue_floor_s}; }
+};
+
+using ProducerSchedule = std::vector<Step>;
+
+struct SimConfig {
+  double drain_rate_bytes_per_s = 0.0;
+  double capacity_bytes = 0.0;
+  bool completion_coupled = false;
+  double completion_latency_s = 0.0;
+  double time_limit_s = 10.0;  // simulated time bound (a schedule that never ends is an error)
+};
+
+struct BurstRecord {
+  int producer;
+  int index;            // burst number within its producer
+  double start_s;       // first byte may be issued
+  double issue_end_s;   // last byte accepted (sender-visible issue end)
+  double issue_floor_s;
+  double issue_time_s() const { return issue_end_s - start_s; }
+  double stall_s() const { return issue_time_s() - issue_floor_s; }
+};
+
+struct SimResult {
+  std::vector<BurstRecord> bursts;  // in order of issue end
+  double makespan_s = 0.0;          // last producer's end
+  double peak_outstanding_bytes = 0.0;
+  double total_stall_s = 0.0;       // Σ over bursts of (issue time − floor), all producers
+  double total_completion_wait_s = 0.0;  // completion-coupled waiting, all producers
+};
+
+// Throws xstage::InputError for a bad configuration or schedule.
+SimResult simulate(const SimConfig& config, const std::vector<ProducerSchedule>& schedules);
+
+// K identical producers: `bursts` × (burst of B bytes, then a gap of G), the microbenchmark's pattern.
+std::vector<ProducerSchedule> periodic_schedules(int producers, double bytes_per_producer, double issue_floor_s,
+                                                 double gap_s, int bursts);
+
+struct SteadyState {
+  double issue_time_s;  // median burst issue time over the second half of the bursts (aggregate burst)
+  double period_s;      // median start-to-start period over the second half
+};
+// Aggregates producers per burst index (start: earliest producer; end: latest) and takes medians.
+SteadyState steady_state(const SimResult& result, int producers);
+
+}  // namespace xstage::sim

@@ -1,0 +1,293 @@
+#include "xstage/model/calibration_fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "xstage/model/burst_gap.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/model/stats.hpp"
+#include "xstage/model/units.hpp"
+
+namespace xstage::model {
+
+namespace {
+
+constexpr double kMadToSigma = 1.4826;  // MAD of a normal sample → standard deviation
+
+bool is_zero_gap(const CalibrationRecord& r) { return r.gap_s <= 1e-12; }
+
+// V/T ratios of zero-gap periodic points: drain-dominated points sit at R, floor-dominated ones
+// below it, so the median of the upper half is a robust starting rate.
+double initial_rate(const std::vector<const CalibrationRecord*>& zero_gap) {
+  std::vector<double> ratios;
+  for (const auto* r : zero_gap) ratios.push_back(r->volume_bytes() / r->t_period_s);
+  std::sort(ratios.begin(), ratios.end());
+  const std::vector<double> upper(ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2), ratios.end());
+  return stats::median(upper);
+}
+
+// T_iss0 per (K, B): median issue time over the recovered part of each periodic gap sweep.
+std::vector<FloorFit> fit_floors(const std::vector<CalibrationRecord>& records, double rate,
+                                 std::vector<std::string>* warnings) {
+  std::map<std::pair<int, double>, std::vector<const CalibrationRecord*>> sweeps;
+  for (const auto& r : records)
+    if (r.mode == BurstMode::kPeriodic && r.target == StoreTarget::kRemote && !is_zero_gap(r))
+      sweeps[{r.producers, r.bytes_per_producer}].push_back(&r);
+  std::vector<FloorFit> floors;
+  for (auto& [key, pts] : sweeps) {
+    const double v = static_cast<double>(key.first) * key.second;
+    std::vector<double> plateau;
+    for (const auto* r : pts)
+      if (r->gap_s >= drain_time_s(v, rate)) plateau.push_back(r->t_iss_s);  // G ≥ V/R ≥ G*: recovered
+    if (plateau.empty()) {
+      // No gap reached V/R: fall back to the largest quarter of the gaps, and say so.
+      std::sort(pts.begin(), pts.end(), [](auto* a, auto* b) { return a->gap_s < b->gap_s; });
+      const std::size_t from = pts.size() - std::max<std::size_t>(1, pts.size() / 4);
+      for (std::size_t i = from; i < pts.size(); ++i) plateau.push_back(pts[i]->t_iss_s);
+      if (warnings)
+        warnings->push_back("K=" + std::to_string(key.first) + " B=" + std::to_string(static_cast<long long>(key.second)) +
+                            ": no gap reached V/R; T_iss0 taken from the largest gaps (may be high)");
+    }
+    floors.push_back({key.first, key.second, stats::median(plateau), static_cast<int>(plateau.size()),
+                      stats::median_abs_deviation(plateau)});
+  }
+  return floors;
+}
+
+Platform floors_only_platform(const std::vector<FloorFit>& floors, double rate) {
+  Platform p;
+  p.name = "fit";
+  p.drain_rate_bytes_per_s = rate;
+  for (const auto& f : floors) p.issue_floor.push_back({f.producers, f.bytes_per_producer, f.t_iss0_s});
+  return p;
+}
+
+// Slope through the origin T = V·s (s = 1/R), minimising relative residuals, with MAD rejection.
+RateFit fit_rate(const std::vector<const CalibrationRecord*>& pts, const FitOptions& opt) {
+  std::vector<char> used(pts.size(), 1);
+  double s = 0.0;
+  for (int iter = 0; iter < 8; ++iter) {
+    double num = 0.0, den = 0.0;
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+      if (!used[i]) continue;
+      const double x = pts[i]->volume_bytes() / pts[i]->t_period_s;
+      num += x;
+      den += x * x;
+    }
+    s = num / den;
+    std::vector<double> res;
+    for (std::size_t i = 0; i < pts.size(); ++i)
+      if (used[i]) res.push_back(1.0 - pts[i]->volume_bytes() * s / pts[i]->t_period_s);
+    const double med = stats::median(res);
+    const double sigma = kMadToSigma * stats::median_abs_deviation(res);
+    bool changed = false;
+    if (sigma > 0.0) {
+      for (std::size_t i = 0; i < pts.size(); ++i) {
+        if (!used[i]) continue;
+        const double r = 1.0 - pts[i]->volume_bytes() * s / pts[i]->t_period_s;
+        const int remaining = static_cast<int>(std::count(used.begin(), used.end(), 1));
+        if (std::fabs(r - med) > opt.outlier_mad_threshold * sigma && remaining > opt.min_points_for_rate) {
+          used[i] = 0;
+          changed = true;
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  RateFit fit;
+  fit.drain_rate_bytes_per_s = 1.0 / s;
+  std::vector<double> rel;
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    if (!used[i]) continue;
+    rel.push_back(std::fabs(pts[i]->t_period_s - pts[i]->volume_bytes() * s) / pts[i]->t_period_s);
+  }
+  fit.points_used = static_cast<int>(rel.size());
+  fit.points_rejected = static_cast<int>(pts.size() - rel.size());
+  fit.median_rel_residual = stats::median(rel);
+  fit.max_rel_residual = stats::max_abs(rel);
+  return fit;
+}
+
+struct Line {
+  double a, b;
+};
+Line least_squares_line(const std::vector<std::pair<double, double>>& pts, std::size_t n) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sx += pts[i].first;
+    sy += pts[i].second;
+    sxx += pts[i].first * pts[i].first;
+    sxy += pts[i].first * pts[i].second;
+  }
+  const double dn = static_cast<double>(n);
+  const double det = dn * sxx - sx * sx;
+  if (n < 2 || std::fabs(det) <= 1e-30 * dn * sxx) return {sy / dn, 0.0};
+  const double b = (dn * sxy - sx * sy) / det;
+  return {(sy - b * sx) / dn, b};
+}
+
+// Least squares with MAD rejection of outliers (e.g. a preempted sample), then a refit.
+Line robust_line(const std::vector<std::pair<double, double>>& pts, std::size_t n, double threshold) {
+  Line line = least_squares_line(pts, n);
+  if (n < 4) return line;
+  std::vector<double> rel;
+  for (std::size_t i = 0; i < n; ++i) rel.push_back((pts[i].second - (line.a + line.b * pts[i].first)) / pts[i].second);
+  const double med = stats::median(rel), sigma = kMadToSigma * stats::median_abs_deviation(rel);
+  if (!(sigma > 0)) return line;
+  std::vector<std::pair<double, double>> kept;
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::fabs(rel[i] - med) <= threshold * sigma) kept.push_back(pts[i]);
+  return kept.size() >= 2 ? least_squares_line(kept, kept.size()) : line;
+}
+
+// Eq. 7 knee: T(V) = max(a + b·V, (V − Q)/R) with R fixed. Try every split of the V-sorted points
+// and, for each, every Q implied by a point of the upper branch (Q_i = V_i − R·T_i); keep the
+// combination with the least sum of absolute relative residuals (robust to a few outliers). A knee
+// is accepted only if it explains the data much better than one straight line.
+KneeFit fit_knee(int producers, std::vector<std::pair<double, double>> pts, double rate, double threshold) {
+  std::sort(pts.begin(), pts.end());
+  const std::size_t n = pts.size();
+  auto cost_of = [&](Line line, double q, bool with_knee) {
+    double c = 0.0;
+    for (const auto& [v, t] : pts) {
+      double pred = line.a + line.b * v;
+      if (with_knee) pred = std::max(pred, (v - q) / rate);
+      c += std::fabs(t - pred) / t;
+    }
+    return c;
+  };
+  const Line all = robust_line(pts, n, threshold);
+  const double cost_line = cost_of(all, 0.0, false);
+  KneeFit best{producers, false, pts.back().first, 0.0, all.a, all.b, static_cast<int>(n), 0, 0.0};
+  double best_cost = cost_line;
+  for (std::size_t j = 2; j + 2 <= n; ++j) {
+    const Line lower = robust_line(pts, j, threshold);
+    for (std::size_t i = j; i < n; ++i) {
+      const double q = pts[i].first - rate * pts[i].second;
+      if (q <= 0.0) continue;
+      // The drain-limited branch must be what explains at least two points.
+      int on_drain_branch = 0;
+      for (const auto& [v, t] : pts) on_drain_branch += (v - q) / rate > lower.a + lower.b * v ? 1 : 0;
+      if (on_drain_branch < 2) continue;
+      const double c = cost_of(lower, q, true);
+      if (c < best_cost) {
+        best_cost = c;
+        best = {producers, true, 0.0, q, lower.a, lower.b, static_cast<int>(j), static_cast<int>(n - j), 0.0};
+      }
+    }
+  }
+  // Demand a clear improvement over the single line: a knee must halve the absolute error and
+  // improve the mean relative residual by at least 1 %.
+  const bool clear = best_cost < 0.5 * cost_line && cost_line - best_cost > 0.01 * static_cast<double>(n);
+  if (best.knee_found && !clear) {
+    best = {producers, false, pts.back().first, 0.0, all.a, all.b, static_cast<int>(n), 0, 0.0};
+    best_cost = cost_line;
+  }
+  if (best.knee_found) {
+    // Knee: where the two branches meet, a + b·V = (V − Q)/R.
+    const double denom = 1.0 - rate * best.floor_slope_s_per_byte;
+    best.knee_volume_bytes = denom > 0 ? (best.capacity_bytes + rate * best.floor_intercept_s) / denom
+                                       : best.capacity_bytes + rate * best.floor_intercept_s;
+  } else {
+    // No knee up to V_max: the outstanding volume at V_max is a lower bound on Q (eq. 6).
+    best.capacity_bytes = peak_outstanding_bytes(pts.back().second, pts.back().first, rate);
+  }
+  std::vector<double> rel;
+  for (const auto& [v, t] : pts) {
+    double pred = best.floor_intercept_s + best.floor_slope_s_per_byte * v;
+    if (best.knee_found) pred = std::max(pred, (v - best.capacity_bytes) / rate);
+    rel.push_back(std::fabs(t - pred) / t);
+  }
+  best.median_rel_residual = stats::median(rel);
+  return best;
+}
+
+}  // namespace
+
+FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitOptions& options) {
+  FitResult out;
+  std::vector<const CalibrationRecord*> zero_gap;
+  int local = 0;
+  for (const auto& r : records) {
+    if (r.target == StoreTarget::kLocal) {
+      ++local;
+      continue;
+    }
+    if (r.mode == BurstMode::kPeriodic && is_zero_gap(r)) zero_gap.push_back(&r);
+  }
+  if (static_cast<int>(zero_gap.size()) < options.min_points_for_rate)
+    throw InputError("records: need at least " + std::to_string(options.min_points_for_rate) +
+                     " zero-gap periodic remote records to fit the drain rate R, got " + std::to_string(zero_gap.size()));
+  if (local > 0) out.warnings.push_back(std::to_string(local) + " local-target records are controls: not fitted");
+
+  // R and T_iss0 depend on each other only through which points are drain-dominated or recovered;
+  // two passes settle both.
+  double rate = initial_rate(zero_gap);
+  for (int pass = 0; pass < 2; ++pass) {
+    out.floors = fit_floors(records, rate, pass == 1 ? &out.warnings : nullptr);
+    const Platform floors_platform = floors_only_platform(out.floors, rate);
+    std::vector<const CalibrationRecord*> drain_dominated;
+    for (const auto* r : zero_gap) {
+      // Eq. 1 holds where V/R clearly exceeds T_iss0 (period law: T_period = max(T_iss0, V/R) at G = 0).
+      const double t0 = out.floors.empty() ? 0.0 : floors_platform.issue_floor_s(r->producers, r->bytes_per_producer).value;
+      if (r->t_period_s >= 1.25 * t0) drain_dominated.push_back(r);
+    }
+    if (static_cast<int>(drain_dominated.size()) < options.min_points_for_rate)
+      throw InputError("records: only " + std::to_string(drain_dominated.size()) +
+                       " zero-gap periodic records are drain-dominated (T_period >= 1.25 T_iss0); need " +
+                       std::to_string(options.min_points_for_rate) + " to fit R: add larger volumes");
+    out.rate = fit_rate(drain_dominated, options);
+    rate = out.rate.drain_rate_bytes_per_s;
+  }
+  if (out.floors.empty())
+    out.warnings.push_back("no periodic gap sweep (gap > 0): T_iss0 comes from isolated bursts only");
+
+  std::map<int, std::vector<std::pair<double, double>>> isolated;
+  for (const auto& r : records)
+    if (r.mode == BurstMode::kIsolated && r.target == StoreTarget::kRemote)
+      isolated[r.producers].push_back({r.volume_bytes(), r.t_iss_s});
+  for (auto& [k, pts] : isolated) {
+    if (pts.size() < 4) {
+      out.warnings.push_back("K=" + std::to_string(k) + ": " + std::to_string(pts.size()) +
+                             " isolated points are too few for a knee (need 4)");
+      continue;
+    }
+    out.knees.push_back(fit_knee(k, pts, rate, options.outlier_mad_threshold));
+    if (!out.knees.back().knee_found)
+      out.warnings.push_back("K=" + std::to_string(k) + ": no knee up to V=" +
+                             std::to_string(static_cast<long long>(out.knees.back().knee_volume_bytes)) +
+                             " B; capacity is a lower bound and is not written to the platform");
+  }
+
+  // Isolated bursts below the knee are backpressure-free by definition: the knee fit's robust
+  // floor line a + b·V gives T_iss0 at each (K, B) measured there that no periodic gap sweep covered.
+  for (const auto& r : records) {
+    if (r.mode != BurstMode::kIsolated || r.target != StoreTarget::kRemote) continue;
+    auto kf = std::find_if(out.knees.begin(), out.knees.end(), [&](const KneeFit& k) { return k.producers == r.producers; });
+    if (kf == out.knees.end() || (kf->knee_found && r.volume_bytes() >= kf->knee_volume_bytes)) continue;
+    const bool have = std::any_of(out.floors.begin(), out.floors.end(), [&](const FloorFit& f) {
+      return f.producers == r.producers && f.bytes_per_producer == r.bytes_per_producer;
+    });
+    if (!have)
+      out.floors.push_back({r.producers, r.bytes_per_producer,
+                            kf->floor_intercept_s + kf->floor_slope_s_per_byte * r.volume_bytes(), kf->points_below, 0.0});
+  }
+
+  Platform& p = out.platform;
+  p.name = "fitted";
+  p.description = "Fitted by xstage fit from calibration records";
+  p.drain_rate_bytes_per_s = rate;
+  for (const auto& f : out.floors) p.issue_floor.push_back({f.producers, f.bytes_per_producer, f.t_iss0_s});
+  for (const auto& kf : out.knees)
+    if (kf.knee_found) p.capacity.push_back({kf.producers, kf.capacity_bytes});
+  p.provenance = {{"fit",
+                   {{"records", records.size()},
+                    {"rate_points_used", out.rate.points_used},
+                    {"rate_points_rejected", out.rate.points_rejected},
+                    {"rate_median_rel_residual", out.rate.median_rel_residual},
+                    {"rate_max_rel_residual", out.rate.max_rel_residual}}}};
+  return out;
+}
+
+}  // namespace xstage::model

@@ -1,0 +1,228 @@
+#include "xstage/model/platform.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "xstage/model/error.hpp"
+#include "xstage/model/units.hpp"
+
+namespace xstage::model {
+
+using nlohmann::json;
+
+const char* to_string(LookupSource s) {
+  switch (s) {
+    case LookupSource::kMeasured: return "measured";
+    case LookupSource::kInterpolated: return "interpolated";
+    case LookupSource::kExtrapolated: return "extrapolated";
+    case LookupSource::kScaled: return "scaled";
+    case LookupSource::kOverride: return "override";
+  }
+  return "?";
+}
+
+namespace {
+
+[[noreturn]] void fail(std::string_view origin, const std::string& field, const std::string& what) {
+  throw InputError(std::string(origin) + ": " + field + ": " + what);
+}
+
+std::string show(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+void reject_unknown_keys(const json& obj, const std::set<std::string>& known, std::string_view origin,
+                         const std::string& where) {
+  for (const auto& [key, value] : obj.items()) {
+    if (!known.count(key)) fail(origin, where.empty() ? key : where + "." + key, "unknown field");
+  }
+}
+
+const json& require(const json& obj, const std::string& key, std::string_view origin, const std::string& field) {
+  auto it = obj.find(key);
+  if (it == obj.end()) fail(origin, field, "missing");
+  return *it;
+}
+
+// A finite number > 0 (or ≥ 0 when allow_zero).
+double positive_number(const json& obj, const std::string& key, std::string_view origin, const std::string& field,
+                       bool allow_zero = false) {
+  const json& v = require(obj, key, origin, field);
+  if (!v.is_number()) fail(origin, field, "must be a number, got " + show(v));
+  const double x = v.get<double>();
+  if (!std::isfinite(x)) fail(origin, field, "must be finite, got " + show(v));
+  if (allow_zero ? x < 0.0 : x <= 0.0)
+    fail(origin, field, std::string("must be ") + (allow_zero ? ">= 0" : "> 0") + ", got " + show(v));
+  return x;
+}
+
+int positive_int(const json& obj, const std::string& key, std::string_view origin, const std::string& field) {
+  const json& v = require(obj, key, origin, field);
+  if (!v.is_number_integer()) fail(origin, field, "must be an integer, got " + show(v));
+  const auto x = v.get<long long>();
+  if (x <= 0 || x > 1'000'000) fail(origin, field, "must be in 1..1000000, got " + show(v));
+  return static_cast<int>(x);
+}
+
+// Nearest measured K on a log scale (ties: the larger K).
+int nearest_producers(const std::set<int>& ks, int k) {
+  int best = *ks.begin();
+  double best_d = std::fabs(std::log(static_cast<double>(best)) - std::log(static_cast<double>(k)));
+  for (int cand : ks) {
+    const double d = std::fabs(std::log(static_cast<double>(cand)) - std::log(static_cast<double>(k)));
+    if (d < best_d || (d == best_d && cand > best)) best = cand, best_d = d;
+  }
+  return best;
+}
+
+double lerp(double x0, double y0, double x1, double y1, double x) { return y0 + (y1 - y0) * (x - x0) / (x1 - x0); }
+
+}  // namespace
+
+Lookup Platform::issue_floor_s(int producers, double bytes_per_producer) const {
+  if (issue_floor.empty()) throw InputError("platform " + name + ": issue_floor: no measured points");
+  std::set<int> ks;
+  for (const auto& p : issue_floor) ks.insert(p.producers);
+  const int k = nearest_producers(ks, producers);
+  std::vector<std::pair<double, double>> pts;  // (B, t) at K'
+  for (const auto& p : issue_floor)
+    if (p.producers == k) pts.emplace_back(p.bytes_per_producer, p.t_iss0_s);
+  std::sort(pts.begin(), pts.end());
+  const bool same_k = (k == producers);
+  for (const auto& [b, t] : pts)
+    if (b == bytes_per_producer) return {t, same_k ? LookupSource::kMeasured : LookupSource::kInterpolated};
+  if (pts.size() == 1) {
+    // One point: constant per-producer issue rate.
+    return {pts[0].second * bytes_per_producer / pts[0].first, LookupSource::kScaled};
+  }
+  const double b = bytes_per_producer;
+  if (b > pts.front().first && b < pts.back().first) {
+    auto hi = std::upper_bound(pts.begin(), pts.end(), std::make_pair(b, -1.0));
+    auto lo = hi - 1;
+    return {lerp(lo->first, lo->second, hi->first, hi->second, b), LookupSource::kInterpolated};
+  }
+  if (b < pts.front().first) {
+    // Below the range: the first segment's line, but never below proportional scaling of the
+    // smallest point (a non-negative fixed cost makes that a lower bound).
+    const double proportional = pts.front().second * b / pts.front().first;
+    return {std::max(lerp(pts[0].first, pts[0].second, pts[1].first, pts[1].second, b), proportional),
+            LookupSource::kExtrapolated};
+  }
+  const auto& a = pts[pts.size() - 2];
+  const auto& c = pts[pts.size() - 1];
+  return {lerp(a.first, a.second, c.first, c.second, b), LookupSource::kExtrapolated};
+}
+
+Lookup Platform::capacity_bytes(int producers) const {
+  if (capacity.empty()) throw InputError("platform " + name + ": capacity: no measured points");
+  std::vector<std::pair<int, double>> pts;
+  for (const auto& c : capacity) pts.emplace_back(c.producers, c.bytes);
+  std::sort(pts.begin(), pts.end());
+  for (const auto& [k, q] : pts)
+    if (k == producers) return {q, LookupSource::kMeasured};
+  if (producers <= pts.front().first) return {pts.front().second, LookupSource::kExtrapolated};
+  if (producers >= pts.back().first) return {pts.back().second, LookupSource::kExtrapolated};
+  auto hi = std::upper_bound(pts.begin(), pts.end(), std::make_pair(producers, -1.0));
+  auto lo = hi - 1;
+  return {lerp(lo->first, lo->second, hi->first, hi->second, producers), LookupSource::kInterpolated};
+}
+
+Platform platform_from_json(const json& j, std::string_view origin) {
+  if (!j.is_object()) fail(origin, "(top level)", "must be a JSON object, got " + show(j));
+  const json& schema = require(j, "schema", origin, "schema");
+  if (!schema.is_string() || schema.get<std::string>() != kPlatformSchema)
+    fail(origin, "schema", "unknown schema " + show(schema) + " (expected \"" + std::string(kPlatformSchema) + "\")");
+  reject_unknown_keys(j, {"schema", "name", "description", "drain_rate_gbps", "issue_floor", "capacity", "provenance"},
+                      origin, "");
+  Platform p;
+  const json& name = require(j, "name", origin, "name");
+  if (!name.is_string() || name.get<std::string>().empty()) fail(origin, "name", "must be a non-empty string, got " + show(name));
+  p.name = name.get<std::string>();
+  if (auto it = j.find("description"); it != j.end()) {
+    if (!it->is_string()) fail(origin, "description", "must be a string, got " + show(*it));
+    p.description = it->get<std::string>();
+  }
+  p.drain_rate_bytes_per_s = units::gbps_to_bytes_per_s(positive_number(j, "drain_rate_gbps", origin, "drain_rate_gbps"));
+
+  const json& floors = require(j, "issue_floor", origin, "issue_floor");
+  if (!floors.is_array() || floors.empty()) fail(origin, "issue_floor", "must be a non-empty array, got " + show(floors));
+  std::set<std::pair<int, double>> seen_floor;
+  for (std::size_t i = 0; i < floors.size(); ++i) {
+    const std::string where = "issue_floor[" + std::to_string(i) + "]";
+    const json& e = floors[i];
+    if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
+    reject_unknown_keys(e, {"producers", "bytes_per_producer", "t_iss0_us"}, origin, where);
+    IssueFloorPoint pt{positive_int(e, "producers", origin, where + ".producers"),
+                       positive_number(e, "bytes_per_producer", origin, where + ".bytes_per_producer"),
+                       units::us_to_s(positive_number(e, "t_iss0_us", origin, where + ".t_iss0_us"))};
+    if (!seen_floor.insert({pt.producers, pt.bytes_per_producer}).second)
+      fail(origin, where, "duplicate point for producers " + std::to_string(pt.producers) + " and bytes_per_producer " +
+                              show(e["bytes_per_producer"]));
+    p.issue_floor.push_back(pt);
+  }
+
+  const json& caps = require(j, "capacity", origin, "capacity");
+  if (!caps.is_array()) fail(origin, "capacity", "must be an array, got " + show(caps));
+  std::set<int> seen_cap;
+  for (std::size_t i = 0; i < caps.size(); ++i) {
+    const std::string where = "capacity[" + std::to_string(i) + "]";
+    const json& e = caps[i];
+    if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
+    reject_unknown_keys(e, {"producers", "bytes"}, origin, where);
+    CapacityPoint pt{positive_int(e, "producers", origin, where + ".producers"),
+                     positive_number(e, "bytes", origin, where + ".bytes")};
+    if (!seen_cap.insert(pt.producers).second)
+      fail(origin, where, "duplicate point for producers " + std::to_string(pt.producers));
+    p.capacity.push_back(pt);
+  }
+
+  if (auto it = j.find("provenance"); it != j.end()) {
+    if (!it->is_object()) fail(origin, "provenance", "must be an object, got " + show(*it));
+    p.provenance = *it;
+  }
+  return p;
+}
+
+Platform load_platform_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open platform file");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw InputError(path + ": not valid JSON: " + e.what());
+  }
+  return platform_from_json(j, path);
+}
+
+json platform_to_json(const Platform& p) {
+  json j;
+  j["schema"] = kPlatformSchema;
+  j["name"] = p.name;
+  if (!p.description.empty()) j["description"] = p.description;
+  j["drain_rate_gbps"] = units::bytes_per_s_to_gbps(p.drain_rate_bytes_per_s);
+  j["issue_floor"] = json::array();
+  for (const auto& f : p.issue_floor)
+    j["issue_floor"].push_back(
+        {{"producers", f.producers}, {"bytes_per_producer", f.bytes_per_producer}, {"t_iss0_us", units::s_to_us(f.t_iss0_s)}});
+  j["capacity"] = json::array();
+  for (const auto& c : p.capacity) j["capacity"].push_back({{"producers", c.producers}, {"bytes", c.bytes}});
+  j["provenance"] = p.provenance;
+  return j;
+}
+
+Platform default_platform() {
+  return platform_from_json(json::parse(embedded_default_platform_json()),
+                            "embedded default (" + std::string(embedded_default_platform_origin()) + ")");
+}
+
+Platform load_platform_or_default(const std::string& path) {
+  return path.empty() ? default_platform() : load_platform_file(path);
+}
+
+}  // namespace xstage::model

@@ -1,0 +1,186 @@
+#include "xstage/sim/simulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "xstage/model/error.hpp"
+#include "xstage/model/stats.hpp"
+
+namespace xstage::sim {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+enum class Phase { kIdle, kCompute, kIssue, kAwaitCompletion, kLatency, kDone };
+
+struct ProducerState {
+  std::size_t step = 0;
+  Phase phase = Phase::kIdle;
+  double until_s = 0.0;          // end of a compute span or of the completion latency
+  double remaining_bytes = 0.0;  // of the burst being issued
+  double rate = 0.0;             // backpressure-free issue rate of that burst
+  double completion_target = 0.0;  // drained-bytes mark that completes this producer's stores
+  int bursts_done = 0;
+  double wait_start_s = 0.0;
+  BurstRecord current{};
+};
+
+void validate(const SimConfig& c, const std::vector<ProducerSchedule>& schedules) {
+  auto bad = [](const std::string& what) { throw InputError("simulate: " + what); };
+  if (!(c.drain_rate_bytes_per_s > 0) || !std::isfinite(c.drain_rate_bytes_per_s))
+    bad("drain rate must be > 0, got " + std::to_string(c.drain_rate_bytes_per_s));
+  if (!(c.capacity_bytes > 0) || !std::isfinite(c.capacity_bytes))
+    bad("capacity must be > 0, got " + std::to_string(c.capacity_bytes));
+  if (!(c.completion_latency_s >= 0)) bad("completion latency must be >= 0");
+  if (!(c.time_limit_s > 0)) bad("time limit must be > 0");
+  if (schedules.empty()) bad("no producers");
+  for (std::size_t p = 0; p < schedules.size(); ++p)
+    for (std::size_t s = 0; s < schedules[p].size(); ++s) {
+      const Step& st = schedules[p][s];
+      const std::string where = "producer " + std::to_string(p) + " step " + std::to_string(s);
+      if (st.kind == Step::Kind::kCompute && !(st.duration_s >= 0 && std::isfinite(st.duration_s)))
+        bad(where + ": compute duration must be >= 0, got " + std::to_string(st.duration_s));
+      if (st.kind == Step::Kind::kBurst && (!(st.bytes > 0) || !(st.issue_floor_s > 0) || !std::isfinite(st.bytes) ||
+                                            !std::isfinite(st.issue_floor_s)))
+        bad(where + ": burst needs bytes > 0 and issue floor > 0");
+    }
+}
+
+}  // namespace
+
+SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& schedules) {
+  validate(cfg, schedules);
+  const double R = cfg.drain_rate_bytes_per_s, Q = cfg.capacity_bytes;
+  const double eps_bytes = 1e-9 * Q;
+  std::vector<ProducerState> ps(schedules.size());
+  SimResult out;
+  double t = 0.0, q = 0.0, injected = 0.0, drained = 0.0;
+
+  // Starts steps at time t until every producer is in a phase that takes time (or done).
+  auto advance_producers = [&]() {
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      ProducerState& p = ps[i];
+      for (;;) {
+        if (p.phase == Phase::kCompute && p.until_s > t) break;
+        if (p.phase == Phase::kLatency && p.until_s > t) break;
+        if (p.phase == Phase::kIssue && p.remaining_bytes > eps_bytes) break;
+        if (p.phase == Phase::kAwaitCompletion && drained < p.completion_target - eps_bytes) break;
+        if (p.phase == Phase::kDone) break;
+        if (p.phase == Phase::kIssue) {  // burst fully accepted
+          p.current.issue_end_s = t;
+          out.bursts.push_back(p.current);
+          ++p.bursts_done;
+          if (cfg.completion_coupled) {
+            p.phase = Phase::kAwaitCompletion;
+            p.completion_target = injected;
+            p.wait_start_s = t;
+            continue;
+          }
+          ++p.step;
+        } else if (p.phase == Phase::kAwaitCompletion) {
+          p.phase = Phase::kLatency;
+          p.until_s = t + cfg.completion_latency_s;
+          continue;
+        } else if (p.phase == Phase::kLatency) {
+          out.total_completion_wait_s += t - p.wait_start_s;
+          ++p.step;
+        } else if (p.phase == Phase::kCompute) {
+          ++p.step;
+        }
+        // kIdle or a finished step: start the next one.
+        if (p.step >= schedules[i].size()) {
+          p.phase = Phase::kDone;
+          out.makespan_s = std::max(out.makespan_s, t);
+          break;
+        }
+        const Step& s = schedules[i][p.step];
+        if (s.kind == Step::Kind::kCompute) {
+          p.phase = Phase::kCompute;
+          p.until_s = t + s.duration_s;
+        } else {
+          p.phase = Phase::kIssue;
+          p.remaining_bytes = s.bytes;
+          p.rate = s.bytes / s.issue_floor_s;
+          p.current = {static_cast<int>(i), p.bursts_done, t, 0.0, s.issue_floor_s};
+        }
+      }
+    }
+  };
+
+  advance_producers();
+  for (;;) {
+    bool all_done = true;
+    double nominal = 0.0;
+    for (const auto& p : ps) {
+      if (p.phase != Phase::kDone) all_done = false;
+      if (p.phase == Phase::kIssue) nominal += p.rate;
+    }
+    if (all_done) break;
+
+    const bool full = q >= Q - eps_bytes;
+    const double inject = (full && nominal > R) ? R : nominal;
+    const double share = nominal > 0 ? inject / nominal : 0.0;
+    const double drain = (q > eps_bytes) ? R : std::min(R, inject);
+    const double dq = inject - drain;
+
+    double dt = kInf;
+    for (const auto& p : ps) {
+      if (p.phase == Phase::kCompute || p.phase == Phase::kLatency) dt = std::min(dt, p.until_s - t);
+      if (p.phase == Phase::kIssue && share > 0) dt = std::min(dt, p.remaining_bytes / (p.rate * share));
+      if (p.phase == Phase::kAwaitCompletion && drain > 0) dt = std::min(dt, (p.completion_target - drained) / drain);
+    }
+    if (dq > 0 && q < Q - eps_bytes) dt = std::min(dt, (Q - q) / dq);
+    if (dq < 0 && q > eps_bytes) dt = std::min(dt, q / -dq);
+    if (!std::isfinite(dt)) throw InputError("simulate: no progress possible (deadlocked schedule)");
+    dt = std::max(dt, 0.0);
+    if (t + dt > cfg.time_limit_s)
+      throw InputError("simulate: schedule did not finish within the time limit of " + std::to_string(cfg.time_limit_s) + " s");
+
+    t += dt;
+    q = std::clamp(q + dq * dt, 0.0, Q);
+    injected += inject * dt;
+    drained += drain * dt;
+    for (auto& p : ps)
+      if (p.phase == Phase::kIssue) p.remaining_bytes = std::max(0.0, p.remaining_bytes - p.rate * share * dt);
+    out.peak_outstanding_bytes = std::max(out.peak_outstanding_bytes, q);
+    advance_producers();
+  }
+  for (const auto& b : out.bursts) out.total_stall_s += std::max(0.0, b.stall_s());
+  return out;
+}
+
+std::vector<ProducerSchedule> periodic_schedules(int producers, double bytes_per_producer, double issue_floor_s,
+                                                 double gap_s, int bursts) {
+  if (producers <= 0) throw InputError("simulate: producers must be > 0, got " + std::to_string(producers));
+  if (bursts <= 0) throw InputError("simulate: bursts must be > 0, got " + std::to_string(bursts));
+  ProducerSchedule one;
+  for (int b = 0; b < bursts; ++b) {
+    one.push_back(Step::burst(bytes_per_producer, issue_floor_s));
+    if (gap_s > 0) one.push_back(Step::compute(gap_s));
+  }
+  return std::vector<ProducerSchedule>(static_cast<std::size_t>(producers), one);
+}
+
+SteadyState steady_state(const SimResult& r, int producers) {
+  int n = 0;
+  for (const auto& b : r.bursts) n = std::max(n, b.index + 1);
+  if (n < 2) throw InputError("simulate: steady state needs at least 2 bursts");
+  std::vector<double> start(n, kInf), end(n, 0.0);
+  for (const auto& b : r.bursts) {
+    if (b.producer >= producers) continue;
+    start[b.index] = std::min(start[b.index], b.start_s);
+    end[b.index] = std::max(end[b.index], b.issue_end_s);
+  }
+  std::vector<double> iss, per;
+  for (int i = n / 2; i < n; ++i) {
+    iss.push_back(end[i] - start[i]);
+    if (i + 1 < n) per.push_back(start[i + 1] - start[i]);
+  }
+  if (per.empty()) per.push_back(start[n - 1] - start[n - 2]);
+  return {stats::median(iss), stats::median(per)};
+}
+
+}  // namespace xstage::sim

@@ -1,0 +1,91 @@
+// xstage fit: calibration records (CSV) → platform file.
+#include <filesystem>
+#include <iostream>
+
+#include "cli_common.hpp"
+#include "registry.hpp"
+#include "xstage/model/calibration_fit.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/model/units.hpp"
+
+namespace xstage::cli {
+namespace {
+
+struct FitCliOptions {
+  std::string records;
+  std::string out;
+  std::string name = "fitted";
+  bool force = false;
+  bool json = false;
+};
+
+void run_fit(const FitCliOptions& o) {
+  if (std::filesystem::exists(o.out) && !o.force)
+    throw InputError("--out " + o.out + ": already exists (pass --force to replace it)");
+  const auto records = model::load_records_csv(o.records);
+  model::FitResult fit = model::fit_platform(records);
+  if (fit.platform.issue_floor.empty())
+    throw InputError(o.records + ": no periodic gap sweep with gap > 0 and no isolated points: cannot fit T_iss0");
+  fit.platform.name = o.name;
+  fit.platform.provenance["records_file"] = o.records;
+  write_file_atomically(o.out, model::platform_to_json(fit.platform).dump(2) + "\n", o.force);
+
+  nlohmann::json j;
+  j["out"] = o.out;
+  j["drain_rate_gbps"] = units::bytes_per_s_to_gbps(fit.rate.drain_rate_bytes_per_s);
+  j["rate_points_used"] = fit.rate.points_used;
+  j["rate_points_rejected"] = fit.rate.points_rejected;
+  j["rate_median_rel_residual"] = fit.rate.median_rel_residual;
+  j["rate_max_rel_residual"] = fit.rate.max_rel_residual;
+  j["issue_floor"] = nlohmann::json::array();
+  for (const auto& f : fit.floors)
+    j["issue_floor"].push_back({{"producers", f.producers},
+                                {"bytes_per_producer", f.bytes_per_producer},
+                                {"t_iss0_us", units::s_to_us(f.t_iss0_s)},
+                                {"points", f.points_used},
+                                {"mad_us", units::s_to_us(f.mad_s)}});
+  j["knees"] = nlohmann::json::array();
+  for (const auto& k : fit.knees)
+    j["knees"].push_back({{"producers", k.producers},
+                          {"knee_found", k.knee_found},
+                          {"knee_volume_bytes", k.knee_volume_bytes},
+                          {"capacity_bytes", k.capacity_bytes},
+                          {"capacity_is_lower_bound", !k.knee_found},
+                          {"median_rel_residual", k.median_rel_residual}});
+  j["warnings"] = fit.warnings;
+  if (o.json) {
+    print_json(j);
+    return;
+  }
+  std::cout << "wrote " << o.out << " from " << records.size() << " records\n";
+  std::cout << "R = " << fmt_num(j["drain_rate_gbps"].get<double>(), 1) << " GB/s (" << fit.rate.points_used
+            << " points, " << fit.rate.points_rejected << " rejected, median residual "
+            << fmt_num(100 * fit.rate.median_rel_residual, 2) << " %)\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& f : fit.floors)
+    rows.push_back({std::to_string(f.producers), fmt_num(f.bytes_per_producer, 0), fmt_us(f.t_iss0_s, 3),
+                    std::to_string(f.points_used)});
+  if (!rows.empty()) print_table({"K", "B (bytes)", "T_iss0 (us)", "points"}, rows);
+  rows.clear();
+  for (const auto& k : fit.knees)
+    rows.push_back({std::to_string(k.producers), k.knee_found ? "yes" : "no (lower bound)",
+                    fmt_mib(k.knee_volume_bytes, 3), fmt_mib(k.capacity_bytes, 3)});
+  if (!rows.empty()) print_table({"K", "knee", "V_knee (MiB)", "Q (MiB)"}, rows);
+  for (const auto& w : fit.warnings) std::cout << "warning: " << w << '\n';
+}
+
+void add_fit(CLI::App& root) {
+  auto o = std::make_shared<FitCliOptions>();
+  CLI::App* cmd = root.add_subcommand("fit", "Fit a platform (R, T_iss0, Q) from calibration records");
+  cmd->add_option("--records", o->records, "Records CSV (" + std::string(model::kRecordsHeader) + ")")
+      ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--out", o->out, "Platform JSON to write")->required();
+  cmd->add_option("--name", o->name, "Platform name written into the file");
+  cmd->add_flag("--force", o->force, "Replace --out if it exists");
+  cmd->add_flag("--json", o->json, "Fit summary as JSON on stdout");
+  cmd->callback([o] { run_fit(*o); });
+}
+
+}  // namespace
+XSTAGE_SUBCOMMAND("fit", 20, add_fit);
+}  // namespace xstage::cli

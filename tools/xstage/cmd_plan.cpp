@@ -1,0 +1,272 @@
+// xstage plan: design audits. `plan` alone audits the built-in DiT attention and MoE workloads;
+// `plan attn` and `plan moe` audit one kernel described by its tiles and timings.
+#include <iostream>
+#include <sstream>
+
+#include "cli_common.hpp"
+#include "registry.hpp"
+#include "xstage/model/audit.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/model/units.hpp"
+#include "xstage/model/workloads.hpp"
+
+namespace xstage::cli {
+namespace {
+
+using units::us_to_s;
+
+struct PlanCommon {
+  std::string platform;
+  int producers = 0;  // 0: the platform's largest measured K
+  bool json = false;
+};
+
+struct AttnOptions {
+  int block_m = 128, head_dim = 128, block_n = 128, out_bytes = 2, heads_per_gpu = 4, batch = 1;
+  double sigma_us = units::s_to_us(model::kPaperSigmaS);
+  double qk_cover_us = -1, latency_us = 0, cover_us = -1;
+  std::vector<long long> seq = {8192, 16384, 32768, 49152, 65536};
+};
+
+struct MoeOptions {
+  std::string shape;
+  double tile_bytes = 0, t_l1_us = 0, t_l2_us = 0, n1 = 0, n2 = 0, staging_us = 0;
+  int block_m = 128, block_n = 128, out_bytes = 2, h_inter = 0;
+  double sm_tflops = model::kDatasheetSmFlopPerS / 1e12;
+};
+
+int producers_or_default(const PlanCommon& c, const model::Platform& p) {
+  return c.producers > 0 ? c.producers : platform_max_producers(p);
+}
+
+model::AttentionInput attention_input(const AttnOptions& o, int producers) {
+  model::AttentionInput in;
+  in.producers = producers;
+  in.block_m = o.block_m;
+  in.head_dim = o.head_dim;
+  in.block_n = o.block_n;
+  in.output_bytes_per_element = o.out_bytes;
+  in.sigma_s = us_to_s(o.sigma_us);
+  in.qk_cover_s = o.qk_cover_us < 0 ? -1.0 : us_to_s(o.qk_cover_us);
+  in.completion_latency_s = us_to_s(o.latency_us);
+  in.completion_cover_s = o.cover_us < 0 ? -1.0 : us_to_s(o.cover_us);
+  in.heads_per_gpu = o.heads_per_gpu;
+  in.batch = o.batch;
+  for (long long m : o.seq) in.seq_lens.push_back(m);
+  return in;
+}
+
+void print_attention(const model::AttentionAudit& a, const model::AttentionInput& in) {
+  std::cout << "FlashAttention epilogue A2A: K = " << in.producers << ", output tile " << in.block_m << "x" << in.head_dim
+            << " (" << fmt_num(a.bytes_per_producer / 1024, 1) << " KiB/producer), V = " << fmt_mib(a.burst.volume_bytes, 2)
+            << " MiB, T_iss0 = " << fmt_us(a.burst.t_iss0_s, 3) << " us (" << model::to_string(a.burst.t_iss0_source)
+            << "), sigma = " << fmt_us(in.sigma_s, 3) << " us/KV tile\n";
+  std::cout << "G* = " << fmt_us(a.recovery_gap_s, 2) << " us, q_peak0 = " << fmt_mib(a.burst.q_peak0_bytes, 2)
+            << " MiB vs Q = " << fmt_mib(a.burst.capacity_bytes, 2) << " MiB, M_ub* = " << a.sufficient_seq_len_tokens
+            << " tokens (eq. 20)\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : a.points)
+    rows.push_back({std::to_string(p.seq_len), fmt_us(p.qloop_gap_s, 1), fmt_us(p.issue_backpressure_s, 2),
+                    fmt_us(p.critical_stall_s, 2), std::to_string(p.output_bursts), fmt_us(p.completion_coupled_exposed_s, 1),
+                    p.seq_len >= a.sufficient_seq_len_tokens ? "piggyback" : "reshape"});
+  print_table({"M", "G_Qloop us", "dt (18) us", "dt' (19) us", "N_t", "E_cc (17) us", "action"}, rows);
+}
+
+void run_attn(const PlanCommon& c, const AttnOptions& o) {
+  const model::Platform platform = model::load_platform_or_default(c.platform);
+  const model::AttentionInput in = attention_input(o, producers_or_default(c, platform));
+  const model::AttentionAudit a = model::audit_attention(platform, in);
+  if (c.json) {
+    nlohmann::json j = model::to_json(a, in);
+    j["platform"] = platform.name;
+    print_json(j);
+    return;
+  }
+  std::cout << "platform " << platform.name << "\n";
+  print_attention(a, in);
+}
+
+model::MoeInput moe_input(const MoeOptions& o, int producers) {
+  if (!o.shape.empty()) {
+    const model::MoeShape* s = model::find_moe_shape(o.shape);
+    if (!s) {
+      std::string known;
+      for (const auto& x : model::builtin_moe_shapes()) known += std::string(known.empty() ? "" : ", ") + x.name;
+      throw InputError("--shape: unknown shape \"" + o.shape + "\" (known: " + known + ")");
+    }
+    model::MoeInput in = model::moe_input_for_shape(*s, producers, o.sm_tflops * 1e12, o.block_m, o.block_n, o.out_bytes);
+    in.staging_s = us_to_s(o.staging_us);
+    return in;
+  }
+  model::MoeInput in;
+  in.tile_bytes = o.tile_bytes;
+  in.active_producers = producers;
+  in.t_l1_mma_s = us_to_s(o.t_l1_us);
+  in.t_l2_mma_s = us_to_s(o.t_l2_us);
+  in.n1 = o.n1;
+  in.n2 = o.n2;
+  in.block_n = o.block_n;
+  in.sm_count = producers;
+  in.h_inter = o.h_inter;
+  in.staging_s = us_to_s(o.staging_us);
+  return in;
+}
+
+std::vector<std::string> moe_row(const std::string& name, const model::MoeInput& in, const model::MoeAudit& a) {
+  return {name,
+          fmt_mib(a.volume_bytes, 2),
+          fmt_us(in.t_l1_mma_s, 2) + "/" + fmt_us(in.t_l2_mma_s, 2),
+          fmt_num(in.n1, 0) + "/" + fmt_num(in.n2, 0),
+          fmt_us(a.wave_issue_overhead_s, 2),
+          fmt_us(a.interleaved_issue_overhead_s, 2),
+          fmt_us(a.wave_tile_stall_s, 2) + "/" + fmt_us(a.interleaved_tile_stall_s, 2),
+          a.interleaving_sufficient ? "yes" : "no",
+          std::to_string(a.lead_knee_rows),
+          std::string(model::to_string(a.wave_verdict.action)) + " -> " + model::to_string(a.interleaved_verdict.action)};
+}
+const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT wave us", "dT int us",
+                                             "stall w/i us", "eq.14", "D_knee", "wave -> int"};
+
+void run_moe(const PlanCommon& c, const MoeOptions& o) {
+  const model::Platform platform = model::load_platform_or_default(c.platform);
+  const model::MoeInput in = moe_input(o, producers_or_default(c, platform));
+  const model::MoeAudit a = model::audit_moe(platform, in);
+  if (c.json) {
+    nlohmann::json j = model::to_json(a);
+    j["platform"] = platform.name;
+    j["input"] = {{"tile_bytes", in.tile_bytes}, {"active_producers", in.active_producers},
+                  {"t_l1_mma_us", units::s_to_us(in.t_l1_mma_s)}, {"t_l2_mma_us", units::s_to_us(in.t_l2_mma_s)},
+                  {"n1", in.n1}, {"n2", in.n2}, {"block_n", in.block_n}, {"sm_count", in.sm_count},
+                  {"h_inter", in.h_inter}, {"staging_us", units::s_to_us(in.staging_s)}};
+    print_json(j);
+    return;
+  }
+  std::cout << "platform " << platform.name << "\n";
+  print_table(kMoeHeader, {moe_row(o.shape.empty() ? "custom" : o.shape, in, a)});
+}
+
+// `xstage plan` with no kernel: every built-in workload on the platform.
+void run_default(const PlanCommon& c) {
+  const model::Platform platform = model::load_platform_or_default(c.platform);
+  const int k = producers_or_default(c, platform);
+  nlohmann::json j = {{"platform", platform.name}, {"producers", k}, {"attention", nlohmann::json::array()},
+                      {"moe", nlohmann::json::array()}};
+  if (!c.json) {
+    std::cout << "xstage plan: design test of built-in workloads on platform '" << platform.name << "' (R = "
+              << fmt_num(units::bytes_per_s_to_gbps(platform.drain_rate_bytes_per_s), 1) << " GB/s, K = " << k << ")\n";
+    if (!platform.description.empty()) std::cout << "  " << platform.description << "\n";
+    for (const auto& f : platform.issue_floor)
+      std::cout << "  T_iss0(K=" << f.producers << ", B=" << fmt_num(f.bytes_per_producer / 1024, 1)
+                << " KiB) = " << fmt_us(f.t_iss0_s, 3) << " us\n";
+    for (const auto& q : platform.capacity)
+      std::cout << "  Q(K=" << q.producers << ") = " << fmt_mib(q.bytes, 3) << " MiB\n";
+    std::cout << "\nDiT attention, post-attention All-to-All from the FlashAttention epilogue (bf16, 128x128 tiles, sigma = "
+              << fmt_num(units::s_to_us(model::kPaperSigmaS), 2) << " us/KV tile)\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& w : model::builtin_attention_workloads()) {
+    AttnOptions o;
+    o.head_dim = w.head_dim;
+    o.heads_per_gpu = w.heads / w.sp_degree;
+    o.seq = {w.seq_len};
+    const model::AttentionInput in = attention_input(o, k);
+    const model::AttentionAudit a = model::audit_attention(platform, in);
+    const auto& p = a.points.front();
+    nlohmann::json wj = model::to_json(a, in);
+    wj["name"] = w.name;
+    wj["source"] = w.source;
+    j["attention"].push_back(wj);
+    rows.push_back({w.name, std::to_string(w.seq_len), std::to_string(o.heads_per_gpu), fmt_us(a.recovery_gap_s, 2),
+                    fmt_mib(a.burst.q_peak0_bytes, 2), std::to_string(a.sufficient_seq_len_tokens),
+                    fmt_us(p.issue_backpressure_s, 2), fmt_us(p.completion_coupled_exposed_s, 1),
+                    w.seq_len >= a.sufficient_seq_len_tokens ? "piggyback" : "reshape"});
+  }
+  if (!c.json)
+    print_table({"workload", "M", "heads/GPU", "G* us", "q_peak0 MiB", "M_ub*", "dt(M) us", "E_cc us", "action"}, rows);
+
+  MoeOptions mo;
+  if (!c.json)
+    std::cout << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << mo.block_n
+              << ", bf16, mainloops estimated at " << fmt_num(mo.sm_tflops, 2) << " TFLOP/s per SM, datasheet)\n";
+  rows.clear();
+  for (const auto& s : model::builtin_moe_shapes()) {
+    mo.shape = s.name;
+    const model::MoeInput in = moe_input(mo, k);
+    const model::MoeAudit a = model::audit_moe(platform, in);
+    nlohmann::json mj = model::to_json(a);
+    mj["name"] = s.name;
+    mj["source"] = s.source;
+    j["moe"].push_back(mj);
+    rows.push_back(moe_row(s.name, in, a));
+  }
+  if (c.json) {
+    print_json(j);
+    return;
+  }
+  print_table(kMoeHeader, rows);
+  std::cout << "\nM_ub*: sequence length from which the Q-loop alone hides the burst (eq. 20). E_cc: exposed time if the\n"
+               "issuer waited for remote completion (eq. 17). Details: xstage plan attn|moe --help.\n";
+}
+
+void add_common(CLI::App* cmd, PlanCommon& c) {
+  add_platform_option(cmd, c.platform);
+  cmd->add_option("--producers", c.producers, "K: aligned producers (default: the platform's largest measured K)")
+      ->check(kPositive);
+  cmd->add_flag("--json", c.json, "JSON on stdout");
+}
+
+void add_plan(CLI::App& root) {
+  auto common = std::make_shared<PlanCommon>();
+  auto attn = std::make_shared<AttnOptions>();
+  auto attn_common = std::make_shared<PlanCommon>();
+  auto moe = std::make_shared<MoeOptions>();
+  auto moe_common = std::make_shared<PlanCommon>();
+
+  CLI::App* plan = root.add_subcommand("plan", "Design audits: built-in DiT attention and MoE workloads, or one kernel");
+  add_common(plan, *common);
+
+  CLI::App* a = plan->add_subcommand("attn", "FlashAttention epilogue All-to-All audit (eq. 17-20)");
+  add_common(a, *attn_common);
+  a->add_option("--block-m", attn->block_m, "b_m: output tile rows")->check(kPositive);
+  a->add_option("--head-dim", attn->head_dim, "d: head dimension")->check(kPositive);
+  a->add_option("--block-n", attn->block_n, "b_n: KV tile width")->check(kPositive);
+  a->add_option("--out-bytes", attn->out_bytes, "bytes per output element (2: bf16)")->check(kPositive);
+  a->add_option("--sigma-us", attn->sigma_us, "sigma: measured time per KV tile (us)")->check(kPositive);
+  a->add_option("--qk-cover-us", attn->qk_cover_us, "G_QK of eq. 19 (us; default sigma/2)")->check(kNonNegative);
+  a->add_option("--latency-us", attn->latency_us, "T_lat of eq. 17 (us)")->check(kNonNegative);
+  a->add_option("--cover-us", attn->cover_us, "T_cover of eq. 17 (us; default sigma/2)")->check(kNonNegative);
+  a->add_option("--seq", attn->seq, "sequence lengths M")->check(kPositive);
+  a->add_option("--heads-per-gpu", attn->heads_per_gpu, "heads per GPU (for N_t)")->check(kPositive);
+  a->add_option("--batch", attn->batch, "batch (for N_t)")->check(kPositive);
+  a->callback([attn, attn_common] { run_attn(*attn_common, *attn); });
+
+  CLI::App* m = plan->add_subcommand("moe", "MoE Combine audit, expert-wave vs interleaved (eq. 12-16)");
+  add_common(m, *moe_common);
+  m->add_option("--shape", moe->shape, "built-in shape (mainloops estimated from --sm-tflops)");
+  m->add_option("--tile-bytes", moe->tile_bytes, "V_t: Combine bytes per Linear-2 tile per producer")->check(kPositive);
+  m->add_option("--t-l1-us", moe->t_l1_us, "T_L1^mma (us)")->check(kPositive);
+  m->add_option("--t-l2-us", moe->t_l2_us, "T_L2^mma (us)")->check(kPositive);
+  m->add_option("--n1", moe->n1, "Linear-1 tiles per cycle")->check(kPositive);
+  m->add_option("--n2", moe->n2, "Linear-2 tiles per cycle")->check(kPositive);
+  m->add_option("--h-inter", moe->h_inter, "expert intermediate size")->check(kPositive);
+  m->add_option("--block-m", moe->block_m, "b_m (with --shape)")->check(kPositive);
+  m->add_option("--block-n", moe->block_n, "b_n: N-tile width")->check(kPositive);
+  m->add_option("--out-bytes", moe->out_bytes, "bytes per Combine element (with --shape)")->check(kPositive);
+  m->add_option("--sm-tflops", moe->sm_tflops, "per-SM Tensor Core TFLOP/s (with --shape)")->check(kPositive);
+  m->add_option("--staging-us", moe->staging_us, "fixed staging term of T_RS (us)")->check(kNonNegative);
+  m->callback([moe, moe_common, m] {
+    if (moe->shape.empty()) {
+      for (const char* opt : {"--tile-bytes", "--t-l1-us", "--t-l2-us", "--n1", "--n2", "--h-inter"})
+        if (m->count(opt) == 0) throw InputError(std::string(opt) + " is required without --shape");
+    }
+    run_moe(*moe_common, *moe);
+  });
+
+  plan->callback([common, plan] {
+    if (plan->get_subcommands().empty()) run_default(*common);
+  });
+}
+
+}  // namespace
+XSTAGE_SUBCOMMAND("plan", 30, add_plan);
+}  // namespace xstage::cli
