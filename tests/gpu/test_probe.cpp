@@ -8,6 +8,7 @@
 #include "xstage/comm/team.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/gpu/provenance.hpp"
+#include "xstage/model/error.hpp"
 #include "xstage/probe/burst_pattern.hpp"
 #include "xstage/probe/probe.hpp"
 #include "xstage/probe/verify.hpp"
@@ -155,12 +156,12 @@ TEST(Probe, RejectsImpossibleConfigurations) {
   auto team = comm::Team::single_process({0});
   ProbeRunner runner(team, 64ull << 20, StorePath::kNcclWindow);
   ProbeConfig c = local_config(runner.max_producers() + 1, 4096);
-  EXPECT_THROW(runner.run(c), InputError);
+  EXPECT_THROW(runner.run(c), xstage::InputError);
   c = local_config(4, 4096);
   c.target = model::StoreTarget::kRemote;
-  EXPECT_THROW(runner.run(c), InputError);  // one GPU: no remote target
+  EXPECT_THROW(runner.run(c), xstage::InputError);  // one GPU: no remote target
   c = local_config(4, (64ull << 20) / 2);
-  EXPECT_THROW(runner.run(c), InputError);  // beyond the buffer
+  EXPECT_THROW(runner.run(c), xstage::InputError);  // beyond the buffer
 }
 
 class RemoteProbe : public ::testing::TestWithParam<std::tuple<StorePath, Pattern>> {};

@@ -193,7 +193,8 @@ inline nlohmann::json build_calibration_report(const ReportInputs& in) {
                      {"t_iss_us", num(r.t_iss_s * 1e6)},
                      {"t_period_us", num(r.t_period_s * 1e6)}};
     if (lp.phase == SweepPhase::kGapSweep && r.target == StoreTarget::kLocal) local_gap_iss.push_back(r.t_iss_s);
-    const bool predicted = r.target == fitted_target && rate > 0 && lp.phase != SweepPhase::kPathCheck;
+    const bool predicted = r.target == fitted_target && rate > 0 && !pf.issue_floor.empty() &&
+                           lp.phase != SweepPhase::kPathCheck;
     if (predicted) {
       const auto floor = pf.issue_floor_s(r.producers, r.bytes_per_producer);
       o["t_iss0_us"] = floor.value * 1e6;
@@ -204,6 +205,7 @@ inline nlohmann::json build_calibration_report(const ReportInputs& in) {
         o["pred_t_iss_us"] = p_iss * 1e6;
         o["pred_t_period_us"] = p_per * 1e6;
         o["pred_t_period_completion_coupled_us"] = model::completion_coupled_period_s(v, rate, r.gap_s) * 1e6;
+        o["pred_drain_time_us"] = model::drain_time_s(v, rate) * 1e6;
         o["rel_err_t_iss"] = num(rel_err(p_iss, r.t_iss_s));
         o["rel_err_t_period"] = num(rel_err(p_per, r.t_period_s));
         if (lp.phase == SweepPhase::kZeroGap) zero_period.add(p_per, r.t_period_s);
