@@ -56,9 +56,20 @@ std::string attn_forward_can_implement(const AttnForwardArgs& a) {
 
 namespace {
 
+// Tuning builds may override block_n and the GEMM turn-taking (-DXSTAGE_ATTN_TUNE_BLOCK_N=176
+// -DXSTAGE_ATTN_TUNE_WG_ORDER=0); regular builds use the constexpr tile table.
+#if defined(XSTAGE_ATTN_TUNE_BLOCK_N)
+template <int HeadDim>
+using LaunchTraits = AttnKernelTraits<HeadDim, XSTAGE_ATTN_TUNE_BLOCK_N, sched::attn_tile_config(HeadDim).kv_stages,
+                                      bool(XSTAGE_ATTN_TUNE_WG_ORDER)>;
+#else
+template <int HeadDim>
+using LaunchTraits = AttnKernelTraits<HeadDim>;
+#endif
+
 template <int HeadDim>
 cudaError_t launch(const AttnForwardArgs& a, cudaStream_t stream) {
-  using Traits = AttnKernelTraits<HeadDim>;
+  using Traits = LaunchTraits<HeadDim>;
   using Epilogue = AttnEpilogueLocal<Traits>;
   using Kernel = AttnForwardKernel<Traits, Epilogue>;
   using Element = typename Traits::Element;

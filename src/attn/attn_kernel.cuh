@@ -87,6 +87,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
     const int mma_thread_idx = int(threadIdx.x) - 128;
+    if constexpr (Traits::kWgGemmOrder) {
+      static_assert(Traits::kNumMmaWarpGroups == 2, "GEMM turns are written for two consumer warpgroups");
+      // The first consumer warpgroup holds the first turn.
+      if (mma_thread_idx < 128) cutlass::arch::NamedBarrier::arrive(2 * 128, Traits::kWgOrderBarrier0);
+    }
     typename PipelineQ::PipelineState q_read;
     typename PipelineKV::PipelineState k_read;
     typename PipelineKV::PipelineState v_read;

@@ -11,9 +11,13 @@
 
 namespace xstage::attn {
 
-template <int HeadDim>
+// Defaults come from the constexpr tile table; the other parameters exist for tuning builds.
+template <int HeadDim, int BlockN_ = sched::attn_tile_config(HeadDim).block_n,
+          int Stages = sched::attn_tile_config(HeadDim).kv_stages,
+          bool WgGemmOrder = sched::attn_tile_config(HeadDim).wg_gemm_order>
 struct AttnKernelTraits {
-  static constexpr sched::AttnTileConfig kConfig = sched::attn_tile_config(HeadDim);
+  static constexpr sched::AttnTileConfig kConfig{sched::attn_tile_config(HeadDim).block_m, BlockN_, Stages,
+                                                 sched::attn_tile_config(HeadDim).mma_warpgroups, WgGemmOrder};
   using Element = cutlass::bfloat16_t;
   using ElementAccum = float;
 
@@ -22,6 +26,9 @@ struct AttnKernelTraits {
   static constexpr int kBlockN = kConfig.block_n;
   static constexpr int kStages = kConfig.kv_stages;
   static constexpr int kNumMmaWarpGroups = kConfig.mma_warpgroups;
+  static constexpr bool kWgGemmOrder = kConfig.wg_gemm_order;
+  // Named barriers 0 and 1 (after CUTLASS's reserved ones): "consumer warpgroup i may issue GEMMs".
+  static constexpr uint32_t kWgOrderBarrier0 = 0;
   static constexpr int kNumMmaThreads = 128 * kNumMmaWarpGroups;
   static constexpr int kNumThreads = kNumMmaThreads + 128;  // + one producer warpgroup
   static_assert(kBlockM == 64 * kNumMmaWarpGroups, "each consumer warpgroup owns 64 query rows");

@@ -160,6 +160,22 @@ struct AttnMainloop {
 
     const int n_blocks = (p.seq_k + kBlockN - 1) / kBlockN;
 
+    // GEMM issue turns between the consumer warpgroups: each issue section waits for its own turn and
+    // hands the turn to the other warpgroup, so the tensor cores alternate between them and one
+    // warpgroup's softmax runs while the other's GEMMs execute. Both warpgroups run the same number of
+    // sections per tile, so the alternation never drifts.
+    const int wg = mma_thread_idx / 128;
+    auto turn_wait = [&] {
+      if constexpr (Traits::kWgGemmOrder) {
+        cutlass::arch::NamedBarrier::sync(2 * 128, Traits::kWgOrderBarrier0 + wg);
+      }
+    };
+    auto turn_pass = [&] {
+      if constexpr (Traits::kWgGemmOrder) {
+        cutlass::arch::NamedBarrier::arrive(2 * 128, Traits::kWgOrderBarrier0 + (wg ^ 1));
+      }
+    };
+
     Tensor acc_s = partition_fragment_C(mma_qk, Shape<BlockM, BlockN>{});
     // P in the register layout of the P V A operand; same element order as acc_s.
     Tensor frag_p = make_tensor<Element>(acc_to_operand_a_layout(acc_s.layout()));
@@ -172,7 +188,9 @@ struct AttnMainloop {
     // First (possibly partial) key block.
     attn_consumer_wait(pipe_q, q_read, 3);
     attn_consumer_wait(pipe_k, k_read, 4);
+    turn_wait();
     wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s, /*zero_init=*/true);
+    turn_pass();
     warpgroup_wait<0>();
     pipe_k.consumer_release(k_read);
     ++k_read;
@@ -194,9 +212,11 @@ struct AttnMainloop {
     CUTE_NO_UNROLL
     for (int n_block = n_blocks - 2; n_block >= 0; --n_block) {
       attn_consumer_wait(pipe_k, k_read, 4);
+      turn_wait();
       wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s, /*zero_init=*/true);
       attn_consumer_wait(pipe_v, v_read, 5);
       wgmma_issue<true>(mma_pv, frag_p, tOrV(_, _, _, v_read.index()), acc_o, first_pv);
+      turn_pass();
       first_pv = false;
       warpgroup_wait<1>();  // S of this block is ready; P V of the previous block may still run
       pipe_k.consumer_release(k_read);
@@ -213,7 +233,9 @@ struct AttnMainloop {
     ++q_read;
 
     attn_consumer_wait(pipe_v, v_read, 5);
+    turn_wait();
     wgmma_issue<true>(mma_pv, frag_p, tOrV(_, _, _, v_read.index()), acc_o, first_pv);
+    turn_pass();
     warpgroup_wait<0>();
     pipe_v.consumer_release(v_read);
     ++v_read;

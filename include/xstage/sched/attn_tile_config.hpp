@@ -9,6 +9,7 @@ struct AttnTileConfig {
   int block_n;          // key/value rows per mainloop step
   int kv_stages;        // shared-memory stages of the K and of the V pipeline
   int mma_warpgroups;   // consumer warpgroups (each owns 64 query rows of the tile)
+  bool wg_gemm_order;   // consumer warpgroups take turns issuing their GEMMs (one's softmax under the other's GEMMs)
 };
 
 // One instantiation (d = 128) keeps the build affordable; attn_tile_config already has d = 64's entry.
@@ -17,8 +18,8 @@ constexpr bool attn_head_dim_supported(int head_dim) { return head_dim == 128; }
 // Shared memory per CTA (bf16): Q tile + stages x (K tile + V tile). 128 x 128 with two stages of each
 // is 160 KiB, leaving room under the 227 KiB limit; d = 64 halves every tile, so a deeper pipeline fits.
 constexpr AttnTileConfig attn_tile_config(int head_dim) {
-  if (head_dim == 64) return AttnTileConfig{128, 128, 3, 2};
-  return AttnTileConfig{128, 128, 2, 2};
+  if (head_dim == 64) return AttnTileConfig{128, 128, 3, 2, true};
+  return AttnTileConfig{128, 128, 2, 2, true};
 }
 
 constexpr int attn_smem_operand_bytes(int head_dim) {
