@@ -26,6 +26,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 SEQS = [8192, 16384, 32768, 65536]
 HEADS = [3, 5, 12]
 RAGGED = [(14850, 5), (9450, 12)]
+HEAD_DIM_64 = [(16384, 12), (32768, 5)]  # extra points at d = 64, outside the d = 128 grid
 TORCH_CHECK = [(14850, 5), (9450, 12), (32768, 3)]
 
 
@@ -137,7 +138,8 @@ def plot(points, path):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(HEADS), figsize=(5 * len(HEADS), 4), sharey=True)
     for ax, h in zip(axes, HEADS):
-        pts = sorted([p for p in points if p["shape"]["heads"] == h and p["shape"]["seq"] in SEQS],
+        pts = sorted([p for p in points if p["shape"]["heads"] == h and p["shape"]["seq"] in SEQS
+                      and p["shape"]["head_dim"] == 128],
                      key=lambda p: p["shape"]["seq"])
         xs = [p["shape"]["seq"] for p in pts]
         for key, label, style in (("ours", "xstage (CuTe, sm_90a)", "o-"), ("cudnn", "PyTorch SDPA cuDNN", "s--"),
@@ -169,13 +171,14 @@ def main():
     ap.add_argument("--quick", action="store_true", help="only the first shape of each list (smoke test)")
     args = ap.parse_args()
 
-    b, d = 1, 128
-    shapes = [(s, h) for h in HEADS for s in SEQS] + RAGGED
+    b = 1
+    shapes = [(s, h, 128) for h in HEADS for s in SEQS] + [(s, h, 128) for s, h in RAGGED] + \
+             [(s, h, 64) for s, h in HEAD_DIM_64]
     checks = TORCH_CHECK
     if args.quick:
         shapes, checks = shapes[:1], checks[:1]
     points = []
-    for s, h in shapes:
+    for s, h, d in shapes:
         ours = run_ours(args.xstage, b, s, h, d, args.iters, args.warmup, args.check_rows)
         cudnn = time_sdpa(SDPBackend.CUDNN_ATTENTION, b, s, h, d, args.iters, args.warmup)
         try:
@@ -190,13 +193,14 @@ def main():
             if "tflops" in fa2:
                 pt["ratio_vs_flash2"] = ours["timing"]["tflops"] / fa2["tflops"]
         points.append(pt)
-        print(f"  seq {s:6d} heads {h:2d}: ours {pt['ours'].get('tflops', float('nan')):7.1f}  "
+        print(f"  seq {s:6d} heads {h:2d} d {d:3d}: ours {pt['ours'].get('tflops', float('nan')):7.1f}  "
               f"cudnn {cudnn['tflops']:7.1f}  fa2 {fa2.get('tflops', float('nan')):7.1f} TFLOP/s  "
               f"check {ours.get('check', {}).get('passed')}", flush=True)
 
-    torch_checks = [torch_check(args.xstage, b, s, h, d) for s, h in checks]
+    torch_checks = [torch_check(args.xstage, b, s, h, 128) for s, h in checks]
 
-    grid = [p for p in points if p["shape"]["seq"] in SEQS and "ratio_vs_cudnn" in p]
+    grid = [p for p in points
+            if p["shape"]["seq"] in SEQS and p["shape"]["head_dim"] == 128 and "ratio_vs_cudnn" in p]
     ratios = [p["ratio_vs_cudnn"] for p in grid]
     summary = {
         "points_in_grid": len(grid),
@@ -223,10 +227,10 @@ def main():
         json.dump(result, f, indent=1)
     plot(points, args.plot)
 
-    print("\nseq    heads  ours TF/s  cuDNN TF/s  FA2 TF/s  ours/cuDNN  check")
+    print("\nseq    heads   d  ours TF/s  cuDNN TF/s  FA2 TF/s  ours/cuDNN  check")
     for p in points:
         s = p["shape"]
-        print(f"{s['seq']:6d} {s['heads']:5d} {p['ours'].get('tflops', float('nan')):10.1f} "
+        print(f"{s['seq']:6d} {s['heads']:5d} {s['head_dim']:3d} {p['ours'].get('tflops', float('nan')):10.1f} "
               f"{p['cudnn']['tflops']:11.1f} {p['flash2'].get('tflops', float('nan')):9.1f} "
               f"{p.get('ratio_vs_cudnn', float('nan')):11.3f}  {p['ours'].get('check', {}).get('passed')}")
     for c in torch_checks:

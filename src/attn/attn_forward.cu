@@ -35,7 +35,7 @@ double attn_forward_flops(const AttnForwardProblem& p) {
 
 std::string attn_forward_can_implement(const AttnForwardArgs& a) {
   const AttnForwardProblem& p = a.problem;
-  if (!sched::attn_head_dim_supported(p.head_dim)) return "head_dim " + std::to_string(p.head_dim) + " (supported: 128)";
+  if (!sched::attn_head_dim_supported(p.head_dim)) return "head_dim " + std::to_string(p.head_dim) + " (supported: 64, 128)";
   if (p.batch < 1) return "batch " + std::to_string(p.batch);
   if (p.heads < 1) return "heads " + std::to_string(p.heads);
   if (p.seq_q < 1) return "seq_q " + std::to_string(p.seq_q);
@@ -133,6 +133,7 @@ cudaError_t attn_forward(const AttnForwardArgs& args, cudaStream_t stream) {
   if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device)) != cudaSuccess) return e;
   if ((e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device)) != cudaSuccess) return e;
   if (major != 9 || minor != 0) return cudaErrorNoKernelImageForDevice;  // wgmma/setmaxnreg need sm_90a
+  if (args.problem.head_dim == 64) return launch<64>(args, stream);
   return launch<128>(args, stream);
 }
 

@@ -50,6 +50,7 @@ TEST(AttnTileScheduler, ConsecutiveTilesShareHeadForL2Reuse) {
 
 TEST(AttnTileConfig, FitsSharedMemoryAndWarpgroups) {
   static_assert(attn_head_dim_supported(128));
+  static_assert(attn_head_dim_supported(64));
   static_assert(!attn_head_dim_supported(96));
   constexpr AttnTileConfig c = attn_tile_config(128);
   static_assert(c.block_m == 64 * c.mma_warpgroups);

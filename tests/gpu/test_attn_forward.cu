@@ -142,6 +142,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttnForwardSmall,
                                            Shape{1, 1000, 1000, 1},  // many key blocks
                                            Shape{1, 512, 1200, 1}));  // cross-attention lengths
 
+TEST(AttnForward, HeadDim64RaggedShapes) {
+  SKIP_WITHOUT_HOPPER();
+  for (Shape s : {Shape{1, 300, 300, 3}, Shape{2, 1000, 777, 2}}) {
+    const AttnForwardProblem p = make_bshd_problem(s.batch, s.seq_q, s.seq_k, s.heads, 64);
+    const uint64_t seed = fresh_seed();
+    const DeviceRun r = run_kernel(p, seed, true, 2);
+    check_rows(p, r, attn_all_rows(p), seed);
+  }
+}
+
 TEST(AttnForward, StridedHeadMajorLayout) {
   SKIP_WITHOUT_HOPPER();
   // [batch, heads, seq, dim] instead of [batch, seq, heads, dim]: only the strides change.

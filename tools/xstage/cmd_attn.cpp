@@ -78,7 +78,7 @@ void write_raw(const std::string& path, const void* data, size_t bytes) {
 
 int run_bench(const BenchOptions& opt) {
   if (!xstage::sched::attn_head_dim_supported(opt.head_dim)) {
-    throw xstage::InputError(fmt::format("--head-dim: unsupported value {} (supported: 128)", opt.head_dim));
+    throw xstage::InputError(fmt::format("--head-dim: unsupported value {} (supported: 64, 128)", opt.head_dim));
   }
   int device_count = 0;
   XSTAGE_ATTN_CUDA_CHECK(cudaGetDeviceCount(&device_count));
@@ -254,7 +254,7 @@ void add_attn(CLI::App& root) {
   bench->add_option("--seq", opt->seq, "Query sequence length (tokens)")->required()->check(xstage::cli::kPositive);
   bench->add_option("--seq-kv", opt->seq_kv, "Key/value sequence length (default: --seq)")->check(xstage::cli::kPositive);
   bench->add_option("--heads", opt->heads, "Heads (per GPU)")->required()->check(xstage::cli::kPositive);
-  bench->add_option("--head-dim", opt->head_dim, "Head dimension (128)")->check(xstage::cli::kPositive);
+  bench->add_option("--head-dim", opt->head_dim, "Head dimension (64 or 128)")->check(xstage::cli::kPositive);
   bench->add_option("--batch", opt->batch, "Batch size")->check(xstage::cli::kPositive);
   bench->add_option("--iters", opt->iters, "Timed launches")->check(xstage::cli::kPositive);
   bench->add_option("--warmup", opt->warmup, "Untimed launches first")->check(xstage::cli::kNonNegative);
