@@ -22,6 +22,12 @@ timeout 240 build/tests/xstage_gpu_tests --gtest_filter="$filter" > "$OUT/gpu_te
 echo "gpu tests rc=$?" >> "$OUT/device.txt"
 timeout ${CAL_TIMEOUT:-600} build/xstage calibrate --gpus $gpus --out "$dest" ${QUICK:+--quick} ${CAL_ARGS:-} 2> "$OUT/calibrate.log"
 echo "calibrate rc=$?" >> "$OUT/device.txt"
+if [ "$ngpu" -ge 2 ] && [ -z "${NO_LOCAL_RUN:-}" ]; then
+  # The one-GPU mode too (local control only), packed into one file (the transfer takes 8 files).
+  timeout 120 build/xstage calibrate --gpus 0 --quick --out "$OUT/one_gpu" 2> "$OUT/one_gpu.log"
+  echo "one-gpu calibrate rc=$?" >> "$OUT/device.txt"
+  mv "$OUT/one_gpu.log" "$OUT/one_gpu/" && tar -C "$OUT" -czf "$OUT/one_gpu.tgz" one_gpu && rm -rf "$OUT/one_gpu"
+fi
+tr '\r' '\n' < "$OUT/calibrate.log" >> "$OUT/device.txt" && rm "$OUT/calibrate.log"
 grep -E "^\[  (PASSED|FAILED|  SKIPPED) |tests? (ran|skipped)|^\[  FAILED" "$OUT/gpu_tests.txt" | tail -25
-tail -n 12 "$OUT/calibrate.log" | tr '\r' '\n' | tail -n 12
-tail -n 2 "$OUT/device.txt"
+grep -E "rc=|check|R =|points in" "$OUT/device.txt" | tail -n 14

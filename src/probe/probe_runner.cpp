@@ -91,19 +91,19 @@ void validate(const ProbeConfig& c, int max_producers) {
 
 double ProbeResult::t_iss_s() const {
   std::vector<double> v;
-  for (const auto& s : senders) v.push_back(s.t_iss_median_s);
+  for (const auto& s : senders) v.push_back(s.t_iss_stat_s);
   return median_or_nan(v);
 }
 double ProbeResult::t_period_s() const {
   if (config.mode != model::BurstMode::kPeriodic) return kNaN;
   std::vector<double> v;
-  for (const auto& s : senders) v.push_back(s.t_period_median_s);
+  for (const auto& s : senders) v.push_back(s.t_period_stat_s);
   return median_or_nan(v);
 }
 double ProbeResult::gap_s() const {
   if (config.mode != model::BurstMode::kPeriodic) return 0.0;
   std::vector<double> v;
-  for (const auto& s : senders) v.push_back(s.gap_median_s);
+  for (const auto& s : senders) v.push_back(s.gap_stat_s);
   return median_or_nan(v);
 }
 
@@ -113,8 +113,10 @@ model::CalibrationRecord ProbeResult::to_record() const {
   r.target = config.target;
   r.producers = config.producers;
   r.bytes_per_producer = static_cast<double>(config.bytes_per_producer);
-  // The measured gap, not the requested one: the model's G is what the producer actually spent.
-  r.gap_s = config.mode == model::BurstMode::kPeriodic ? gap_s() : 0.0;
+  // The measured gap, not the requested one: the model's G is what the producer actually spent
+  // (the programmed spin or MMA time plus the loop's own few cycles). A programmed zero gap stays 0:
+  // such points are the zero-gap points of the fit; their loop overhead is in raw.json.
+  r.gap_s = config.mode == model::BurstMode::kPeriodic && config.gap_s > 0 ? gap_s() : 0.0;
   r.t_iss_s = t_iss_s();
   r.t_period_s = t_period_s();
   return r;
@@ -151,9 +153,9 @@ nlohmann::json ProbeResult::to_json(bool raw) const {
     nlohmann::json o{{"rank", s.rank},
                      {"device", s.device},
                      {"destination", s.destination},
-                     {"t_iss_us", num(s.t_iss_median_s * 1e6)},
-                     {"t_period_us", num(s.t_period_median_s * 1e6)},
-                     {"gap_us", num(s.gap_median_s * 1e6)},
+                     {"t_iss_us", num(s.t_iss_stat_s * 1e6)},
+                     {"t_period_us", num(s.t_period_stat_s * 1e6)},
+                     {"gap_us", num(s.gap_stat_s * 1e6)},
                      {"event_elapsed_us", s.event_elapsed_s * 1e6},
                      {"sm_clock_mhz", s.sm_clock_mhz},
                      {"sm_clock_source", s.sm_clock_source},
@@ -167,6 +169,7 @@ nlohmann::json ProbeResult::to_json(bool raw) const {
       o["t_iss_us_per_burst"] = us(s.t_iss_s);
       if (!s.t_period_s.empty()) o["t_period_us_per_burst"] = us(s.t_period_s);
       if (!s.gap_s.empty()) o["gap_us_per_burst"] = us(s.gap_s);
+      o["t_iss_slowest_us_per_burst"] = us(s.t_iss_slowest_s);
       o["t_iss_us_per_producer"] = us(s.t_iss_producer_median_s);
     }
     ss.push_back(o);
@@ -289,7 +292,12 @@ ProbeResult ProbeRunner::run(const ProbeConfig& c) {
     if (c.pattern == Pattern::kAllToAll) return (s + 1 + p % (world - 1)) % world;
     return s == 0 ? 1 : 0;
   };
-  const std::uint32_t seed = impl_->rng();
+  // One seed for the whole team (rank 0's), so every destination checks the pattern the senders wrote.
+  std::vector<long long> seed_in(team_.local_ranks().size(), 0);
+  const std::uint32_t my_seed = impl_->rng();
+  for (std::size_t i = 0; i < seed_in.size(); ++i)
+    if (team_.local_ranks()[i].rank == 0) seed_in[i] = my_seed;
+  const auto seed = static_cast<std::uint32_t>(team_.allreduce_sum(seed_in));
   auto& locals = team_.local_ranks();
 
   // 1. Poison every destination extent, then make sure all ranks have before anyone sends.
@@ -438,6 +446,8 @@ ProbeResult ProbeRunner::run(const ProbeConfig& c) {
       sr.sm_clock_source = "pre-run";
     }
     const double s_per_cycle = 1.0 / (sr.sm_clock_mhz * 1e6);
+    // Per burst (raw): the median producer's issue time and period, and the slowest producer's issue
+    // time (the burst's own issue time when producers start together, as after a grid barrier).
     std::vector<std::vector<double>> per_producer(k);
     for (int burst = warm; burst < warm + c.bursts; ++burst) {
       std::vector<double> iss(k), per(k), gap(k);
@@ -451,15 +461,41 @@ ProbeResult ProbeRunner::run(const ProbeConfig& c) {
         }
       }
       sr.t_iss_s.push_back(stats::median(iss));
+      sr.t_iss_slowest_s.push_back(*std::max_element(iss.begin(), iss.end()));
       if (periodic) {
         sr.t_period_s.push_back(stats::median(per));
         sr.gap_s.push_back(stats::median(gap));
       }
     }
     for (auto& v : per_producer) sr.t_iss_producer_median_s.push_back(stats::median(v));
-    sr.t_iss_median_s = stats::median(sr.t_iss_s);
-    sr.t_period_median_s = periodic ? stats::median(sr.t_period_s) : kNaN;
-    sr.gap_median_s = periodic ? stats::median(sr.gap_s) : 0.0;
+    if (periodic) {
+      // Steady state (eq. 1-3) is a long-run average: a producer's bursts alternate between fast
+      // issue into free X-Stage capacity and long stalls, so the median burst would overstate the
+      // rate. Per producer: mean period over the measured bursts (start of the first to start of the
+      // one after the last), mean issue time, mean gap; then the median producer.
+      std::vector<double> mp(k), mi(k), mg(k);
+      for (int p = 0; p < k; ++p) {
+        const double cyc = static_cast<double>(at(warm + c.bursts, p).issue_start_cycles - at(warm, p).issue_start_cycles);
+        mp[p] = cyc * s_per_cycle / c.bursts;
+        double si = 0, sg = 0;
+        for (int burst = warm; burst < warm + c.bursts; ++burst) {
+          const auto& s = at(burst, p);
+          si += static_cast<double>(s.issue_end_cycles - s.issue_start_cycles);
+          sg += static_cast<double>(s.gap_end_cycles - s.issue_end_cycles);
+        }
+        mi[p] = si * s_per_cycle / c.bursts;
+        mg[p] = sg * s_per_cycle / c.bursts;
+      }
+      sr.t_period_stat_s = stats::median(mp);
+      sr.t_iss_stat_s = stats::median(mi);
+      sr.gap_stat_s = stats::median(mg);
+    } else {
+      // Isolated: every burst starts from a grid barrier, so its issue time is its slowest
+      // producer's; the median over bursts.
+      sr.t_iss_stat_s = stats::median(sr.t_iss_slowest_s);
+      sr.t_period_stat_s = kNaN;
+      sr.gap_stat_s = 0.0;
+    }
     res.senders.push_back(std::move(sr));
   }
   return res;

@@ -223,6 +223,41 @@ void two_gpu_pingpong(bool through_nccl_window) {
   }
 }
 
+__global__ void store_through_kernel(std::uint32_t* const* ptrs, int n, std::uint32_t value) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) ptrs[i][0] = value + i;
+}
+
+// Stores through LSA pointers resolved on rank 0 land in each rank's own window memory.
+TEST(Window, LsaPointerStoresLandInEveryRanksMemory) {
+  REQUIRE_GPUS(1);
+  const int n = device_count() >= 2 ? 2 : 1;
+  std::vector<int> devs;
+  for (int i = 0; i < n; ++i) devs.push_back(i);
+  auto team = comm::Team::single_process(devs);
+  comm::SymmetricWindow win(team, 1 << 20, 1);
+  std::vector<int> peers;
+  std::vector<std::size_t> offs;
+  for (int r = 0; r < n; ++r) {
+    peers.push_back(r);
+    offs.push_back(4096);
+  }
+  XSTAGE_CUDA_CHECK(cudaSetDevice(0));
+  std::uint32_t** d_ptrs = nullptr;
+  XSTAGE_CUDA_CHECK(cudaMalloc(&d_ptrs, n * sizeof(void*)));
+  win.resolve_lsa_pointers(0, peers, offs, reinterpret_cast<void**>(d_ptrs));
+  store_through_kernel<<<1, 32>>>(d_ptrs, n, 0x600d0000u);
+  XSTAGE_CUDA_CHECK_LAUNCH();
+  XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+  for (int r = 0; r < n; ++r) {
+    std::uint32_t got = 0;
+    XSTAGE_CUDA_CHECK(cudaSetDevice(r));
+    XSTAGE_CUDA_CHECK(cudaMemcpy(&got, static_cast<char*>(win.local_ptr(r)) + 4096, 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(got, 0x600d0000u + r) << "rank " << r;
+  }
+  XSTAGE_CUDA_CHECK(cudaSetDevice(0));
+  XSTAGE_CUDA_CHECK(cudaFree(d_ptrs));
+}
+
 TEST(FlagOrdering, AcrossTwoGpusThroughPeerPointers) {
   REQUIRE_GPUS(2);
   two_gpu_pingpong(false);

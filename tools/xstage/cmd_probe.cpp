@@ -89,7 +89,7 @@ void run_probe_cli(const ProbeCli& c) {
   if (printer) std::cout << j.dump(2) << "\n";
   for (const auto& s : res.senders)
     std::fprintf(stderr, "rank %d -> %s: T_iss %.3f us, T_period %.3f us, gap %.3f us, verified %s\n", s.rank,
-                 s.destination.c_str(), s.t_iss_median_s * 1e6, s.t_period_median_s * 1e6, s.gap_median_s * 1e6,
+                 s.destination.c_str(), s.t_iss_stat_s * 1e6, s.t_period_stat_s * 1e6, s.gap_stat_s * 1e6,
                  res.verified() ? "yes" : "NO");
   if (!res.verified()) {
     std::fprintf(stderr, "xstage probe: verification FAILED: %llu of %llu words wrong; %s\n",

@@ -56,10 +56,14 @@ struct SenderResult {
   int device = 0;
   std::string destination;            // "rank 1", "self", "all peers"
   std::vector<double> t_iss_s;        // per measured burst: median over producers
+  std::vector<double> t_iss_slowest_s;  // per measured burst: the slowest producer
   std::vector<double> t_period_s;     // periodic: per burst, start-to-start, median over producers
   std::vector<double> gap_s;          // periodic: measured gap per burst, median over producers
   std::vector<double> t_iss_producer_median_s;  // per producer: median over bursts
-  double t_iss_median_s = 0, t_period_median_s = 0, gap_median_s = 0;
+  // The statistics the records carry. Periodic: per producer the mean over the measured bursts (the
+  // steady state of eq. 1-3 is a long-run average), then the median producer. Isolated: per burst the
+  // slowest producer (producers start together), then the median burst.
+  double t_iss_stat_s = 0, t_period_stat_s = 0, gap_stat_s = 0;
   double event_elapsed_s = 0;         // CUDA events around the whole kernel
   double sm_clock_mhz = 0;            // used to turn cycles into seconds
   std::string sm_clock_source;        // "in-run" (cycles over %globaltimer during the run) or "pre-run"
@@ -77,7 +81,7 @@ struct ProbeResult {
   int slots = 1;
 
   bool verified() const { return mismatches == 0 && words_verified > 0; }
-  double t_iss_s() const;     // median over senders of their medians
+  double t_iss_s() const;     // median over senders of their statistics
   double t_period_s() const;  // periodic only; NaN otherwise
   double gap_s() const;       // measured
   model::CalibrationRecord to_record() const;

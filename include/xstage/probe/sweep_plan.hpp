@@ -133,8 +133,8 @@ inline SweepPlan plan_sweep(const SweepOptions& o) {
   SweepPlan plan;
   const std::vector<int> ks = detail::producer_counts(o);
   const int kmax = ks.back();
-  const int periodic_bursts = o.quick ? 48 : 160;
-  const int isolated_bursts = o.quick ? 10 : 24;
+  const int periodic_bursts = o.quick ? 64 : 400;
+  const int isolated_bursts = o.quick ? 12 : 40;
   const int warm = 8;
   auto add = [&](PlannedPoint p) {
     if (p.volume_bytes() > o.max_volume_bytes) return;
