@@ -9,16 +9,12 @@
 
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
+#include "xstage/gpu/timer.cuh"
+
 namespace xstage::attn {
 
 // No tile of this kernel takes anywhere near this long; reaching it means a lost TMA or a protocol bug.
 inline constexpr uint64_t kAttnWaitLimitNs = 4'000'000'000ull;
-
-__device__ __forceinline__ uint64_t attn_globaltimer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // Which wait expired: role (0 producer Q, 1 producer K, 2 producer V, 3 consumer Q, 4 consumer K,
 // 5 consumer V), stage, phase, block and thread.
@@ -37,10 +33,10 @@ template <class Pipeline, class State>
 __device__ __forceinline__ void attn_consumer_wait(Pipeline& pipeline, State const& state, uint32_t role) {
   auto token = pipeline.consumer_try_wait(state);
   if (token == cutlass::BarrierStatus::WaitAgain) {
-    const uint64_t start = attn_globaltimer_ns();
+    const uint64_t start = gpu::globaltimer_ns();
     do {
       token = pipeline.consumer_try_wait(state);
-      if (token == cutlass::BarrierStatus::WaitAgain && attn_globaltimer_ns() - start > kAttnWaitLimitNs) {
+      if (token == cutlass::BarrierStatus::WaitAgain && gpu::globaltimer_ns() - start > kAttnWaitLimitNs) {
         attn_wait_timeout(role, state.index(), state.phase());
       }
     } while (token == cutlass::BarrierStatus::WaitAgain);
@@ -52,10 +48,10 @@ template <class Pipeline, class State>
 __device__ __forceinline__ void attn_producer_acquire(Pipeline& pipeline, State const& state, uint32_t role) {
   auto token = pipeline.producer_try_acquire(state);
   if (token == cutlass::BarrierStatus::WaitAgain) {
-    const uint64_t start = attn_globaltimer_ns();
+    const uint64_t start = gpu::globaltimer_ns();
     do {
       token = pipeline.producer_try_acquire(state);
-      if (token == cutlass::BarrierStatus::WaitAgain && attn_globaltimer_ns() - start > kAttnWaitLimitNs) {
+      if (token == cutlass::BarrierStatus::WaitAgain && gpu::globaltimer_ns() - start > kAttnWaitLimitNs) {
         attn_wait_timeout(role, state.index(), state.phase());
       }
     } while (token == cutlass::BarrierStatus::WaitAgain);

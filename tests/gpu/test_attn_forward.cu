@@ -140,7 +140,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttnForwardSmall,
                                            Shape{2, 300, 300, 3},    // ragged both, batch > 1
                                            Shape{1, 257, 129, 2},    // one row/column past a tile
                                            Shape{1, 1000, 1000, 1},  // many key blocks
-                                           Shape{1, 512, 1200, 1}));  // cross-attention lengths
+                                           Shape{1, 512, 1200, 1}),   // cross-attention lengths
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           const Shape& s = i.param;
+                           return "b" + std::to_string(s.batch) + "_sq" + std::to_string(s.seq_q) + "_sk" +
+                                  std::to_string(s.seq_k) + "_h" + std::to_string(s.heads);
+                         });
 
 TEST(AttnForward, HeadDim64RaggedShapes) {
   SKIP_WITHOUT_HOPPER();
