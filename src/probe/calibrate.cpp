@@ -286,12 +286,21 @@ int run_calibrate(const CalibrateOptions& o) {
   if (!remote) fit_in = relabel_local_as_fit_input(fit_in);
   rin.fit = model::fit_platform(fit_in);
   if (remote && o.path_check) {
-    std::vector<model::CalibrationRecord> other;
+    // Like for like: R through the other path vs R through the main path from the same (K, B) points
+    // (R depends a little on K, so the all-points R is not the comparison).
+    std::vector<model::CalibrationRecord> other, same;
     for (const auto& lp : points)
       if (lp.phase == SweepPhase::kPathCheck) other.push_back(lp.record);
+    for (const auto& lp : points)
+      if (lp.phase == SweepPhase::kZeroGap && lp.record.target == model::StoreTarget::kRemote)
+        for (const auto& x : other)
+          if (x.producers == lp.record.producers && x.bytes_per_producer == lp.record.bytes_per_producer)
+            same.push_back(lp.record);
     try {
       rin.path_check_rate_bytes_per_s = model::fit_platform(other).rate.drain_rate_bytes_per_s;
+      rin.path_check_main_rate_bytes_per_s = model::fit_platform(same).rate.drain_rate_bytes_per_s;
     } catch (const InputError& e) {
+      rin.path_check_rate_bytes_per_s.reset();
       rin.notes.push_back(std::string("store-path cross-check not fitted: ") + e.what());
     }
   }
