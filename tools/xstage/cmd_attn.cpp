@@ -187,7 +187,7 @@ int run_bench(const BenchOptions& opt) {
                 {"head_dim", p.head_dim}, {"layout", "bshd"}, {"causal", false}, {"dtype", "bf16"}};
   const auto cfg = xstage::sched::attn_tile_config(p.head_dim);
   j["tile"] = {{"block_m", cfg.block_m}, {"block_n", cfg.block_n}, {"kv_stages", cfg.kv_stages},
-               {"mma_warpgroups", cfg.mma_warpgroups}};
+               {"mma_warpgroups", cfg.mma_warpgroups}, {"wg_gemm_order", cfg.wg_gemm_order}};
   j["flops"] = flops;
   j["timing"] = {{"median_ms", med},
                  {"min_ms", *std::min_element(samples_ms.begin(), samples_ms.end())},
