@@ -98,6 +98,20 @@ TEST(Cli, PlanMoe) {
   EXPECT_EQ(run_cli("plan moe --shape deepseek-v3 --json").code, 0);
 }
 
+TEST(Cli, PlanMoeSimulatesBothOrders) {
+  // Short mainloops (fast Tensor Cores): the wave order's back-to-back Combine bursts hit the drain
+  // rate; the interleaved order puts Linear-1 work between them.
+  const CliRun r = run_cli("plan moe --platform " + paper_platform() +
+                           " --shape deepseek-v4-flash --simulate --routing skewed --sm-tflops 20 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out)["simulated"];
+  EXPECT_GT(j["wave"]["total_stall_us"].get<double>(), 10 * j["interleaved"]["total_stall_us"].get<double>() + 1.0);
+  EXPECT_GT(j["predicted_speedup"].get<double>(), 1.0);
+  EXPECT_EQ(j["choice"], "interleaved");
+  expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --routing zipf"), "--routing: must be balanced or skewed");
+  expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --ranks 3"), "--ranks: 3 does not divide the 256 experts");
+}
+
 TEST(Cli, SimulateJson) {
   const CliRun r = run_cli("simulate --platform " + paper_platform() +
                        " --producers 148 --bytes-per-producer 32768 --gap-us 2 --bursts 40 --json");

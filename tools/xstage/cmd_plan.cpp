@@ -1,5 +1,6 @@
 // xstage plan: design audits. `plan` alone audits the built-in DiT attention and MoE workloads;
 // `plan attn` and `plan moe` audit one kernel described by its tiles and timings.
+#include <cmath>
 #include <iostream>
 #include <sstream>
 
@@ -9,6 +10,8 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
+#include "xstage/model/stats.hpp"
+#include "xstage/sim/moe_schedules.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -33,6 +36,14 @@ struct MoeOptions {
   double tile_bytes = 0, t_l1_us = 0, t_l2_us = 0, n1 = 0, n2 = 0, staging_us = 0;
   int block_m = 128, block_n = 128, out_bytes = 2, h_inter = 0;
   double sm_tflops = model::kDatasheetSmFlopPerS / 1e12;
+  // --simulate: both tile orders through the event simulator for one routing.
+  bool simulate = false;
+  int ranks = 2;
+  int tokens_per_rank = 8192;
+  std::string routing = "balanced";
+  double zipf_s = 1.2;
+  int lead_rows = 0;  // 0: eq. 16's D_knee
+  int experts_per_wave = 0;  // 0: a quarter of the local experts
 };
 
 int producers_or_default(const PlanCommon& c, const model::Platform& p) {
@@ -127,12 +138,77 @@ std::vector<std::string> moe_row(const std::string& name, const model::MoeInput&
 const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT wave us", "dT int us",
                                              "stall w/i us", "eq.14", "D_knee", "wave -> int"};
 
+// Scheduler rows per local expert of rank 0 for a routing: every rank sends tokens_per_rank·top_k
+// token slots, spread over all experts evenly (balanced) or by a Zipf law over a fixed expert order
+// (skewed: the hot experts are rank 0's first ones).
+std::vector<int> rows_per_local_expert(const model::MoeShape& shape, const MoeOptions& o) {
+  if (shape.experts % o.ranks != 0)
+    throw InputError("--ranks: " + std::to_string(o.ranks) + " does not divide the " + std::to_string(shape.experts) + " experts");
+  const int local = shape.experts / o.ranks;
+  std::vector<double> weight(shape.experts, 1.0);
+  if (o.routing == "skewed")
+    for (int e = 0; e < shape.experts; ++e) weight[e] = 1.0 / std::pow(e + 1.0, o.zipf_s);
+  else if (o.routing != "balanced")
+    throw InputError("--routing: must be balanced or skewed, got \"" + o.routing + "\"");
+  double total = 0;
+  for (double w : weight) total += w;
+  const double slots = static_cast<double>(o.tokens_per_rank) * o.ranks * shape.top_k;
+  std::vector<int> rows;
+  for (int e = 0; e < local; ++e)
+    rows.push_back(static_cast<int>(std::ceil(slots * weight[e] / total / o.block_m)));
+  return rows;
+}
+
+nlohmann::json simulate_orders(const model::Platform& platform, const model::MoeShape& shape, const model::MoeInput& in,
+                               std::int64_t lead_knee_rows, const MoeOptions& o, int producers) {
+  sim::MoeOrderParams p;
+  p.rows_per_expert = rows_per_local_expert(shape, o);
+  p.n1 = static_cast<int>(in.n1);
+  p.n2 = static_cast<int>(in.n2);
+  p.instances = std::max(1, producers / 2);
+  p.lead_rows = o.lead_rows > 0 ? o.lead_rows : static_cast<int>(std::max<std::int64_t>(1, lead_knee_rows));
+  p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave : std::max<int>(1, p.rows_per_expert.size() / 4);
+  const int k = 2 * p.instances;
+  const sim::MoeTileCosts costs{in.t_l1_mma_s, in.t_l2_mma_s, in.tile_bytes, platform.issue_floor_s(k, in.tile_bytes).value};
+  sim::SimConfig cfg;
+  cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
+  cfg.capacity_bytes = platform.capacity_bytes(k).value;
+  cfg.time_limit_s = 10.0;
+  nlohmann::json j = {{"routing", o.routing}, {"ranks", o.ranks}, {"tokens_per_rank", o.tokens_per_rank},
+                      {"producers", k}, {"lead_rows", p.lead_rows}, {"experts_per_wave", p.experts_per_wave},
+                      {"rows", nlohmann::json(p.rows_per_expert)}};
+  for (auto order : {sim::MoeOrder::kExpertWave, sim::MoeOrder::kInterleaved}) {
+    std::vector<sim::ProducerSchedule> schedules;
+    for (const auto& seq : sim::moe_orders(order, p)) schedules.push_back(sim::moe_producer_schedule(seq, costs));
+    const sim::SimResult r = sim::simulate(cfg, schedules);
+    std::vector<double> stalls;
+    for (const auto& b : r.bursts) stalls.push_back(std::max(0.0, b.stall_s()));
+    const char* name = order == sim::MoeOrder::kExpertWave ? "wave" : "interleaved";
+    j[name] = {{"makespan_us", units::s_to_us(r.makespan_s)},
+               {"total_stall_us", units::s_to_us(r.total_stall_s)},
+               {"median_tile_stall_us", stalls.empty() ? 0.0 : units::s_to_us(stats::median(stalls))},
+               {"max_tile_stall_us", stalls.empty() ? 0.0 : units::s_to_us(stats::max_abs(stalls))},
+               {"peak_outstanding_bytes", r.peak_outstanding_bytes}};
+  }
+  const double speedup = j["wave"]["makespan_us"].get<double>() / j["interleaved"]["makespan_us"].get<double>();
+  j["predicted_speedup"] = speedup;
+  j["choice"] = speedup > 1.0 ? "interleaved" : "wave";
+  return j;
+}
+
 void run_moe(const PlanCommon& c, const MoeOptions& o) {
   const model::Platform platform = model::load_platform_or_default(c.platform);
   const model::MoeInput in = moe_input(o, producers_or_default(c, platform));
   const model::MoeAudit a = model::audit_moe(platform, in);
+  nlohmann::json simulated;
+  if (o.simulate) {
+    if (o.shape.empty()) throw InputError("--simulate needs --shape (experts and top-k come from the shape)");
+    simulated = simulate_orders(platform, *model::find_moe_shape(o.shape), in, a.lead_knee_rows, o,
+                                producers_or_default(c, platform));
+  }
   if (c.json) {
     nlohmann::json j = model::to_json(a);
+    if (o.simulate) j["simulated"] = simulated;
     j["platform"] = platform.name;
     j["input"] = {{"tile_bytes", in.tile_bytes}, {"active_producers", in.active_producers},
                   {"t_l1_mma_us", units::s_to_us(in.t_l1_mma_s)}, {"t_l2_mma_us", units::s_to_us(in.t_l2_mma_s)},
@@ -143,6 +219,20 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   }
   std::cout << "platform " << platform.name << "\n";
   print_table(kMoeHeader, {moe_row(o.shape.empty() ? "custom" : o.shape, in, a)});
+  if (o.simulate) {
+    std::cout << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << o.tokens_per_rank
+              << " tokens/rank over " << o.ranks << " ranks, K = " << simulated["producers"].get<int>()
+              << ", D = " << simulated["lead_rows"].get<int>() << "\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const char* name : {"wave", "interleaved"}) {
+      const auto& r = simulated[name];
+      rows.push_back({name, fmt_num(r["makespan_us"].get<double>(), 1), fmt_num(r["total_stall_us"].get<double>(), 1),
+                      fmt_num(r["median_tile_stall_us"].get<double>(), 2), fmt_num(r["max_tile_stall_us"].get<double>(), 2)});
+    }
+    print_table({"order", "makespan us", "total stall us", "median tile stall us", "max tile stall us"}, rows);
+    std::cout << "predicted speedup interleaved/wave " << fmt_num(simulated["predicted_speedup"].get<double>(), 3)
+              << ": choose " << simulated["choice"].get<std::string>() << "\n";
+  }
 }
 
 // `xstage plan` with no kernel: every built-in workload on the platform.
@@ -254,6 +344,13 @@ void add_plan(CLI::App& root) {
   m->add_option("--out-bytes", moe->out_bytes, "bytes per Combine element (with --shape)")->check(kPositive);
   m->add_option("--sm-tflops", moe->sm_tflops, "per-SM Tensor Core TFLOP/s (with --shape)")->check(kPositive);
   m->add_option("--staging-us", moe->staging_us, "fixed staging term of T_RS (us)")->check(kNonNegative);
+  m->add_flag("--simulate", moe->simulate, "simulate the expert-wave and interleaved orders for one routing (needs --shape)");
+  m->add_option("--ranks", moe->ranks, "expert-parallel ranks (--simulate)")->check(kPositive);
+  m->add_option("--tokens", moe->tokens_per_rank, "tokens per rank (--simulate)")->check(kPositive);
+  m->add_option("--routing", moe->routing, "balanced or skewed (Zipf) (--simulate)");
+  m->add_option("--zipf-s", moe->zipf_s, "Zipf exponent of skewed routing")->check(kPositive);
+  m->add_option("--lead-rows", moe->lead_rows, "D of the interleaved order (default: eq. 16's D_knee)")->check(kPositive);
+  m->add_option("--experts-per-wave", moe->experts_per_wave, "experts per wave of the baseline order")->check(kPositive);
   m->callback([moe, moe_common, m] {
     if (moe->shape.empty()) {
       for (const char* opt : {"--tile-bytes", "--t-l1-us", "--t-l2-us", "--n1", "--n2", "--h-inter"})

@@ -1,0 +1,130 @@
+// Tile orders of the expert-parallel fused MoE: the expert-wave baseline and the X-Stage-aware
+// interleaved order (the paper's Algorithm 1). Pure code, host and device: the kernel and the CPU
+// tests (coverage, dependencies, no deadlock) run the same functions.
+//
+// Rows: each local expert e owns rows_e scheduler rows (a row is one b_m block of its received
+// tokens); rows are numbered expert by expert, O_e is expert e's first row, P the total. Each row has
+// n1 Linear-1 N-tiles and n2 Linear-2 N-tiles, mapped in pairs to two paired CTAs (role r ∈ {0, 1}
+// takes N-tile 2·j + r), so a row has P_i = n_i / 2 pairs per stage (n_i even). G scheduler
+// instances (CTA pairs) take pair cursors g, g + G, g + 2G, ... of each stream.
+// Dependencies: a Linear-2 tile of row p reads every Linear-1 tile of row p (the SwiGLU output);
+// the kernel enforces them with per-row readiness counters, the schedules only order the work.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define XSTAGE_SCHED_HD __host__ __device__
+#else
+#define XSTAGE_SCHED_HD
+#endif
+
+namespace xstage::sched {
+
+enum class MoeStage : std::uint8_t { kLinear1 = 1, kLinear2 = 2 };
+
+struct MoeTile {
+  MoeStage stage;
+  int expert;
+  int m;    // row within the expert
+  int n;    // N-tile index within the stage
+  int row;  // global scheduler row (O_e + m)
+};
+
+// Row layout of the local experts: offsets[e] = O_e, offsets[num_experts] = P. Not owning.
+struct MoeRowLayout {
+  const int* offsets = nullptr;
+  int num_experts = 0;
+  int pairs_l1 = 0;  // P_1 = n1 / 2
+  int pairs_l2 = 0;  // P_2 = n2 / 2
+
+  XSTAGE_SCHED_HD int rows() const { return offsets[num_experts]; }
+  // e(p): the expert owning row p (binary search; experts with no rows are skipped).
+  XSTAGE_SCHED_HD int expert_of_row(int p) const {
+    int lo = 0, hi = num_experts - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (offsets[mid] <= p) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+  XSTAGE_SCHED_HD MoeTile make_tile(MoeStage stage, long long cursor, int role) const {
+    const int pairs = stage == MoeStage::kLinear1 ? pairs_l1 : pairs_l2;
+    const int p = static_cast<int>(cursor / pairs);
+    const int e = expert_of_row(p);
+    return MoeTile{stage, e, p - offsets[e], 2 * static_cast<int>(cursor % pairs) + role, p};
+  }
+};
+
+// Algorithm 1: merge the Linear-1 and Linear-2 streams; emit Linear-2 only when the Linear-1 cursor
+// leads by at least D rows, otherwise the next Linear-1 tile (Linear-1 adds useful work between
+// Combine bursts without adding stores). Once Linear-1 is done, Linear-2 drains.
+struct InterleavedMoeScheduler {
+  MoeRowLayout layout;
+  int instance = 0;  // g
+  int stride = 1;    // G
+  int role = 0;      // r
+  int lead_rows = 1; // D (the CLI's default: eq. 16's D_knee, model::moe_lead_knee_rows)
+  long long k1 = 0, k2 = 0;
+
+  XSTAGE_SCHED_HD InterleavedMoeScheduler(MoeRowLayout l, int g, int G, int r, int d)
+      : layout(l), instance(g), stride(G), role(r), lead_rows(d), k1(g), k2(g) {}
+
+  XSTAGE_SCHED_HD bool next(MoeTile& out) {
+    const long long end1 = static_cast<long long>(layout.rows()) * layout.pairs_l1;
+    const long long end2 = static_cast<long long>(layout.rows()) * layout.pairs_l2;
+    if (k1 >= end1 && k2 >= end2) return false;
+    const long long p1 = k1 < end1 ? k1 / layout.pairs_l1 : (1LL << 62);
+    const long long p2 = k2 / layout.pairs_l2;
+    if (k2 < end2 && p2 + lead_rows <= p1) {
+      out = layout.make_tile(MoeStage::kLinear2, k2, role);
+      k2 += stride;
+    } else {
+      out = layout.make_tile(MoeStage::kLinear1, k1, role);
+      k1 += stride;
+    }
+    return true;
+  }
+};
+
+// Expert-wave baseline: experts are taken in waves of `experts_per_wave`; within a wave every
+// Linear-1 tile comes first, then every Linear-2 tile, so the wave's Combine stores are concentrated.
+struct ExpertWaveMoeScheduler {
+  MoeRowLayout layout;
+  int instance = 0, stride = 1, role = 0, experts_per_wave = 1;
+  int wave = 0;
+  MoeStage stage = MoeStage::kLinear1;
+  long long k = 0;
+
+  XSTAGE_SCHED_HD ExpertWaveMoeScheduler(MoeRowLayout l, int g, int G, int r, int w)
+      : layout(l), instance(g), stride(G), role(r), experts_per_wave(w), k(g) {}
+
+  XSTAGE_SCHED_HD int num_waves() const { return (layout.num_experts + experts_per_wave - 1) / experts_per_wave; }
+
+  XSTAGE_SCHED_HD bool next(MoeTile& out) {
+    while (wave < num_waves()) {
+      const int first_expert = wave * experts_per_wave;
+      const int last_expert = first_expert + experts_per_wave < layout.num_experts ? first_expert + experts_per_wave
+                                                                                 : layout.num_experts;
+      const long long row_begin = layout.offsets[first_expert], row_end = layout.offsets[last_expert];
+      const int pairs = stage == MoeStage::kLinear1 ? layout.pairs_l1 : layout.pairs_l2;
+      const long long cursor = row_begin * pairs + k;
+      if (cursor < row_end * pairs) {
+        out = layout.make_tile(stage, cursor, role);
+        k += stride;
+        return true;
+      }
+      k = instance;
+      if (stage == MoeStage::kLinear1) {
+        stage = MoeStage::kLinear2;
+      } else {
+        stage = MoeStage::kLinear1;
+        ++wave;
+      }
+    }
+    return false;
+  }
+};
+
+}  // namespace xstage::sched
