@@ -22,6 +22,8 @@ constexpr std::array kMoe = {
     MoeShape{"deepseek-v4-pro", "DeepSeek-V4-Pro: hidden 7168, moe_intermediate 3072, 384 experts, top-6", 7168, 3072, 384, 6},
     MoeShape{"deepseek-v3", "deepseek-ai/DeepSeek-V3 config.json: hidden_size 7168, moe_intermediate_size 2048, n_routed_experts 256, num_experts_per_tok 8", 7168, 2048, 256, 8},
     MoeShape{"qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B config.json: hidden_size 4096, moe_intermediate_size 1536, num_experts 128, num_experts_per_tok 8", 4096, 1536, 128, 8},
+    MoeShape{"mimo-v2-flash", "XiaomiMiMo/MiMo-V2-Flash config: hidden_size 4096, moe_intermediate_size 2048, n_routed_experts 256, num_experts_per_tok 8", 4096, 2048, 256, 8},
+    MoeShape{"dit-moe-g2-16e2a", "DiT-MoE (Fei et al. 2024, arXiv 2407.11633) G/2-16E2A: hidden_size 1408, expert intermediate 4 x 1408, 16 experts, top-2 (feizc/DiT-MoE models.py)", 1408, 5632, 16, 2},
     MoeShape{"glm-4.5", "zai-org/GLM-4.5 config.json: hidden_size 5120, moe_intermediate_size 1536, n_routed_experts 160, num_experts_per_tok 8", 5120, 1536, 160, 8},
 };
 }  // namespace

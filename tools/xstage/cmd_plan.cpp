@@ -163,8 +163,9 @@ nlohmann::json simulate_orders(const model::Platform& platform, const model::Moe
                                std::int64_t lead_knee_rows, const MoeOptions& o, int producers) {
   sim::MoeOrderParams p;
   p.rows_per_expert = rows_per_local_expert(shape, o);
-  p.n1 = static_cast<int>(in.n1);
-  p.n2 = static_cast<int>(in.n2);
+  // Paired CTAs take N-tiles two at a time: an odd N-tile count is padded by one tile.
+  p.n1 = 2 * static_cast<int>(std::ceil(in.n1 / 2));
+  p.n2 = 2 * static_cast<int>(std::ceil(in.n2 / 2));
   p.instances = std::max(1, producers / 2);
   p.lead_rows = o.lead_rows > 0 ? o.lead_rows : static_cast<int>(std::max<std::int64_t>(1, lead_knee_rows));
   p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave : std::max<int>(1, p.rows_per_expert.size() / 4);
@@ -274,20 +275,27 @@ void run_default(const PlanCommon& c) {
   if (!c.json)
     print_table({"workload", "M", "heads/GPU", "G* us", "q_peak0 MiB", "M_ub*", "dt(M) us", "E_cc us", "action"}, rows);
 
+  // bf16 (W16A16) at the per-SM rate, FP8 W8A8 at twice it; Combine output is bf16 in both.
   MoeOptions mo;
   if (!c.json)
     std::cout << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << mo.block_n
-              << ", bf16, mainloops estimated at " << fmt_num(mo.sm_tflops, 2) << " TFLOP/s per SM, datasheet)\n";
+              << ", bf16 Combine; mainloops estimated at " << fmt_num(mo.sm_tflops, 2)
+              << " TFLOP/s per SM for bf16 and twice that for FP8: datasheet, not measured)\n";
   rows.clear();
-  for (const auto& s : model::builtin_moe_shapes()) {
-    mo.shape = s.name;
-    const model::MoeInput in = moe_input(mo, k);
-    const model::MoeAudit a = model::audit_moe(platform, in);
-    nlohmann::json mj = model::to_json(a);
-    mj["name"] = s.name;
-    mj["source"] = s.source;
-    j["moe"].push_back(mj);
-    rows.push_back(moe_row(s.name, in, a));
+  for (const auto& [precision, rate_factor] : {std::pair<const char*, double>{"bf16", 1.0}, {"fp8", 2.0}}) {
+    MoeOptions po = mo;
+    po.sm_tflops = mo.sm_tflops * rate_factor;
+    for (const auto& s : model::builtin_moe_shapes()) {
+      po.shape = s.name;
+      const model::MoeInput in = moe_input(po, k);
+      const model::MoeAudit a = model::audit_moe(platform, in);
+      nlohmann::json mj = model::to_json(a);
+      mj["name"] = s.name;
+      mj["precision"] = precision;
+      mj["source"] = s.source;
+      j["moe"].push_back(mj);
+      rows.push_back(moe_row(std::string(s.name) + " " + precision, in, a));
+    }
   }
   if (c.json) {
     print_json(j);
