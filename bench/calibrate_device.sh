@@ -17,7 +17,7 @@ dest=$OUT/calibration
   echo "== $(date -u +%FT%TZ) $ngpu GPU(s)"; nvidia-smi -L; nvidia-smi topo -m 2>/dev/null
   nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
 } > "$OUT/device.txt" 2>&1
-filter='FlagOrdering.*:BoundedWait*:Comm.*:Verify.*:Provenance.*:Paths/LocalProbe.*:Gap.*:Probe.*:PathsAndPatterns/*'
+filter='FlagOrdering.*:BoundedWait*:Window.*:Comm.*:Verify.*:Provenance.*:Paths/LocalProbe.*:Gap.*:Probe.*:PathsAndPatterns/*'
 timeout 240 build/tests/xstage_gpu_tests --gtest_filter="$filter" > "$OUT/gpu_tests.txt" 2>&1
 echo "gpu tests rc=$?" >> "$OUT/device.txt"
 timeout ${CAL_TIMEOUT:-600} build/xstage calibrate --gpus $gpus --out "$dest" ${QUICK:+--quick} ${CAL_ARGS:-} 2> "$OUT/calibrate.log"
