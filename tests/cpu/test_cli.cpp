@@ -108,7 +108,7 @@ TEST(Cli, PlanMoeSimulatesBothOrders) {
   EXPECT_GT(j["wave"]["total_stall_us"].get<double>(), 10 * j["interleaved"]["total_stall_us"].get<double>() + 1.0);
   EXPECT_GT(j["predicted_speedup"].get<double>(), 1.0);
   EXPECT_EQ(j["choice"], "interleaved");
-  expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --routing zipf"), "--routing: must be balanced or skewed");
+  expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --routing zipf"), "--routing: must be balanced, skewed or a routing file, got \"zipf\"");
   expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --ranks 3"), "--ranks: 3 does not divide the 256 experts");
 }
 

@@ -1,6 +1,7 @@
 // xstage plan: design audits. `plan` alone audits the built-in DiT attention and MoE workloads;
 // `plan attn` and `plan moe` audit one kernel described by its tiles and timings.
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -10,6 +11,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
+#include "xstage/moe/routing.hpp"
 #include "xstage/model/stats.hpp"
 #include "xstage/sim/moe_schedules.hpp"
 
@@ -138,24 +140,30 @@ std::vector<std::string> moe_row(const std::string& name, const model::MoeInput&
 const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT wave us", "dT int us",
                                              "stall w/i us", "eq.14", "D_knee", "wave -> int"};
 
-// Scheduler rows per local expert of rank 0 for a routing: every rank sends tokens_per_rank·top_k
-// token slots, spread over all experts evenly (balanced) or by a Zipf law over a fixed expert order
-// (skewed: the hot experts are rank 0's first ones).
+// Scheduler rows (b_m-token blocks) of each of rank 0's local experts: every source rank routes its
+// tokens (a generated routing, seeded per rank, or the same trace file replayed by every rank).
 std::vector<int> rows_per_local_expert(const model::MoeShape& shape, const MoeOptions& o) {
   if (shape.experts % o.ranks != 0)
     throw InputError("--ranks: " + std::to_string(o.ranks) + " does not divide the " + std::to_string(shape.experts) + " experts");
-  const int local = shape.experts / o.ranks;
-  std::vector<double> weight(shape.experts, 1.0);
-  if (o.routing == "skewed")
-    for (int e = 0; e < shape.experts; ++e) weight[e] = 1.0 / std::pow(e + 1.0, o.zipf_s);
-  else if (o.routing != "balanced")
-    throw InputError("--routing: must be balanced or skewed, got \"" + o.routing + "\"");
-  double total = 0;
-  for (double w : weight) total += w;
-  const double slots = static_cast<double>(o.tokens_per_rank) * o.ranks * shape.top_k;
+  const bool generated = o.routing == "balanced" || o.routing == "skewed";
+  if (!generated && !std::filesystem::exists(o.routing))
+    throw InputError("--routing: must be balanced, skewed or a routing file, got \"" + o.routing + "\"");
+  std::vector<long long> received(shape.experts, 0);
+  for (int src = 0; src < o.ranks; ++src) {
+    const moe::Routing r = !generated ? moe::load_routing_file(o.routing)
+                           : o.routing == "balanced"
+                               ? moe::balanced_routing(o.tokens_per_rank, shape.experts, shape.top_k, 1000 + src)
+                               : moe::skewed_routing(o.tokens_per_rank, shape.experts, shape.top_k, o.zipf_s, 1000 + src);
+    if (r.experts != shape.experts || r.top_k != shape.top_k)
+      throw InputError("--routing: " + o.routing + " routes to " + std::to_string(r.experts) + " experts, top-" +
+                       std::to_string(r.top_k) + "; shape " + shape.name + " has " + std::to_string(shape.experts) +
+                       ", top-" + std::to_string(shape.top_k));
+    const auto counts = moe::tokens_per_expert(r);
+    for (int e = 0; e < shape.experts; ++e) received[e] += counts[e];
+  }
   std::vector<int> rows;
-  for (int e = 0; e < local; ++e)
-    rows.push_back(static_cast<int>(std::ceil(slots * weight[e] / total / o.block_m)));
+  for (int e = 0; e < shape.experts / o.ranks; ++e)
+    rows.push_back(static_cast<int>((received[e] + o.block_m - 1) / o.block_m));
   return rows;
 }
 
@@ -355,7 +363,7 @@ void add_plan(CLI::App& root) {
   m->add_flag("--simulate", moe->simulate, "simulate the expert-wave and interleaved orders for one routing (needs --shape)");
   m->add_option("--ranks", moe->ranks, "expert-parallel ranks (--simulate)")->check(kPositive);
   m->add_option("--tokens", moe->tokens_per_rank, "tokens per rank (--simulate)")->check(kPositive);
-  m->add_option("--routing", moe->routing, "balanced or skewed (Zipf) (--simulate)");
+  m->add_option("--routing", moe->routing, "balanced, skewed (Zipf) or a routing file (xstage.routing/1) (--simulate)");
   m->add_option("--zipf-s", moe->zipf_s, "Zipf exponent of skewed routing")->check(kPositive);
   m->add_option("--lead-rows", moe->lead_rows, "D of the interleaved order (default: eq. 16's D_knee)")->check(kPositive);
   m->add_option("--experts-per-wave", moe->experts_per_wave, "experts per wave of the baseline order")->check(kPositive);
