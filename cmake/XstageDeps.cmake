@@ -48,7 +48,7 @@ endif()
 
 # The embedded default platform: platforms/default.json is turned into a C++ source at configure time,
 # so the CLI runs with no files beside it.
-set(XSTAGE_DEFAULT_PLATFORM "${CMAKE_SOURCE_DIR}/platforms/paper_8gpu_148sm.json" CACHE FILEPATH
+set(XSTAGE_DEFAULT_PLATFORM "${CMAKE_SOURCE_DIR}/platforms/h200_x2_measured.json" CACHE FILEPATH
     "Platform file embedded as the default")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${XSTAGE_DEFAULT_PLATFORM}")
 file(READ "${XSTAGE_DEFAULT_PLATFORM}" _xstage_default_platform_text)

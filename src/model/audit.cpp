@@ -107,6 +107,7 @@ AttentionAudit audit_attention(const Platform& platform, const AttentionInput& i
                                                                   p.completion_coupled_stall_s);
     p.drain_residual_s = static_cast<double>(p.output_bursts) * p.critical_stall_s;
     p.tile_flop = attention_tile_flop(in.block_m, in.block_n, in.head_dim, m);
+    p.verdict = design_test(t0, v, r, a.burst.capacity_bytes, p.qloop_gap_s);
     a.points.push_back(p);
   }
   return a;
@@ -135,7 +136,10 @@ json to_json(const AttentionAudit& a, const AttentionInput& in) {
                            {"completion_coupled_stall_us", s_to_us(p.completion_coupled_stall_s)},
                            {"completion_coupled_exposed_us", s_to_us(p.completion_coupled_exposed_s)},
                            {"drain_residual_us", s_to_us(p.drain_residual_s)},
-                           {"tile_flop", p.tile_flop}});
+                           {"tile_flop", p.tile_flop},
+                           {"rate_bound_ok", p.verdict.rate_bound_ok},
+                           {"capacity_bound_ok", p.verdict.capacity_bound_ok},
+                           {"action", to_string(p.verdict.action)}});
   return j;
 }
 

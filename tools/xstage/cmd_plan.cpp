@@ -75,14 +75,16 @@ void print_attention(const model::AttentionAudit& a, const model::AttentionInput
             << " MiB, T_iss0 = " << fmt_us(a.burst.t_iss0_s, 3) << " us (" << model::to_string(a.burst.t_iss0_source)
             << "), sigma = " << fmt_us(in.sigma_s, 3) << " us/KV tile\n";
   std::cout << "G* = " << fmt_us(a.recovery_gap_s, 2) << " us, q_peak0 = " << fmt_mib(a.burst.q_peak0_bytes, 2)
-            << " MiB vs Q = " << fmt_mib(a.burst.capacity_bytes, 2) << " MiB, M_ub* = " << a.sufficient_seq_len_tokens
-            << " tokens (eq. 20)\n";
+            << " MiB vs Q = " << fmt_mib(a.burst.capacity_bytes, 2) << " MiB ("
+            << (a.burst.verdict.capacity_bound_ok ? "capacity bound holds" : "capacity bound violated: isolated T_iss " +
+                                                                               fmt_us(a.burst.isolated_t_iss_s, 2) + " us")
+            << "), M_ub* = " << a.sufficient_seq_len_tokens << " tokens (eq. 20)\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& p : a.points)
     rows.push_back({std::to_string(p.seq_len), fmt_us(p.qloop_gap_s, 1), fmt_us(p.issue_backpressure_s, 2),
                     fmt_us(p.critical_stall_s, 2), std::to_string(p.output_bursts), fmt_us(p.completion_coupled_exposed_s, 1),
-                    p.seq_len >= a.sufficient_seq_len_tokens ? "piggyback" : "reshape"});
-  print_table({"M", "G_Qloop us", "dt (18) us", "dt' (19) us", "N_t", "E_cc (17) us", "action"}, rows);
+                    model::to_string(p.verdict.action)});
+  print_table({"M", "G_Qloop us", "dt (18) us", "dt' (19) us", "N_t", "E_cc (17) us", "action (10)"}, rows);
 }
 
 void run_attn(const PlanCommon& c, const AttnOptions& o) {
@@ -254,9 +256,9 @@ void run_default(const PlanCommon& c) {
     std::cout << "xstage plan: design test of built-in workloads on platform '" << platform.name << "' (R = "
               << fmt_num(units::bytes_per_s_to_gbps(platform.drain_rate_bytes_per_s), 1) << " GB/s, K = " << k << ")\n";
     if (!platform.description.empty()) std::cout << "  " << platform.description << "\n";
-    for (const auto& f : platform.issue_floor)
-      std::cout << "  T_iss0(K=" << f.producers << ", B=" << fmt_num(f.bytes_per_producer / 1024, 1)
-                << " KiB) = " << fmt_us(f.t_iss0_s, 3) << " us\n";
+    const model::Lookup t0 = platform.issue_floor_s(k, 32768);
+    std::cout << "  " << platform.issue_floor.size() << " measured issue floors; T_iss0(K=" << k
+              << ", B=32 KiB) = " << fmt_us(t0.value, 3) << " us (" << model::to_string(t0.source) << ")\n";
     for (const auto& q : platform.capacity)
       std::cout << "  Q(K=" << q.producers << ") = " << fmt_mib(q.bytes, 3) << " MiB\n";
     std::cout << "\nDiT attention, post-attention All-to-All from the FlashAttention epilogue (bf16, 128x128 tiles, sigma = "
@@ -278,7 +280,7 @@ void run_default(const PlanCommon& c) {
     rows.push_back({w.name, std::to_string(w.seq_len), std::to_string(o.heads_per_gpu), fmt_us(a.recovery_gap_s, 2),
                     fmt_mib(a.burst.q_peak0_bytes, 2), std::to_string(a.sufficient_seq_len_tokens),
                     fmt_us(p.issue_backpressure_s, 2), fmt_us(p.completion_coupled_exposed_s, 1),
-                    w.seq_len >= a.sufficient_seq_len_tokens ? "piggyback" : "reshape"});
+                    std::string(model::to_string(p.verdict.action)) + (p.verdict.capacity_bound_ok ? "" : " (capacity)")});
   }
   if (!c.json)
     print_table({"workload", "M", "heads/GPU", "G* us", "q_peak0 MiB", "M_ub*", "dt(M) us", "E_cc us", "action"}, rows);

@@ -66,6 +66,7 @@ struct AttentionPoint {
   double completion_coupled_exposed_s;  // E_cc = N_t·Δt_cc
   double drain_residual_s;       // E_drain = N_t·Δt'
   double tile_flop;              // C_FA
+  DesignVerdict verdict;         // eq. 10 with G = G_Qloop(M)
 };
 
 struct AttentionAudit {
