@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "gpu_test_support.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/comm/window.hpp"
 #include "xstage/gpu/check.hpp"
@@ -18,19 +19,7 @@ namespace {
 
 using namespace xstage;
 
-int device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-#define REQUIRE_GPUS(n)                                                                            \
-  do {                                                                                             \
-    if (device_count() < (n)) GTEST_SKIP() << "needs " << (n) << " GPU(s), " << device_count() << " present"; \
-  } while (0)
+using test::device_count;
 
 // The xstage binary sits one level above the test binary (build/xstage, build/tests/xstage_gpu_tests).
 std::string cli_path() {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "gpu_test_support.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/comm/window.hpp"
 #include "xstage/gpu/check.hpp"
@@ -19,19 +20,7 @@ namespace {
 
 using namespace xstage;
 
-int device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-#define REQUIRE_GPUS(n)                                                                            \
-  do {                                                                                             \
-    if (device_count() < (n)) GTEST_SKIP() << "needs " << (n) << " GPU(s), " << device_count() << " present"; \
-  } while (0)
+using test::device_count;
 
 __host__ __device__ inline std::uint32_t payload_word(std::uint32_t round, std::uint32_t i) {
   return round * 2654435761u ^ (i * 40503u + 7u);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "gpu_test_support.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/gpu/provenance.hpp"
@@ -18,19 +19,7 @@ namespace {
 using namespace xstage;
 using namespace xstage::probe;
 
-int device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-#define REQUIRE_GPUS(n)                                                                            \
-  do {                                                                                             \
-    if (device_count() < (n)) GTEST_SKIP() << "needs " << (n) << " GPU(s), " << device_count() << " present"; \
-  } while (0)
+using test::device_count;
 
 ProbeConfig local_config(int k, std::uint64_t b) {
   ProbeConfig c;
