@@ -3,6 +3,7 @@
 # the probe/comm/flag GPU tests, then `xstage calibrate` on every GPU present (two: rank 0 → rank 1;
 # one: the local-target control sweep). Outputs under $OUT; a short table last.
 #   QUICK=1 bench/calibrate_device.sh     (the --quick sweep)
+#   GPUS=0,3 bench/calibrate_device.sh    (another pair; default 0,1 when two or more GPUs are present)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # Device-API kernels need the NCCL library matching the headers (2.28.9): PyTorch's, first.
@@ -12,6 +13,7 @@ OUT=${OUT:-/tmp/xstage_out}
 mkdir -p "$OUT"
 ngpu=$(nvidia-smi -L | wc -l)
 gpus=0; [ "$ngpu" -ge 2 ] && gpus=0,1
+gpus=${GPUS:-$gpus}
 dest=$OUT/calibration
 {
   echo "== $(date -u +%FT%TZ) $ngpu GPU(s)"; nvidia-smi -L; nvidia-smi topo -m 2>/dev/null
