@@ -3,6 +3,8 @@
 // epilogue policy that receives each finished output tile.
 #pragma once
 
+#include <type_traits>
+
 #include <cute/tensor.hpp>
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
@@ -11,6 +13,14 @@
 #include "xstage/sched/attn_tile_scheduler.hpp"
 
 namespace xstage::attn {
+
+// Optional epilogue hook run by the producer's TMA warp after its last tile:
+//   static void producer_finish(Params const&, SharedStorage&);
+// (an epilogue that publishes completion flags does it there, off the consumers' register budget).
+template <class Epilogue, class = void>
+struct EpilogueHasProducerFinish : std::false_type {};
+template <class Epilogue>
+struct EpilogueHasProducerFinish<Epilogue, std::void_t<decltype(&Epilogue::producer_finish)>> : std::true_type {};
 
 template <class Traits, class Epilogue>
 struct AttnForwardKernel {
@@ -82,6 +92,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         const sched::AttnTile tile = scheduler.tile(t);
         Mainloop::load(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_write, k_write, v_write,
                        tile.m_block, tile.head, tile.batch);
+      }
+      if constexpr (EpilogueHasProducerFinish<Epilogue>::value) {
+        Epilogue::producer_finish(params.epilogue, storage.epilogue);
       }
     }
   } else {

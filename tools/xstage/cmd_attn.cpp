@@ -29,6 +29,11 @@
 #include "xstage/gpu/provenance.hpp"
 #endif
 
+namespace xstage::cli {
+// `attn ulysses` (tools/xstage/cmd_ulysses.cpp), present when the communication library is built.
+__attribute__((weak)) void add_attn_ulysses(CLI::App* attn);
+}  // namespace xstage::cli
+
 namespace {
 
 using namespace xstage::attn;
@@ -268,6 +273,7 @@ void add_attn(CLI::App& root) {
   bench->add_option("--dump", opt->dump_dir, "Write q, k, v, o of the checked run (raw bf16) into this folder")
       ->check(CLI::ExistingDirectory);
   bench->callback([opt]() { run_bench(*opt); });
+  if (xstage::cli::add_attn_ulysses) xstage::cli::add_attn_ulysses(attn);
 }
 
 }  // namespace

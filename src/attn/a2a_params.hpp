@@ -1,0 +1,54 @@
+// Parameters of the post-attention All-to-All (Ulysses: head shards → sequence shards), shared by the
+// fused epilogue, the stand-alone remote-store A2A kernel and the host layer.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define XSTAGE_A2A_HD __host__ __device__ __forceinline__
+#else
+#define XSTAGE_A2A_HD inline
+#endif
+
+namespace xstage::attn {
+
+inline constexpr int kA2AMaxRanks = 8;
+// Flag slots per source rank on every receiver: one per CTA of the sending kernel.
+inline constexpr int kA2AMaxCtas = 1024;
+
+struct A2AEpilogueParams {
+  // Device arrays of `world` pointers on this GPU (not arrays in the parameter block: the kernel would
+  // keep all of them in registers across the attention mainloop, which then spills).
+  void* const* dst;               // owner's output buffer [local_seq, heads_total, head_dim], bf16
+  uint32_t* const* flags;         // owner's flag array [kA2AMaxRanks][kA2AMaxCtas]
+  const uint32_t* epoch;          // this rank's completed-iteration counter (local)
+  int rank;
+  int world;
+  int seq;        // full sequence (joint tokens included)
+  int shard_len;  // rows per owner; the last owner has seq - (world - 1) * shard_len
+  int heads_total;
+  int head_offset;  // rank * heads_per_gpu
+  // The fused kernel's tile count (m blocks x heads_per_gpu, batch 1): a CTA knows its last tile.
+  int num_m_blocks;
+  int num_tiles;
+};
+
+// Owner of row g and its local row.
+struct A2ARowOwner {
+  int owner;
+  int local_row;
+};
+XSTAGE_A2A_HD A2ARowOwner a2a_row_owner(int row, int shard_len) {
+  const int owner = row / shard_len;
+  return {owner, row - owner * shard_len};
+}
+
+// Sequence sharding: ceil(seq / world) rows per rank, the last rank takes the rest (which must be > 0).
+XSTAGE_A2A_HD int a2a_shard_len(int seq, int world) { return (seq + world - 1) / world; }
+XSTAGE_A2A_HD int a2a_local_len(int seq, int world, int rank) {
+  const int s = a2a_shard_len(seq, world);
+  const int rest = seq - rank * s;
+  return rest < 0 ? 0 : (rest < s ? rest : s);
+}
+
+}  // namespace xstage::attn

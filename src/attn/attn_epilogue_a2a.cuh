@@ -1,0 +1,131 @@
+// Fused post-attention All-to-All epilogue (X-Stage piggyback, paper §4.3 / §5.3): each finished output
+// tile is stored straight into the GPU that owns its rows after the Ulysses All-to-All, and the
+// consumer warpgroups resume the next tile's Q-loop at once; that Q-loop is the drain window.
+//
+// Mapping. The kernel runs over the full sequence (seq rows, this rank's heads_per_gpu heads). Row g
+// belongs to owner = g / shard_len (the last shard is shorter when seq is not a multiple of the
+// world size; a tile may straddle two owners) at the owner's local row g - owner * shard_len. The
+// owner's buffer is [local_seq, heads_total, head_dim] (the DiT layout) and this rank writes heads
+// [head_offset, head_offset + heads_per_gpu). dst[owner] is the owner's buffer as this GPU reaches it
+// (an NCCL symmetric-window LSA pointer or a CUDA peer pointer; dst[rank] is the local buffer),
+// read from a small device table.
+//
+// Store path. Each consumer warpgroup converts its 64 rows to bf16 in shared memory (rows padded by
+// 16 bytes so the fragment's bf16x2 writes hit 32 distinct banks), synchronizes on its own named
+// barrier, then every thread issues 16-byte vector stores: a warp writes two full 256-byte rows.
+//
+// Completion. Piggyback (kCompletionCoupled = false): no per-tile wait. Once per CTA, after the last
+// tile: the consumers arrive at a named barrier that the producer's TMA warp waits on, then one
+// thread publishes flags[p][rank * kMaxCtas + cta] =
+// epoch + 1 with st.release.sys to every rank p (DEVICE.md: payload stores → barrier → one release).
+// The reader (ulysses_a2a_wait, the next kernel on the owner's stream) acquires all of them first.
+//
+// Completion-coupled (kCompletionCoupled = true, the paper's counterfactual): after its tile's stores
+// every storing thread executes fence.sc.sys, which does not retire until the thread's earlier stores
+// are performed system-wide (acknowledged by the owner's memory), then the warpgroup meets at its
+// named barrier before returning to the mainloop: no consumer starts the next tile before its whole
+// 64-row half tile is remotely complete. The final flags are published as above.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "a2a_params.hpp"
+#include "attn_kernel_traits.cuh"
+#include "xstage/gpu/flags.cuh"
+#include "xstage/sched/attn_tile_scheduler.hpp"
+
+namespace xstage::attn {
+
+// Named barriers (user ids after CUTLASS's reserved ones; the mainloop's GEMM turns use 0 and 1).
+inline constexpr uint32_t kA2AStageBarrier0 = 2;  // + consumer warpgroup index
+inline constexpr uint32_t kA2AFinishBarrier = 4;
+
+// Once per CTA, after all its payload stores and a barrier that orders them before this thread.
+__device__ __forceinline__ void a2a_publish_cta_flags(A2AEpilogueParams const& p, int cta) {
+  const uint32_t next = *p.epoch + 1;  // written by the previous kernel on this stream
+  for (int r = 0; r < p.world; ++r) gpu::publish_flag_release(p.flags[r] + p.rank * kA2AMaxCtas + cta, next);
+}
+
+template <class Traits, bool kCompletionCoupled>
+struct AttnEpilogueA2A {
+  using Element = typename Traits::Element;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kRowsPerWg = 64;
+  static constexpr int kPitch = kHeadDim + 8;  // elements; 16-byte pad per row
+  static constexpr int kVecPerRow = kHeadDim * 2 / 16;
+
+  using Params = A2AEpilogueParams;
+  struct SharedStorage {
+    alignas(16) __nv_bfloat16 stage[kBlockM * kPitch];
+  };
+
+  template <class TiledMmaPV, class TensorO, class RowLse>
+  static CUTE_DEVICE void store(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
+                                TensorO const& acc_o, RowLse const&, int mma_thread_idx) {
+    using namespace cute;
+    TiledMmaPV mma_pv;
+    auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
+    Tensor cO = make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{});
+    Tensor tOcO = thr_pv.partition_C(cO);
+    static_assert(decltype(size(tOcO))::value == decltype(size(acc_o))::value);
+    const int wg = mma_thread_idx / 128;
+    const int t = mma_thread_idx % 128;
+
+    // Same rounding as the local epilogue (bf16x2 from adjacent fp32 columns): the bytes that reach
+    // the owner are the bytes the serial path writes. The staging tensor is partitioned like the
+    // accumulator, so every store is one base register plus a compile-time offset (addresses computed
+    // from coordinates are hoisted out of the tile loop and cost registers across the mainloop).
+    Tensor sO = make_tensor(make_smem_ptr(smem.stage),
+                            make_layout(Shape<Int<kBlockM>, Int<kHeadDim>>{}, Stride<Int<kPitch>, _1>{}));
+    Tensor tOsO = thr_pv.partition_C(sO);
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_o); i += 2) {
+      *reinterpret_cast<__nv_bfloat162*>(&tOsO(i)) = __floats2bfloat162_rn(acc_o(i), acc_o(i + 1));
+    }
+    cutlass::arch::NamedBarrier::sync(128, kA2AStageBarrier0 + wg);
+
+    const int row0 = tile.m_block * kBlockM + wg * kRowsPerWg;
+    const int head = p.head_offset + tile.head;
+    CUTE_UNROLL
+    for (int k = 0; k < kRowsPerWg * kVecPerRow / 128; ++k) {
+      const int v = k * 128 + t;
+      const int r = v / kVecPerRow;
+      const int chunk = v % kVecPerRow;
+      const int g = row0 + r;
+      if (g < p.seq) {
+        const A2ARowOwner o = a2a_row_owner(g, p.shard_len);
+        const uint4 val = *reinterpret_cast<const uint4*>(&smem.stage[(wg * kRowsPerWg + r) * kPitch + chunk * 8]);
+        Element* base = static_cast<Element*>(p.dst[o.owner]);
+        *reinterpret_cast<uint4*>(base + (int64_t(o.local_row) * p.heads_total + head) * kHeadDim + chunk * 8) = val;
+      }
+    }
+    if constexpr (kCompletionCoupled) asm volatile("fence.sc.sys;" ::: "memory");
+    // The staging rows are rewritten by the next tile; and, coupled, the half tile is complete here.
+    cutlass::arch::NamedBarrier::sync(128, kA2AStageBarrier0 + wg);
+    // This CTA's last tile: arrive (without waiting) at the barrier the producer's TMA warp waits on.
+    // bar.arrive orders each thread's earlier stores before the producer's release. (An arrive after
+    // the consumer loop, in finish(), made ptxas spill and serialize wgmma; here it does not.)
+    const int linear = tile.head * p.num_m_blocks + tile.m_block;  // batch 1
+    if (linear + int(gridDim.x) >= p.num_tiles) {
+      cutlass::arch::NamedBarrier::arrive(Traits::kNumMmaThreads + 32, kA2AFinishBarrier);
+    }
+  }
+
+  static CUTE_DEVICE void finish(Params const&, SharedStorage&, int) {}
+
+  // The producer's TMA warp, after its last load: wait for every consumer's arrival, then one thread
+  // publishes this CTA's flag to every owner (system-scope release: DEVICE.md's payload → barrier →
+  // flag). Done here rather than in a consumer so the consumers' register allocation is the local
+  // epilogue's (a publish loop after the consumer loop made ptxas spill and serialize wgmma).
+  static CUTE_DEVICE void producer_finish(Params const& p, SharedStorage&) {
+    cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads + 32, kA2AFinishBarrier);
+    if (cute::elect_one_sync()) a2a_publish_cta_flags(p, int(blockIdx.x));
+  }
+};
+
+}  // namespace xstage::attn

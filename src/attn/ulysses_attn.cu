@@ -1,0 +1,54 @@
+// The fused attention + post-attention All-to-All kernels (head dim 128 only: two instantiations,
+// piggyback and completion-coupled, of the same kernel template as the local path).
+#include <string>
+
+#include "attn_epilogue_a2a.cuh"
+#include "attn_kernel_traits.cuh"
+#include "attn_launch.cuh"
+#include "ulysses_kernels.hpp"
+
+namespace xstage::attn {
+
+namespace {
+using FusedTraits = AttnKernelTraits<128>;
+}
+
+std::string attn_fused_a2a_can_implement(const AttnForwardArgs& args, const A2AEpilogueParams& ep) {
+  const AttnForwardProblem& p = args.problem;
+  if (p.head_dim != 128) return "head_dim " + std::to_string(p.head_dim) + " (the fused kernels support 128)";
+  if (p.batch != 1) return "batch " + std::to_string(p.batch) + " (the fused kernels support 1)";
+  if (p.seq_q != ep.seq || p.seq_k != ep.seq) return "seq_q/seq_k must equal the All-to-All sequence";
+  if (ep.world < 1 || ep.world > kA2AMaxRanks) return "world " + std::to_string(ep.world);
+  if (ep.rank < 0 || ep.rank >= ep.world) return "rank " + std::to_string(ep.rank);
+  if (ep.shard_len != a2a_shard_len(ep.seq, ep.world) || a2a_local_len(ep.seq, ep.world, ep.world - 1) < 1)
+    return "seq " + std::to_string(ep.seq) + " cannot be sharded over " + std::to_string(ep.world) + " ranks";
+  if (ep.head_offset + p.heads > ep.heads_total) return "head_offset + heads exceeds heads_total";
+  // ep.dst / ep.flags are device tables (checked by the layer that fills them).
+  if (!ep.dst || !ep.flags || !ep.epoch) return "null pointer table or epoch";
+  if (ep.num_m_blocks != (ep.seq + 127) / 128 || ep.num_tiles != ep.num_m_blocks * p.heads) return "tile counts";
+  AttnForwardArgs local = args;  // the fused kernels write no local output; the check wants a pointer
+  if (!local.o) local.o = const_cast<void*>(args.q);
+  return attn_forward_can_implement(local);
+}
+
+int attn_fused_a2a_grid(const AttnForwardProblem& p, int device) {
+  int grid = 0;
+  if (attn_grid_size<FusedTraits>(p, device, &grid) != cudaSuccess) return 0;
+  return grid;
+}
+
+cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogueParams& ep, FusedEpilogue mode,
+                                   cudaStream_t stream) {
+  if (!attn_fused_a2a_can_implement(args, ep).empty()) return cudaErrorInvalidValue;
+  AttnForwardArgs a = args;
+  if (!a.o) a.o = const_cast<void*>(args.q);  // unused by the A2A epilogue
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  if (attn_fused_a2a_grid(args.problem, device) > kA2AMaxCtas) return cudaErrorInvalidValue;
+  if (mode == FusedEpilogue::kCompletionCoupled)
+    return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true>>(a, ep, stream);
+  return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false>>(a, ep, stream);
+}
+
+}  // namespace xstage::attn

@@ -1,0 +1,46 @@
+// Kernels of the Ulysses attention layer (host interface): the fused attention + post-attention
+// All-to-All, the stand-alone remote-store All-to-All, the consumer-side wait, and the head-block
+// copies that pack/unpack NCCL's contiguous per-peer chunks. bf16, head_dim 128 for the fused kernels.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "a2a_params.hpp"
+#include "attn_forward.hpp"
+
+namespace xstage::attn {
+
+enum class FusedEpilogue {
+  kPiggyback,          // remote stores at tile boundaries, one flag per CTA at the end
+  kCompletionCoupled,  // + every tile waits for its stores' remote completion (fence.sc.sys)
+};
+
+// Attention over args.problem (batch 1, heads = heads_per_gpu, seq_q = seq_k = ep.seq, head_dim 128)
+// whose output tiles go to their owners through ep; args.o and args.lse are unused. Empty string when
+// it can run, else the reason.
+std::string attn_fused_a2a_can_implement(const AttnForwardArgs& args, const A2AEpilogueParams& ep);
+cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogueParams& ep, FusedEpilogue mode,
+                                   cudaStream_t stream);
+// CTAs of the fused kernel's persistent grid (each publishes one flag per receiver).
+int attn_fused_a2a_grid(const AttnForwardProblem& p, int device);
+
+// Stand-alone post-attention All-to-All: o_local is [seq, heads_per_gpu, head_dim] bf16 (the local
+// epilogue's layout); every row goes to its owner exactly as the fused epilogue sends it; each CTA
+// publishes one flag per receiver at its end. grid: CTAs (<= kA2AMaxCtas).
+cudaError_t a2a_remote_store(const void* o_local, const A2AEpilogueParams& ep, int heads_per_gpu, int head_dim,
+                             int grid, cudaStream_t stream);
+
+// The owner's consumer side: waits (bounded, ld.acquire.sys) until every source rank's ctas_per_src
+// CTAs published epoch + 1, then advances *epoch. One CTA. Later kernels on the stream may read.
+cudaError_t a2a_wait(const uint32_t* flags_local, uint32_t* epoch, int world, int ctas_per_src, int rank,
+                     uint64_t timeout_ns, cudaStream_t stream);
+
+// blocks[b][s][h][:] <-> rows[s][b * heads_per_block + h][:], b < nblocks, s < seq, h < heads_per_block.
+// to_blocks: rows → blocks (pack before a send), else blocks → rows (unpack after a receive).
+cudaError_t head_block_copy(void* blocks, void* rows, int nblocks, int seq, int heads_per_block, int head_dim,
+                            bool to_blocks, cudaStream_t stream);
+
+}  // namespace xstage::attn

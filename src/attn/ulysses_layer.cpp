@@ -1,0 +1,342 @@
+// Ulysses attention layer: buffers, symmetric window, NCCL baselines and the variants' launch order.
+#include "ulysses_layer.hpp"
+
+#include <nccl.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "attn_forward.hpp"
+#include "attn_random.hpp"
+#include "ulysses_kernels.hpp"
+#include "xstage/comm/window.hpp"
+#include "xstage/gpu/check.hpp"
+
+namespace xstage::attn {
+
+const char* to_string(UlyssesVariant v) {
+  switch (v) {
+    case UlyssesVariant::kFaOnly: return "fa-only";
+    case UlyssesVariant::kA2AOurs: return "a2a-ours";
+    case UlyssesVariant::kA2ANccl: return "a2a-nccl";
+    case UlyssesVariant::kSerialOurs: return "serial-ours";
+    case UlyssesVariant::kSerialNccl: return "serial-nccl";
+    case UlyssesVariant::kFused: return "fused";
+    case UlyssesVariant::kCompletionCoupled: return "completion-coupled";
+  }
+  return "?";
+}
+
+std::vector<UlyssesVariant> all_ulysses_variants() {
+  return {UlyssesVariant::kFaOnly,     UlyssesVariant::kA2AOurs, UlyssesVariant::kA2ANccl,
+          UlyssesVariant::kSerialOurs, UlyssesVariant::kSerialNccl, UlyssesVariant::kFused,
+          UlyssesVariant::kCompletionCoupled};
+}
+
+bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out) {
+  for (UlyssesVariant v : all_ulysses_variants()) {
+    if (s == to_string(v)) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string ulysses_config_error(const UlyssesConfig& c, int world) {
+  if (world < 1 || world > kA2AMaxRanks) return "world size " + std::to_string(world) + " (1.." + std::to_string(kA2AMaxRanks) + ")";
+  if (c.head_dim != 128) return "head_dim " + std::to_string(c.head_dim) + " (the fused kernels support 128)";
+  if (c.heads_per_gpu < 1) return "heads " + std::to_string(c.heads_per_gpu);
+  if (c.text < 0) return "text " + std::to_string(c.text);
+  if (c.seq < world || a2a_local_len(c.seq, world, world - 1) < 1)
+    return "seq " + std::to_string(c.seq) + " (every one of the " + std::to_string(world) + " ranks needs a non-empty shard)";
+  if (c.text >= c.seq) return "text " + std::to_string(c.text) + " (must be below seq " + std::to_string(c.seq) + ")";
+  return {};
+}
+
+namespace {
+constexpr std::size_t kAlign = 4096;
+std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+constexpr std::size_t kFlagBytes = sizeof(uint32_t) * kA2AMaxRanks * kA2AMaxCtas;
+}  // namespace
+
+struct UlyssesLayer::Impl {
+  std::unique_ptr<comm::SymmetricWindow> window;
+  std::unique_ptr<comm::PeerBuffers> peers;
+  std::size_t out_bytes = 0;  // region of the output at offset 0 of each rank's buffer; flags after it
+  struct Rank {
+    int rank = 0, device = 0;
+    cudaStream_t stream = nullptr;
+    ncclComm_t comm = nullptr;
+    uint16_t *x[3] = {}, *pack[3] = {}, *qkv[3] = {};
+    uint16_t *o_local = nullptr, *recv = nullptr;
+    uint16_t* out = nullptr;
+    uint32_t* flags = nullptr;
+    uint32_t* epoch = nullptr;
+    void** d_table = nullptr;  // [dst x world, flags x world] as this GPU reaches them
+    A2AEpilogueParams ep{};
+  };
+  std::vector<Rank> ranks;
+};
+
+UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
+    : team_(team), cfg_(cfg), world_(team.world_size()), impl_(std::make_unique<Impl>()) {
+  const std::string err = ulysses_config_error(cfg, world_);
+  if (!err.empty()) throw std::invalid_argument(err);
+  const int hl = cfg.heads_per_gpu, d = cfg.head_dim, n = world_;
+  const int shard = a2a_shard_len(cfg.seq, n);
+  impl_->out_bytes = align_up(std::size_t(shard) * heads_total() * d * 2);
+  const std::size_t buf_bytes = impl_->out_bytes + align_up(kFlagBytes);
+  if (cfg.store_path == UlyssesStorePath::kNcclWindow) {
+    impl_->window = std::make_unique<comm::SymmetricWindow>(team, buf_bytes, 1);
+  } else {
+    impl_->peers = std::make_unique<comm::PeerBuffers>(team, buf_bytes);
+  }
+  auto& locals = team.local_ranks();
+  impl_->ranks.resize(locals.size());
+  for (std::size_t i = 0; i < locals.size(); ++i) {
+    auto& R = impl_->ranks[i];
+    R.rank = locals[i].rank;
+    R.device = locals[i].device;
+    R.stream = locals[i].stream;
+    R.comm = locals[i].comm;
+    XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+    const std::size_t s_r = std::size_t(local_len(R.rank));
+    const std::size_t full = std::size_t(cfg.seq) * hl * d;
+    for (int t = 0; t < 3; ++t) {
+      XSTAGE_CUDA_CHECK(cudaMalloc(&R.x[t], std::max<std::size_t>(s_r * heads_total() * d * 2, 16)));
+      XSTAGE_CUDA_CHECK(cudaMalloc(&R.pack[t], std::max<std::size_t>(std::size_t(n) * s_r * hl * d * 2, 16)));
+      XSTAGE_CUDA_CHECK(cudaMalloc(&R.qkv[t], full * 2));
+    }
+    XSTAGE_CUDA_CHECK(cudaMalloc(&R.o_local, full * 2));
+    XSTAGE_CUDA_CHECK(cudaMalloc(&R.recv, std::max<std::size_t>(std::size_t(n) * s_r * hl * d * 2, 16)));
+    XSTAGE_CUDA_CHECK(cudaMalloc(&R.epoch, sizeof(uint32_t)));
+    XSTAGE_CUDA_CHECK(cudaMemset(R.epoch, 0, sizeof(uint32_t)));
+    char* base = impl_->window ? static_cast<char*>(impl_->window->local_ptr(int(i)))
+                               : static_cast<char*>(impl_->peers->ptr(R.rank));
+    R.out = reinterpret_cast<uint16_t*>(base);
+    R.flags = reinterpret_cast<uint32_t*>(base + impl_->out_bytes);
+    XSTAGE_CUDA_CHECK(cudaMemset(R.flags, 0, kFlagBytes));
+
+    // The peers' buffers as this GPU reaches them.
+    A2AEpilogueParams& ep = R.ep;
+    ep.rank = R.rank;
+    ep.world = n;
+    ep.seq = cfg.seq;
+    ep.shard_len = shard;
+    ep.heads_total = heads_total();
+    ep.head_offset = R.rank * hl;
+    ep.epoch = R.epoch;
+    ep.num_m_blocks = (cfg.seq + 127) / 128;
+    ep.num_tiles = ep.num_m_blocks * hl;
+    std::vector<void*> h(2 * n);
+    if (impl_->window) {
+      std::vector<int> peers;
+      std::vector<std::size_t> offs;
+      for (int p = 0; p < n; ++p) {
+        peers.push_back(p);
+        offs.push_back(0);
+        peers.push_back(p);
+        offs.push_back(impl_->out_bytes);
+      }
+      void** d_ptrs = nullptr;
+      XSTAGE_CUDA_CHECK(cudaMalloc(&d_ptrs, sizeof(void*) * 2 * n));
+      impl_->window->resolve_lsa_pointers(int(i), peers, offs, d_ptrs);
+      XSTAGE_CUDA_CHECK(cudaStreamSynchronize(R.stream));
+      std::vector<void*> pairs(2 * n);
+      XSTAGE_CUDA_CHECK(cudaMemcpy(pairs.data(), d_ptrs, sizeof(void*) * 2 * n, cudaMemcpyDeviceToHost));
+      XSTAGE_CUDA_CHECK(cudaFree(d_ptrs));
+      for (int p = 0; p < n; ++p) {
+        h[p] = pairs[2 * p];
+        h[n + p] = pairs[2 * p + 1];
+      }
+    } else {
+      for (int p = 0; p < n; ++p) {
+        char* pb = static_cast<char*>(impl_->peers->ptr(p));
+        h[p] = pb;
+        h[n + p] = pb + impl_->out_bytes;
+      }
+    }
+    for (int p = 0; p < n; ++p) {
+      if (!h[p] || !h[n + p] || reinterpret_cast<uintptr_t>(h[p]) % 16 != 0)
+        throw std::runtime_error("ulysses: unusable peer pointer for rank " + std::to_string(p));
+    }
+    XSTAGE_CUDA_CHECK(cudaMalloc(&R.d_table, sizeof(void*) * 2 * n));
+    XSTAGE_CUDA_CHECK(cudaMemcpy(R.d_table, h.data(), sizeof(void*) * 2 * n, cudaMemcpyHostToDevice));
+    ep.dst = R.d_table;
+    ep.flags = reinterpret_cast<uint32_t* const*>(R.d_table + n);
+    AttnForwardProblem prob = make_bshd_problem(1, cfg.seq, cfg.seq, hl, d);
+    fused_grid_ = attn_fused_a2a_grid(prob, R.device);
+    int sms = 0;
+    XSTAGE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, R.device));
+    a2a_grid_ = std::min(2 * sms, kA2AMaxCtas);
+    AttnForwardArgs probe_args{prob, R.qkv[0], R.qkv[1], R.qkv[2], nullptr, nullptr};
+    const std::string why = attn_fused_a2a_can_implement(probe_args, ep);
+    if (!why.empty()) throw std::invalid_argument("fused attention: " + why);
+  }
+  if (fused_grid_ < 1 || fused_grid_ > kA2AMaxCtas) throw std::invalid_argument("fused grid out of range");
+  for (auto& R : impl_->ranks) {
+    XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+    XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  team.barrier();  // every rank's flags are zero before any peer may publish into them
+}
+
+UlyssesLayer::~UlyssesLayer() {
+  for (auto& R : impl_->ranks) {
+    cudaSetDevice(R.device);
+    cudaDeviceSynchronize();
+    for (int t = 0; t < 3; ++t) {
+      cudaFree(R.x[t]);
+      cudaFree(R.pack[t]);
+      cudaFree(R.qkv[t]);
+    }
+    cudaFree(R.o_local);
+    cudaFree(R.recv);
+    cudaFree(R.epoch);
+    cudaFree(R.d_table);
+  }
+}
+
+int64_t UlyssesLayer::remote_bytes_per_rank(int rank) const {
+  return (int64_t(cfg_.seq) - local_len(rank)) * cfg_.heads_per_gpu * cfg_.head_dim * 2;
+}
+
+void UlyssesLayer::fill_inputs(uint64_t seed) {
+  for (auto& R : impl_->ranks) {
+    XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+    const std::size_t n = std::size_t(local_len(R.rank)) * heads_total() * cfg_.head_dim;
+    for (int t = 0; t < 3; ++t)
+      XSTAGE_CUDA_CHECK(attn_fill_normal_bf16(R.x[t], n, seed * 1315423911ull + uint64_t(R.rank) * 3 + t, 1.0f, R.stream));
+  }
+}
+
+void UlyssesLayer::pre_attention_a2a() {
+  const int hl = cfg_.heads_per_gpu, d = cfg_.head_dim, n = world_;
+  const int shard = a2a_shard_len(cfg_.seq, n);
+  for (auto& R : impl_->ranks) {
+    XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+    for (int t = 0; t < 3; ++t)
+      XSTAGE_CUDA_CHECK(head_block_copy(R.pack[t], R.x[t], n, local_len(R.rank), hl, d, true, R.stream));
+  }
+  XSTAGE_NCCL_CHECK(ncclGroupStart());
+  for (auto& R : impl_->ranks) {
+    const std::size_t s_r = std::size_t(local_len(R.rank));
+    for (int t = 0; t < 3; ++t) {
+      for (int p = 0; p < n; ++p) {
+        XSTAGE_NCCL_CHECK(ncclSend(R.pack[t] + std::size_t(p) * s_r * hl * d, s_r * hl * d, ncclBfloat16, p, R.comm, R.stream));
+        XSTAGE_NCCL_CHECK(ncclRecv(R.qkv[t] + std::size_t(p) * shard * hl * d, std::size_t(local_len(p)) * hl * d,
+                                   ncclBfloat16, p, R.comm, R.stream));
+      }
+    }
+  }
+  XSTAGE_NCCL_CHECK(ncclGroupEnd());
+}
+
+void UlyssesLayer::poison_outputs() {
+  for (auto& R : impl_->ranks) {
+    XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+    XSTAGE_CUDA_CHECK(cudaMemsetAsync(R.out, 0xFF, std::size_t(local_len(R.rank)) * heads_total() * cfg_.head_dim * 2, R.stream));
+    XSTAGE_CUDA_CHECK(cudaMemsetAsync(R.o_local, 0xFF, std::size_t(cfg_.seq) * cfg_.heads_per_gpu * cfg_.head_dim * 2, R.stream));
+  }
+  synchronize();
+  team_.barrier();
+}
+
+void UlyssesLayer::nccl_post_a2a() {
+  const int hl = cfg_.heads_per_gpu, d = cfg_.head_dim, n = world_;
+  const int shard = a2a_shard_len(cfg_.seq, n);
+  XSTAGE_NCCL_CHECK(ncclGroupStart());
+  for (auto& R : impl_->ranks) {
+    const std::size_t s_r = std::size_t(local_len(R.rank));
+    for (int p = 0; p < n; ++p) {
+      XSTAGE_NCCL_CHECK(ncclSend(R.o_local + std::size_t(p) * shard * hl * d, std::size_t(local_len(p)) * hl * d,
+                                 ncclBfloat16, p, R.comm, R.stream));
+      XSTAGE_NCCL_CHECK(ncclRecv(R.recv + std::size_t(p) * s_r * hl * d, s_r * hl * d, ncclBfloat16, p, R.comm, R.stream));
+    }
+  }
+  XSTAGE_NCCL_CHECK(ncclGroupEnd());
+  for (auto& R : impl_->ranks) {
+    XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+    XSTAGE_CUDA_CHECK(head_block_copy(R.recv, R.out, n, local_len(R.rank), hl, d, false, R.stream));
+  }
+}
+
+void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sender_done) {
+  const int hl = cfg_.heads_per_gpu, d = cfg_.head_dim;
+  const AttnForwardProblem prob = make_bshd_problem(1, cfg_.seq, cfg_.seq, hl, d);
+  const bool attention = v == UlyssesVariant::kFaOnly || v == UlyssesVariant::kSerialOurs || v == UlyssesVariant::kSerialNccl;
+  const bool ours = v == UlyssesVariant::kA2AOurs || v == UlyssesVariant::kSerialOurs;
+  const bool nccl = v == UlyssesVariant::kA2ANccl || v == UlyssesVariant::kSerialNccl;
+  const bool fused = v == UlyssesVariant::kFused || v == UlyssesVariant::kCompletionCoupled;
+  for (auto& R : impl_->ranks) {
+    XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+    if (attention) {
+      AttnForwardArgs a{prob, R.qkv[0], R.qkv[1], R.qkv[2], R.o_local, nullptr};
+      XSTAGE_CUDA_CHECK(attn_forward(a, R.stream));
+    }
+    if (fused) {
+      AttnForwardArgs a{prob, R.qkv[0], R.qkv[1], R.qkv[2], nullptr, nullptr};
+      XSTAGE_CUDA_CHECK(attn_forward_fused_a2a(
+          a, R.ep, v == UlyssesVariant::kFused ? FusedEpilogue::kPiggyback : FusedEpilogue::kCompletionCoupled, R.stream));
+    }
+    if (ours) XSTAGE_CUDA_CHECK(a2a_remote_store(R.o_local, R.ep, hl, d, a2a_grid_, R.stream));
+  }
+  if (nccl) nccl_post_a2a();
+  for (std::size_t i = 0; i < impl_->ranks.size(); ++i) {
+    auto& R = impl_->ranks[i];
+    XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+    if (!sender_done.empty()) XSTAGE_CUDA_CHECK(cudaEventRecord(sender_done[i], R.stream));
+    if (ours || fused) {
+      XSTAGE_CUDA_CHECK(a2a_wait(R.flags, R.epoch, world_, ours ? a2a_grid_ : fused_grid_, R.rank, cfg_.wait_timeout_ns,
+                                 R.stream));
+    }
+  }
+}
+
+void UlyssesLayer::synchronize() {
+  for (auto& R : impl_->ranks) {
+    XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+    XSTAGE_CUDA_CHECK(cudaStreamSynchronize(R.stream));
+  }
+}
+
+std::vector<uint16_t> UlyssesLayer::read_output(int local_index) {
+  auto& R = impl_->ranks.at(local_index);
+  std::vector<uint16_t> h(std::size_t(local_len(R.rank)) * heads_total() * cfg_.head_dim);
+  XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+  XSTAGE_CUDA_CHECK(cudaStreamSynchronize(R.stream));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(h.data(), R.out, h.size() * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+std::vector<uint16_t> UlyssesLayer::read_local_attention(int local_index) {
+  auto& R = impl_->ranks.at(local_index);
+  std::vector<uint16_t> h(std::size_t(cfg_.seq) * cfg_.heads_per_gpu * cfg_.head_dim);
+  XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+  XSTAGE_CUDA_CHECK(cudaStreamSynchronize(R.stream));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(h.data(), R.o_local, h.size() * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+std::vector<uint16_t> UlyssesLayer::read_qkv(int local_index, int which) {
+  auto& R = impl_->ranks.at(local_index);
+  std::vector<uint16_t> h(std::size_t(cfg_.seq) * cfg_.heads_per_gpu * cfg_.head_dim);
+  XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+  XSTAGE_CUDA_CHECK(cudaStreamSynchronize(R.stream));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(h.data(), R.qkv[which], h.size() * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+}  // namespace xstage::attn
+
+namespace xstage::attn {
+std::vector<uint16_t> UlyssesLayer::read_input(int local_index, int which) {
+  auto& R = impl_->ranks.at(local_index);
+  std::vector<uint16_t> h(std::size_t(local_len(R.rank)) * heads_total() * cfg_.head_dim);
+  XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
+  XSTAGE_CUDA_CHECK(cudaStreamSynchronize(R.stream));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(h.data(), R.x[which], h.size() * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+}  // namespace xstage::attn

@@ -1,0 +1,94 @@
+// Ulysses attention layer over a team of GPUs, in the DiT layout: sequence-sharded Q, K, V
+// [local_seq, heads_total, head_dim] → pre-attention All-to-All (NCCL) → attention over the full
+// sequence for this rank's heads → post-attention All-to-All → sequence-sharded output
+// [local_seq, heads_total, head_dim] in a symmetric buffer. Joint (text) tokens are appended to the
+// sequence and sharded like the others: seq = image tokens + text tokens; the last shard may be
+// shorter and a query tile may straddle two owners.
+//
+// Variants of the post-attention path (all on the same attention mainloop):
+//   fa-only             attention, local epilogue ([seq, heads_per_gpu, d] on this rank)
+//   a2a-ours / a2a-nccl the post-attention All-to-All alone: remote-store kernel + owner's wait /
+//                       NCCL grouped send/recv + unpack into the DiT layout
+//   serial-ours / serial-nccl  fa-only, then the matching All-to-All
+//   fused               remote stores from the attention epilogue, one flag per CTA, owner's wait
+//   completion-coupled  the fused kernel with a remote-completion wait after every tile
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "a2a_params.hpp"
+#include "xstage/comm/team.hpp"
+
+namespace xstage::attn {
+
+enum class UlyssesVariant { kFaOnly, kA2AOurs, kA2ANccl, kSerialOurs, kSerialNccl, kFused, kCompletionCoupled };
+const char* to_string(UlyssesVariant v);
+bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out);
+std::vector<UlyssesVariant> all_ulysses_variants();
+
+enum class UlyssesStorePath { kNcclWindow, kPeerPointer };
+
+struct UlyssesConfig {
+  int seq = 0;            // total tokens (image + text)
+  int text = 0;           // of which joint text tokens at the end (for reporting; sharded like the rest)
+  int heads_per_gpu = 0;
+  int head_dim = 128;
+  UlyssesStorePath store_path = UlyssesStorePath::kNcclWindow;
+  uint64_t wait_timeout_ns = 10'000'000'000ull;
+};
+
+// Empty when the configuration can run on a team of `world` GPUs, else a one-line reason naming the field.
+std::string ulysses_config_error(const UlyssesConfig& c, int world);
+
+class UlyssesLayer {
+ public:
+  UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg);
+  ~UlyssesLayer();
+  UlyssesLayer(const UlyssesLayer&) = delete;
+  UlyssesLayer& operator=(const UlyssesLayer&) = delete;
+
+  const UlyssesConfig& config() const { return cfg_; }
+  int world() const { return world_; }
+  int heads_total() const { return cfg_.heads_per_gpu * world_; }
+  int local_len(int rank) const { return a2a_local_len(cfg_.seq, world_, rank); }
+  int fused_grid() const { return fused_grid_; }
+  int a2a_grid() const { return a2a_grid_; }
+  // Bytes of attention output this rank sends to other ranks in the post-attention All-to-All.
+  int64_t remote_bytes_per_rank(int rank) const;
+
+  // Fresh N(0,1) bf16 inputs on every rank, sequence-sharded [local_seq, heads_total, head_dim].
+  void fill_inputs(uint64_t seed);
+  // Pre-attention All-to-All (pack + NCCL grouped send/recv): full-sequence Q, K, V of this rank's heads.
+  void pre_attention_a2a();
+  // Output buffers set to NaN (bf16 0xFFFF) on every rank: unwritten elements show.
+  void poison_outputs();
+  // One iteration of `v` on every local rank's stream. sender_done (one event per local rank, or
+  // empty): recorded where the sender's part ends (before the owner's wait).
+  void enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sender_done = {});
+  void synchronize();
+  // The sequence-sharded output of local rank `local_index` (bf16 bits, [local_seq, heads_total, d]).
+  std::vector<uint16_t> read_output(int local_index);
+  // This rank's attention output [seq, heads_per_gpu, d] of the last fa-only/serial run.
+  std::vector<uint16_t> read_local_attention(int local_index);
+  // The sequence-sharded input `which` (0 q, 1 k, 2 v) of local rank `local_index` ([local_seq, heads_total, d]).
+  std::vector<uint16_t> read_input(int local_index, int which);
+  // The full-sequence Q, K, V of this rank's heads after pre_attention_a2a ([seq, heads_per_gpu, d]).
+  std::vector<uint16_t> read_qkv(int local_index, int which);
+
+ private:
+  void nccl_post_a2a();
+  comm::Team& team_;
+  UlyssesConfig cfg_;
+  int world_ = 0;
+  int fused_grid_ = 0;
+  int a2a_grid_ = 0;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xstage::attn

@@ -1,0 +1,343 @@
+// `xstage attn ulysses`: the Ulysses attention layer on a team of GPUs. Checks the fused output bit for
+// bit against the serial ones on fresh random inputs, then times the variants of the post-attention
+// path: warm-up, then back-to-back iterations with an event at every iteration boundary and one where
+// the sender's part ends (sender-side boundary), variants in a rotated order per pass, the SM clock
+// after each series, medians with raw samples; and the Burst-Gap model's predictions (audit_attention).
+#include <CLI/CLI.hpp>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_common.hpp"
+#include "ulysses_layer.hpp"
+#include "xstage/comm/team.hpp"
+#include "xstage/gpu/check.hpp"
+#include "xstage/gpu/provenance.hpp"
+#include "xstage/model/audit.hpp"
+#include "xstage/model/burst_gap.hpp"
+#include "xstage/model/error.hpp"
+
+namespace xstage::cli {
+void add_attn_ulysses(CLI::App* attn);
+}
+
+namespace {
+
+using namespace xstage::attn;
+using nlohmann::json;
+
+struct Options {
+  std::string gpus = "0,1";
+  int seq = 0;
+  int text = 0;
+  int heads = 0;
+  std::string variants = "all";
+  int warmup = 3;
+  int iters = 10;
+  int passes = 2;
+  std::string platform;
+  std::string store_path = "window";
+  long long seed = -1;
+  bool json_out = false;
+  std::string out;
+};
+
+std::vector<int> parse_gpus(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t pos = 0;
+      const int d = std::stoi(item, &pos);
+      if (pos != item.size() || d < 0) throw std::invalid_argument(item);
+      if (std::find(v.begin(), v.end(), d) != v.end()) throw std::invalid_argument(item);
+      v.push_back(d);
+    } catch (const std::exception&) {
+      throw xstage::InputError("--gpus: invalid value '" + s + "' (distinct device ordinals, e.g. 0,1)");
+    }
+  }
+  if (v.empty()) throw xstage::InputError("--gpus: invalid value '" + s + "' (distinct device ordinals, e.g. 0,1)");
+  return v;
+}
+
+std::vector<UlyssesVariant> parse_variants(const std::string& s) {
+  if (s == "all") return all_ulysses_variants();
+  std::vector<UlyssesVariant> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    UlyssesVariant x;
+    if (!parse_ulysses_variant(item, &x))
+      throw xstage::InputError("--variant: unknown value '" + item +
+                               "' (all, fa-only, a2a-ours, a2a-nccl, serial-ours, serial-nccl, fused, completion-coupled)");
+    v.push_back(x);
+  }
+  if (v.empty()) throw xstage::InputError("--variant: empty value");
+  return v;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Series {
+  std::vector<double> sender_s, iter_s, clock_mhz;
+};
+
+void run_ulysses(const Options& opt) {
+  const std::vector<int> gpus = parse_gpus(opt.gpus);
+  const std::vector<UlyssesVariant> variants = parse_variants(opt.variants);
+  UlyssesConfig cfg;
+  cfg.seq = opt.seq + opt.text;
+  cfg.text = opt.text;
+  cfg.heads_per_gpu = opt.heads;
+  if (opt.store_path == "window") {
+    cfg.store_path = UlyssesStorePath::kNcclWindow;
+  } else if (opt.store_path == "peer") {
+    cfg.store_path = UlyssesStorePath::kPeerPointer;
+  } else {
+    throw xstage::InputError("--store-path: invalid value '" + opt.store_path + "' (window or peer)");
+  }
+  const std::string why = ulysses_config_error(cfg, int(gpus.size()));
+  if (!why.empty()) throw xstage::InputError("--seq/--text/--heads: " + why);
+  const xstage::model::Platform platform = xstage::model::load_platform_or_default(opt.platform);
+  int device_count = 0;
+  XSTAGE_CUDA_CHECK(cudaGetDeviceCount(&device_count));
+  for (int d : gpus)
+    if (d >= device_count)
+      throw xstage::InputError(fmt::format("--gpus: {} is not a device (found {})", d, device_count));
+
+  xstage::comm::disable_multicast_env();
+  auto team = xstage::comm::Team::single_process(gpus);
+  UlyssesLayer layer(team, cfg);
+  const int n = layer.world();
+  const uint64_t seed = opt.seed >= 0 ? uint64_t(opt.seed) : ((uint64_t(std::random_device{}()) << 32) ^ std::random_device{}());
+  layer.fill_inputs(seed);
+  layer.pre_attention_a2a();
+  layer.synchronize();
+
+  // Correctness first: every variant that produces the layer's output, on poisoned buffers.
+  auto outputs = [&](UlyssesVariant v) {
+    layer.poison_outputs();
+    layer.enqueue(v);
+    layer.synchronize();
+    std::vector<std::vector<uint16_t>> out(n);
+    for (int r = 0; r < n; ++r) out[r] = layer.read_output(r);
+    return out;
+  };
+  json check = json::object();
+  bool all_ok = true;
+  const auto serial = outputs(UlyssesVariant::kSerialOurs);
+  size_t poisoned = 0;
+  for (const auto& o : serial)
+    for (uint16_t b : o) poisoned += b == 0xFFFF;
+  check["serial_ours_unwritten_elements"] = poisoned;
+  all_ok = all_ok && poisoned == 0;
+  for (UlyssesVariant v : {UlyssesVariant::kSerialNccl, UlyssesVariant::kFused, UlyssesVariant::kCompletionCoupled}) {
+    const auto o = outputs(v);
+    size_t diff = 0;
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < o[r].size(); ++i) diff += o[r][i] != serial[r][i];
+    check[std::string(to_string(v)) + "_elements_differing_from_serial_ours"] = diff;
+    all_ok = all_ok && diff == 0;
+  }
+  check["bit_identical"] = all_ok;
+
+  // Timing.
+  const int iters = opt.iters;
+  auto& locals = team.local_ranks();
+  std::vector<std::vector<cudaEvent_t>> ev_b(locals.size()), ev_s(locals.size());
+  for (size_t i = 0; i < locals.size(); ++i) {
+    XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
+    ev_b[i].resize(iters + 1);
+    ev_s[i].resize(iters);
+    for (auto& e : ev_b[i]) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
+    for (auto& e : ev_s[i]) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
+  }
+  std::map<UlyssesVariant, Series> series;
+  json order = json::array();
+  for (int pass = 0; pass < opt.passes; ++pass) {
+    std::vector<UlyssesVariant> ord = variants;
+    std::rotate(ord.begin(), ord.begin() + (pass % ord.size()), ord.end());
+    if (pass % 2 == 1) std::reverse(ord.begin(), ord.end());
+    json po = json::array();
+    for (UlyssesVariant v : ord) {
+      po.push_back(to_string(v));
+      for (int w = 0; w < opt.warmup; ++w) layer.enqueue(v);
+      for (int it = 0; it < iters; ++it) {
+        std::vector<cudaEvent_t> sd(locals.size());
+        for (size_t i = 0; i < locals.size(); ++i) {
+          XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
+          XSTAGE_CUDA_CHECK(cudaEventRecord(ev_b[i][it], locals[i].stream));
+          sd[i] = ev_s[i][it];
+        }
+        layer.enqueue(v, sd);
+      }
+      for (size_t i = 0; i < locals.size(); ++i) {
+        XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
+        XSTAGE_CUDA_CHECK(cudaEventRecord(ev_b[i][iters], locals[i].stream));
+      }
+      layer.synchronize();
+      Series& s = series[v];
+      for (int it = 0; it < iters; ++it) {
+        double snd = 0, itr = 0;
+        for (size_t i = 0; i < locals.size(); ++i) {
+          float a = 0, b = 0;
+          XSTAGE_CUDA_CHECK(cudaEventElapsedTime(&a, ev_b[i][it], ev_s[i][it]));
+          XSTAGE_CUDA_CHECK(cudaEventElapsedTime(&b, ev_b[i][it], ev_b[i][it + 1]));
+          snd = std::max(snd, a * 1e-3);
+          itr = std::max(itr, b * 1e-3);
+        }
+        s.sender_s.push_back(snd);
+        s.iter_s.push_back(itr);
+      }
+      double mhz = 1e9;
+      for (auto& lr : locals) mhz = std::min(mhz, xstage::gpu::measure_sm_clock_mhz(lr.device));
+      s.clock_mhz.push_back(mhz);
+    }
+    order.push_back(po);
+  }
+
+  json jv = json::object();
+  std::map<UlyssesVariant, double> med_s, med_i;
+  for (auto& [v, s] : series) {
+    med_s[v] = median_of(s.sender_s);
+    med_i[v] = median_of(s.iter_s);
+    json a = json::array(), b = json::array();
+    for (double x : s.sender_s) a.push_back(x * 1e6);
+    for (double x : s.iter_s) b.push_back(x * 1e6);
+    jv[to_string(v)] = {{"sender_median_us", med_s[v] * 1e6}, {"iteration_median_us", med_i[v] * 1e6},
+                        {"sender_samples_us", a}, {"iteration_samples_us", b}, {"sm_clock_mhz_after", s.clock_mhz}};
+  }
+  auto has = [&](UlyssesVariant v) { return series.count(v) > 0; };
+  json metrics = json::object();
+  using xstage::model::hiding_ratio;
+  using xstage::model::residual_s;
+  using xstage::model::speedup;
+  const auto FA = UlyssesVariant::kFaOnly;
+  for (const char* boundary : {"sender", "iteration"}) {
+    auto& med = std::string(boundary) == "sender" ? med_s : med_i;
+    json m = json::object();
+    for (UlyssesVariant f : {UlyssesVariant::kFused, UlyssesVariant::kCompletionCoupled}) {
+      if (!has(f) || !has(FA)) continue;
+      json x = {{"residual_us", residual_s(med[f], med[FA]) * 1e6},
+                {"residual_fraction_of_fa", residual_s(med[f], med[FA]) / med[FA]}};
+      for (UlyssesVariant ser : {UlyssesVariant::kSerialOurs, UlyssesVariant::kSerialNccl}) {
+        if (!has(ser)) continue;
+        x[std::string("hiding_ratio_vs_") + to_string(ser)] = hiding_ratio(med[f], med[FA], med[ser]);
+        x[std::string("speedup_vs_") + to_string(ser)] = speedup(med[ser], med[f]);
+      }
+      m[to_string(f)] = x;
+    }
+    metrics[boundary] = m;
+  }
+
+  // Model: σ from the measured attention-only time (per KV tile of the Q-loop), K = the fused grid.
+  json model = nullptr;
+  if (has(FA)) {
+    const int64_t m_blocks = (cfg.seq + 127) / 128, tiles = m_blocks * cfg.heads_per_gpu;
+    const int64_t waves = (tiles + layer.fused_grid() - 1) / layer.fused_grid();
+    const int64_t kv_tiles = xstage::model::kv_tiles(cfg.seq, 128);
+    xstage::model::AttentionInput in;
+    in.producers = layer.fused_grid();
+    in.sigma_s = med_i[FA] / double(waves * kv_tiles);
+    in.seq_lens = {cfg.seq};
+    in.heads_per_gpu = cfg.heads_per_gpu;
+    in.completion_latency_s = 0.0;  // not measured here: E_cc below is the drain-only lower bound
+    const auto audit = xstage::model::audit_attention(platform, in);
+    model = xstage::model::to_json(audit, in);
+    model["platform"] = platform.name;
+    const auto& pt = audit.points.at(0);
+    model["summary"] = {{"G_star_us", audit.recovery_gap_s * 1e6},
+                        {"M_ub_star_tokens", audit.sufficient_seq_len_tokens},
+                        {"sigma_us", in.sigma_s * 1e6},
+                        {"predicted_E_cc_us", pt.completion_coupled_exposed_s * 1e6},
+                        {"predicted_drain_residual_us", pt.drain_residual_s * 1e6},
+                        {"output_bursts", pt.output_bursts}};
+  }
+
+  json result = {{"schema", "xstage.ulysses/1"},
+                 {"seq_image", opt.seq},
+                 {"seq_text", opt.text},
+                 {"seq_total", cfg.seq},
+                 {"world", n},
+                 {"heads_per_gpu", cfg.heads_per_gpu},
+                 {"heads_total", layer.heads_total()},
+                 {"head_dim", cfg.head_dim},
+                 {"shard_len", a2a_shard_len(cfg.seq, n)},
+                 {"store_path", opt.store_path},
+                 {"fused_grid", layer.fused_grid()},
+                 {"a2a_grid", layer.a2a_grid()},
+                 {"remote_bytes_per_rank", layer.remote_bytes_per_rank(0)},
+                 {"seed", seed},
+                 {"warmup", opt.warmup},
+                 {"iters_per_series", iters},
+                 {"passes", opt.passes},
+                 {"order", order},
+                 {"timing_method",
+                  "stream launches queued back to back (no CUDA graph); per iteration: events at iteration boundaries "
+                  "and where the sender's part ends, max over ranks; medians over all passes"},
+                 {"check", check},
+                 {"variants", jv},
+                 {"metrics", metrics},
+                 {"model", model},
+                 {"provenance", xstage::gpu::collect_provenance(gpus, 0, nullptr)}};
+  if (!opt.out.empty()) {
+    std::ofstream f(opt.out);
+    if (!f) throw xstage::InputError("--out: cannot write " + opt.out);
+    f << result.dump(2) << "\n";
+  }
+  if (opt.json_out) {
+    xstage::cli::print_json(result);
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (auto& [v, s] : series)
+      rows.push_back({to_string(v), fmt::format("{:.1f}", med_s[v] * 1e6), fmt::format("{:.1f}", med_i[v] * 1e6)});
+    xstage::cli::print_table({"variant", "sender us", "iteration us"}, rows);
+    std::printf("bit-identical: %s\n", all_ok ? "yes" : "NO");
+  }
+  for (auto& row : ev_b)
+    for (auto e : row) cudaEventDestroy(e);
+  for (auto& row : ev_s)
+    for (auto e : row) cudaEventDestroy(e);
+  if (!all_ok) throw xstage::gpu::DeviceError("ulysses: fused output differs from the serial output (see check)");
+}
+
+}  // namespace
+
+namespace xstage::cli {
+
+void add_attn_ulysses(CLI::App* attn) {
+  auto opt = std::make_shared<Options>();
+  CLI::App* u = attn->add_subcommand("ulysses", "Ulysses attention layer: fused post-attention All-to-All vs baselines");
+  u->add_option("--gpus", opt->gpus, "Device ordinals of the team (e.g. 0,1)");
+  u->add_option("--seq", opt->seq, "Sequence length M (image tokens, whole layer)")->required()->check(kPositive);
+  u->add_option("--text", opt->text, "Joint text tokens appended to the sequence")->check(kNonNegative);
+  u->add_option("--heads", opt->heads, "Heads per GPU (total heads = heads x GPUs)")->required()->check(kPositive);
+  u->add_option("--variant", opt->variants,
+                "all, or a comma list of fa-only, a2a-ours, a2a-nccl, serial-ours, serial-nccl, fused, completion-coupled");
+  u->add_option("--warmup", opt->warmup, "Untimed iterations before each series")->check(kNonNegative);
+  u->add_option("--iters", opt->iters, "Timed iterations per series")->check(kPositive);
+  u->add_option("--passes", opt->passes, "Timing passes (variant order rotated each pass)")->check(kPositive);
+  u->add_option("--store-path", opt->store_path, "Remote stores through the NCCL window (window) or CUDA peer pointers (peer)");
+  u->add_option("--seed", opt->seed, "Input seed (default: fresh)")->check(kNonNegative);
+  add_platform_option(u, opt->platform);
+  u->add_flag("--json", opt->json_out, "Print the result as JSON");
+  u->add_option("--out", opt->out, "Also write the JSON result to this file");
+  u->callback([opt]() { run_ulysses(*opt); });
+}
+
+}  // namespace xstage::cli
