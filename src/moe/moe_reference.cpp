@@ -1,0 +1,193 @@
+#include "moe_reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "xstage/model/error.hpp"
+#include "xstage/moe/moe_numerics.hpp"
+
+namespace xstage::moe {
+
+const char* to_string(MoePrecision p) { return p == MoePrecision::kFp8 ? "fp8" : "bf16"; }
+
+void validate_dims(const MoeDims& d) {
+  auto positive = [](const char* name, long long v) {
+    if (v <= 0) throw InputError(std::string(name) + ": must be > 0, got " + std::to_string(v));
+  };
+  positive("ranks", d.ranks);
+  positive("tokens", d.tokens);
+  positive("hidden", d.hidden);
+  positive("h_inter", d.h_inter);
+  positive("experts", d.experts);
+  positive("top_k", d.top_k);
+  if (d.experts % d.ranks != 0) {
+    throw InputError("experts: " + std::to_string(d.experts) + " is not a multiple of the rank count " +
+                     std::to_string(d.ranks));
+  }
+  if (d.top_k > d.experts) {
+    throw InputError("top_k: " + std::to_string(d.top_k) + " exceeds the expert count " + std::to_string(d.experts));
+  }
+}
+
+void quantize_activation_fp8(const float* x, int n, std::uint8_t* q, float* scales) {
+  for (int g = 0; g < fp8_groups(n); ++g) {
+    const int c0 = g * kFp8GroupSize, c1 = std::min(n, c0 + kFp8GroupSize);
+    float amax = 0.f;
+    for (int c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(x[c]));
+    const float s = fp8_scale_for_amax(amax);
+    scales[g] = s;
+    for (int c = c0; c < c1; ++c) q[c] = fp8_quantize(x[c], s);
+  }
+}
+
+void dequantize_activation_fp8(const std::uint8_t* q, const float* scales, int n, float* x) {
+  for (int c = 0; c < n; ++c) x[c] = fp8_dequantize(q[c], scales[c / kFp8GroupSize]);
+}
+
+void quantize_weight_fp8(const float* w, int rows, int cols, std::uint8_t* q, float* scales) {
+  const int gr = fp8_groups(rows), gc = fp8_groups(cols);
+  for (int bi = 0; bi < gr; ++bi) {
+    for (int bj = 0; bj < gc; ++bj) {
+      const int r0 = bi * kFp8GroupSize, r1 = std::min(rows, r0 + kFp8GroupSize);
+      const int c0 = bj * kFp8GroupSize, c1 = std::min(cols, c0 + kFp8GroupSize);
+      float amax = 0.f;
+      for (int r = r0; r < r1; ++r)
+        for (int c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(w[size_t(r) * cols + c]));
+      const float s = fp8_scale_for_amax(amax);
+      scales[size_t(bi) * gc + bj] = s;
+      for (int r = r0; r < r1; ++r)
+        for (int c = c0; c < c1; ++c) q[size_t(r) * cols + c] = fp8_quantize(w[size_t(r) * cols + c], s);
+    }
+  }
+}
+
+void dequantize_weight_fp8(const std::uint8_t* q, const float* scales, int rows, int cols, float* w) {
+  const int gc = fp8_groups(cols);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c)
+      w[size_t(r) * cols + c] =
+          fp8_dequantize(q[size_t(r) * cols + c], scales[size_t(r / kFp8GroupSize) * gc + c / kFp8GroupSize]);
+}
+
+namespace {
+
+PreparedLinear prepare_linear(const float* w, int rows, int cols, MoePrecision p) {
+  PreparedLinear l;
+  l.rows = rows;
+  l.cols = cols;
+  l.w.resize(size_t(rows) * cols);
+  if (p == MoePrecision::kBf16) {
+    for (size_t i = 0; i < l.w.size(); ++i) l.w[i] = round_bf16(w[i]);
+    return l;
+  }
+  std::vector<std::uint8_t> q(l.w.size());
+  l.block_scale.resize(size_t(fp8_groups(rows)) * fp8_groups(cols));
+  quantize_weight_fp8(w, rows, cols, q.data(), l.block_scale.data());
+  for (size_t i = 0; i < q.size(); ++i) l.w[i] = e4m3_to_float(q[i]);
+  return l;
+}
+
+// out[n] = bf16(Σ_c in[c]·W[n][c]). bf16: plain dot product (accumulated in double, a higher-precision
+// stand-in for the tensor cores' FP32). FP8: the input is quantized per 128 channels and each 128-deep
+// partial sum is promoted and scaled by s_in[g]·s_w[n/128][g].
+void linear(const PreparedLinear& l, MoePrecision p, const float* in, float* out) {
+  if (p == MoePrecision::kBf16) {
+    for (int n = 0; n < l.rows; ++n) {
+      const float* row = &l.w[size_t(n) * l.cols];
+      double acc = 0;
+      for (int c = 0; c < l.cols; ++c) acc += double(in[c]) * row[c];
+      out[n] = round_bf16(float(acc));
+    }
+    return;
+  }
+  const int groups = fp8_groups(l.cols);
+  std::vector<std::uint8_t> q(l.cols);
+  std::vector<float> s_in(groups), qf(l.cols);
+  quantize_activation_fp8(in, l.cols, q.data(), s_in.data());
+  for (int c = 0; c < l.cols; ++c) qf[c] = e4m3_to_float(q[c]);
+  for (int n = 0; n < l.rows; ++n) {
+    const float* row = &l.w[size_t(n) * l.cols];
+    const float* s_w = &l.block_scale[size_t(n / kFp8GroupSize) * groups];
+    double acc = 0;
+    for (int g = 0; g < groups; ++g) {
+      const int c0 = g * kFp8GroupSize, c1 = std::min(l.cols, c0 + kFp8GroupSize);
+      double part = 0;
+      for (int c = c0; c < c1; ++c) part += double(qf[c]) * row[c];
+      acc += part * (double(s_in[g]) * s_w[g]);
+    }
+    out[n] = round_bf16(float(acc));
+  }
+}
+
+}  // namespace
+
+PreparedExpert prepare_expert(const float* w1, const float* w2, int hidden, int h_inter, MoePrecision p) {
+  return PreparedExpert{prepare_linear(w1, 2 * h_inter, hidden, p), prepare_linear(w2, hidden, h_inter, p)};
+}
+
+void moe_reference_token(const MoeDims& d, MoePrecision p, const float* x_row, const int* expert_ids,
+                         const float* weights, const std::function<const PreparedExpert&(int)>& expert,
+                         float* y_row) {
+  std::vector<float> xin(d.hidden), h(2 * size_t(d.h_inter)), a(d.h_inter), o(d.hidden), acc(d.hidden, 0.f);
+  for (int c = 0; c < d.hidden; ++c) xin[c] = round_bf16(x_row[c]);  // the layer's input is bf16
+  for (int j = 0; j < d.top_k; ++j) {
+    const PreparedExpert& e = expert(expert_ids[j]);
+    linear(e.w1, p, xin.data(), h.data());
+    for (int i = 0; i < d.h_inter; ++i) a[i] = swiglu_bf16(h[i], h[d.h_inter + i]);
+    linear(e.w2, p, a.data(), o.data());
+    // Float accumulation in routing order: the order the combine kernel uses.
+    for (int c = 0; c < d.hidden; ++c) acc[c] += weights[j] * o[c];
+  }
+  for (int c = 0; c < d.hidden; ++c) y_row[c] = round_bf16(acc[c]);
+}
+
+std::vector<float> moe_reference_layer(const MoeDims& d, MoePrecision p, const std::vector<float>& x,
+                                       const std::vector<Routing>& routing, const std::vector<float>& w1,
+                                       const std::vector<float>& w2) {
+  validate_dims(d);
+  const size_t w1_per = size_t(2) * d.h_inter * d.hidden, w2_per = size_t(d.hidden) * d.h_inter;
+  if (x.size() != size_t(d.ranks) * d.tokens * d.hidden) throw InputError("x: wrong size " + std::to_string(x.size()));
+  if (w1.size() != w1_per * d.experts) throw InputError("w1: wrong size " + std::to_string(w1.size()));
+  if (w2.size() != w2_per * d.experts) throw InputError("w2: wrong size " + std::to_string(w2.size()));
+  if (routing.size() != size_t(d.ranks)) throw InputError("routing: need one per rank, got " + std::to_string(routing.size()));
+  for (const Routing& r : routing) {
+    validate_routing(r, "routing");
+    if (r.tokens != d.tokens || r.experts != d.experts || r.top_k != d.top_k) {
+      throw InputError("routing: shape (" + std::to_string(r.tokens) + ", " + std::to_string(r.experts) + ", " +
+                       std::to_string(r.top_k) + ") does not match the layer");
+    }
+  }
+  // Prepare each expert once, on first use (experts with no tokens are never touched).
+  std::map<int, PreparedExpert> prepared;
+  auto expert = [&](int e) -> const PreparedExpert& {
+    auto it = prepared.find(e);
+    if (it == prepared.end())
+      it = prepared.emplace(e, prepare_expert(&w1[w1_per * e], &w2[w2_per * e], d.hidden, d.h_inter, p)).first;
+    return it->second;
+  };
+  std::vector<float> y(x.size());
+  for (int r = 0; r < d.ranks; ++r) {
+    for (int t = 0; t < d.tokens; ++t) {
+      const size_t row = (size_t(r) * d.tokens + t) * d.hidden;
+      moe_reference_token(d, p, &x[row], &routing[r].expert_ids[size_t(t) * d.top_k],
+                          &routing[r].weights[size_t(t) * d.top_k], expert, &y[row]);
+    }
+  }
+  return y;
+}
+
+double relative_l2_error(const float* got, const float* ref, std::size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    const double e = double(got[i]) - ref[i];
+    num += e * e;
+    den += double(ref[i]) * ref[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+}  // namespace xstage::moe

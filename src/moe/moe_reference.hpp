@@ -1,0 +1,76 @@
+// CPU reference of the expert-parallel MoE layer (small shapes): the function the GPU baseline and the
+// fused kernel are checked against.
+//
+// Layer: N ranks, each with T tokens x[r][t][h] (bf16 values held as float) and its own routing (top-k
+// experts and weights per token, from xstage::moe::Routing). E experts, E/N per rank (expert e lives on
+// rank e / (E/N)). Expert weights W1[e][2·h_inter][h] (rows 0..h_inter-1: gate, then up) and
+// W2[e][h][h_inter]. Per token:
+//   y = Σ_k w_k · W2_e·(silu(W1_gate_e·x) ⊙ W1_up_e·x),  e = expert k of the token
+// rounded as the GPU path rounds: GEMM outputs (gate, up, expert output) to bf16, the SwiGLU product to
+// bf16, the top-k weighted sum in float (k in routing order) and the result to bf16.
+// FP8 (W8A8, DeepSeek style): activations entering each GEMM quantized to e4m3 with one scale per token
+// per 128 channels, weights with one scale per 128×128 block; each 128-deep partial product is promoted
+// to FP32 and scaled (see moe_numerics.hpp for the scale and rounding rules).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "xstage/moe/routing.hpp"
+
+namespace xstage::moe {
+
+enum class MoePrecision { kBf16, kFp8 };
+const char* to_string(MoePrecision p);
+
+struct MoeDims {
+  int ranks = 1;
+  int tokens = 0;   // per rank
+  int hidden = 0;
+  int h_inter = 0;
+  int experts = 0;  // global; a multiple of ranks
+  int top_k = 0;
+  int experts_per_rank() const { return experts / ranks; }
+};
+
+// Throws xstage::InputError naming the offending field.
+void validate_dims(const MoeDims& d);
+
+// --- FP8 quantization (host loops over the rules of moe_numerics.hpp) -----------------------------
+// One row of n activations: q[n] e4m3 bits, scales[fp8_groups(n)].
+void quantize_activation_fp8(const float* x, int n, std::uint8_t* q, float* scales);
+void dequantize_activation_fp8(const std::uint8_t* q, const float* scales, int n, float* x);
+// A rows×cols weight matrix (row-major): q[rows·cols], scales[fp8_groups(rows)][fp8_groups(cols)].
+void quantize_weight_fp8(const float* w, int rows, int cols, std::uint8_t* q, float* scales);
+void dequantize_weight_fp8(const std::uint8_t* q, const float* scales, int rows, int cols, float* w);
+
+// One expert's weights, prepared once for the reference: bf16 values as float, or for FP8 the decoded
+// e4m3 values (unscaled) and their block scales.
+struct PreparedLinear {
+  int rows = 0, cols = 0;
+  std::vector<float> w;            // [rows][cols]
+  std::vector<float> block_scale;  // FP8 only: [groups(rows)][groups(cols)]
+};
+struct PreparedExpert {
+  PreparedLinear w1;  // [2·h_inter][hidden]
+  PreparedLinear w2;  // [hidden][h_inter]
+};
+PreparedExpert prepare_expert(const float* w1, const float* w2, int hidden, int h_inter, MoePrecision p);
+
+// Output row of one token: x_row[hidden] -> y_row[hidden]. `expert(e)` returns the prepared weights of
+// global expert e (called only for the token's experts).
+void moe_reference_token(const MoeDims& d, MoePrecision p, const float* x_row, const int* expert_ids,
+                         const float* weights, const std::function<const PreparedExpert&(int)>& expert,
+                         float* y_row);
+
+// The whole layer. x: [ranks][tokens][hidden]; routing: one per rank (tokens × top_k over `experts`);
+// w1: [experts][2·h_inter][hidden]; w2: [experts][hidden][h_inter]. Returns y [ranks][tokens][hidden].
+std::vector<float> moe_reference_layer(const MoeDims& d, MoePrecision p, const std::vector<float>& x,
+                                       const std::vector<Routing>& routing, const std::vector<float>& w1,
+                                       const std::vector<float>& w2);
+
+// Relative L2 error ‖got − ref‖ / ‖ref‖ (infinity when got holds a non-finite value).
+double relative_l2_error(const float* got, const float* ref, std::size_t n);
+
+}  // namespace xstage::moe
