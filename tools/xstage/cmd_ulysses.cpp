@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -156,58 +157,65 @@ void run_ulysses(const Options& opt) {
   }
   check["bit_identical"] = all_ok;
 
-  // Timing.
+  // Timing. Variants interleave at iteration granularity (v0, v1, ..., v0, v1, ...) so that clock
+  // drift under the power limit falls on every variant alike; each pass rotates (and every other pass
+  // reverses) the order. Events per iteration: start, end of the sender's part, end.
   const int iters = opt.iters;
   auto& locals = team.local_ranks();
-  std::vector<std::vector<cudaEvent_t>> ev_b(locals.size()), ev_s(locals.size());
+  const size_t nv = variants.size();
+  // ev[local][v][it][0..2]
+  std::vector<std::vector<std::vector<std::array<cudaEvent_t, 3>>>> ev(locals.size());
   for (size_t i = 0; i < locals.size(); ++i) {
     XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-    ev_b[i].resize(iters + 1);
-    ev_s[i].resize(iters);
-    for (auto& e : ev_b[i]) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
-    for (auto& e : ev_s[i]) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
+    ev[i].assign(nv, std::vector<std::array<cudaEvent_t, 3>>(iters));
+    for (auto& per_v : ev[i])
+      for (auto& e3 : per_v)
+        for (auto& e : e3) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
   }
   std::map<UlyssesVariant, Series> series;
   json order = json::array();
   for (int pass = 0; pass < opt.passes; ++pass) {
-    std::vector<UlyssesVariant> ord = variants;
-    std::rotate(ord.begin(), ord.begin() + (pass % ord.size()), ord.end());
+    std::vector<size_t> ord(nv);
+    for (size_t k = 0; k < nv; ++k) ord[k] = (k + pass) % nv;
     if (pass % 2 == 1) std::reverse(ord.begin(), ord.end());
     json po = json::array();
-    for (UlyssesVariant v : ord) {
-      po.push_back(to_string(v));
-      for (int w = 0; w < opt.warmup; ++w) layer.enqueue(v);
-      for (int it = 0; it < iters; ++it) {
+    for (size_t k : ord) po.push_back(to_string(variants[k]));
+    for (int w = 0; w < opt.warmup; ++w)
+      for (size_t k : ord) layer.enqueue(variants[k]);
+    for (int it = 0; it < iters; ++it) {
+      for (size_t k : ord) {
         std::vector<cudaEvent_t> sd(locals.size());
         for (size_t i = 0; i < locals.size(); ++i) {
           XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-          XSTAGE_CUDA_CHECK(cudaEventRecord(ev_b[i][it], locals[i].stream));
-          sd[i] = ev_s[i][it];
+          XSTAGE_CUDA_CHECK(cudaEventRecord(ev[i][k][it][0], locals[i].stream));
+          sd[i] = ev[i][k][it][1];
         }
-        layer.enqueue(v, sd);
+        layer.enqueue(variants[k], sd);
+        for (size_t i = 0; i < locals.size(); ++i) {
+          XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
+          XSTAGE_CUDA_CHECK(cudaEventRecord(ev[i][k][it][2], locals[i].stream));
+        }
       }
-      for (size_t i = 0; i < locals.size(); ++i) {
-        XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-        XSTAGE_CUDA_CHECK(cudaEventRecord(ev_b[i][iters], locals[i].stream));
-      }
-      layer.synchronize();
-      Series& s = series[v];
+    }
+    layer.synchronize();
+    for (size_t k = 0; k < nv; ++k) {
+      Series& s = series[variants[k]];
       for (int it = 0; it < iters; ++it) {
         double snd = 0, itr = 0;
         for (size_t i = 0; i < locals.size(); ++i) {
           float a = 0, b = 0;
-          XSTAGE_CUDA_CHECK(cudaEventElapsedTime(&a, ev_b[i][it], ev_s[i][it]));
-          XSTAGE_CUDA_CHECK(cudaEventElapsedTime(&b, ev_b[i][it], ev_b[i][it + 1]));
+          XSTAGE_CUDA_CHECK(cudaEventElapsedTime(&a, ev[i][k][it][0], ev[i][k][it][1]));
+          XSTAGE_CUDA_CHECK(cudaEventElapsedTime(&b, ev[i][k][it][0], ev[i][k][it][2]));
           snd = std::max(snd, a * 1e-3);
           itr = std::max(itr, b * 1e-3);
         }
         s.sender_s.push_back(snd);
         s.iter_s.push_back(itr);
       }
-      double mhz = 1e9;
-      for (auto& lr : locals) mhz = std::min(mhz, xstage::gpu::measure_sm_clock_mhz(lr.device));
-      s.clock_mhz.push_back(mhz);
     }
+    double mhz = 1e9;
+    for (auto& lr : locals) mhz = std::min(mhz, xstage::gpu::measure_sm_clock_mhz(lr.device));
+    for (size_t k = 0; k < nv; ++k) series[variants[k]].clock_mhz.push_back(mhz);
     order.push_back(po);
   }
 
@@ -288,8 +296,9 @@ void run_ulysses(const Options& opt) {
                  {"passes", opt.passes},
                  {"order", order},
                  {"timing_method",
-                  "stream launches queued back to back (no CUDA graph); per iteration: events at iteration boundaries "
-                  "and where the sender's part ends, max over ranks; medians over all passes"},
+                  "stream launches queued back to back (no CUDA graph), variants interleaved per iteration in a rotated order; "
+                  "per iteration: events at its start, where the sender's part ends, and its end; max over ranks; medians over all passes; "
+                  "SM clock measured after each pass"},
                  {"check", check},
                  {"variants", jv},
                  {"metrics", metrics},
@@ -309,10 +318,10 @@ void run_ulysses(const Options& opt) {
     xstage::cli::print_table({"variant", "sender us", "iteration us"}, rows);
     std::printf("bit-identical: %s\n", all_ok ? "yes" : "NO");
   }
-  for (auto& row : ev_b)
-    for (auto e : row) cudaEventDestroy(e);
-  for (auto& row : ev_s)
-    for (auto e : row) cudaEventDestroy(e);
+  for (auto& per_rank : ev)
+    for (auto& per_v : per_rank)
+      for (auto& e3 : per_v)
+        for (auto e : e3) cudaEventDestroy(e);
   if (!all_ok) throw xstage::gpu::DeviceError("ulysses: fused output differs from the serial output (see check)");
 }
 
@@ -329,8 +338,8 @@ void add_attn_ulysses(CLI::App* attn) {
   u->add_option("--heads", opt->heads, "Heads per GPU (total heads = heads x GPUs)")->required()->check(kPositive);
   u->add_option("--variant", opt->variants,
                 "all, or a comma list of fa-only, a2a-ours, a2a-nccl, serial-ours, serial-nccl, fused, completion-coupled");
-  u->add_option("--warmup", opt->warmup, "Untimed iterations before each series")->check(kNonNegative);
-  u->add_option("--iters", opt->iters, "Timed iterations per series")->check(kPositive);
+  u->add_option("--warmup", opt->warmup, "Untimed iterations of each variant before each pass")->check(kNonNegative);
+  u->add_option("--iters", opt->iters, "Timed iterations of each variant per pass (variants interleaved)")->check(kPositive);
   u->add_option("--passes", opt->passes, "Timing passes (variant order rotated each pass)")->check(kPositive);
   u->add_option("--store-path", opt->store_path, "Remote stores through the NCCL window (window) or CUDA peer pointers (peer)");
   u->add_option("--seed", opt->seed, "Input seed (default: fresh)")->check(kNonNegative);
