@@ -128,20 +128,33 @@ PreparedExpert prepare_expert(const float* w1, const float* w2, int hidden, int 
   return PreparedExpert{prepare_linear(w1, 2 * h_inter, hidden, p), prepare_linear(w2, hidden, h_inter, p)};
 }
 
+void moe_reference_expert(const MoeDims& d, MoePrecision p, const PreparedExpert& e, const float* x_row, float* out_row) {
+  std::vector<float> h(2 * size_t(d.h_inter)), a(d.h_inter);
+  linear(e.w1, p, x_row, h.data());
+  for (int i = 0; i < d.h_inter; ++i) a[i] = swiglu_bf16(h[i], h[d.h_inter + i]);
+  linear(e.w2, p, a.data(), out_row);
+}
+
+void moe_reference_combine(int hidden, int top_k, const float* const* expert_out, const float* weights, float* y_row) {
+  for (int c = 0; c < hidden; ++c) {
+    // Float accumulation in routing order: the order the combine kernel uses.
+    float acc = 0.f;
+    for (int j = 0; j < top_k; ++j) acc += weights[j] * expert_out[j][c];
+    y_row[c] = round_bf16(acc);
+  }
+}
+
 void moe_reference_token(const MoeDims& d, MoePrecision p, const float* x_row, const int* expert_ids,
                          const float* weights, const std::function<const PreparedExpert&(int)>& expert,
                          float* y_row) {
-  std::vector<float> xin(d.hidden), h(2 * size_t(d.h_inter)), a(d.h_inter), o(d.hidden), acc(d.hidden, 0.f);
+  std::vector<float> xin(d.hidden), o(size_t(d.top_k) * d.hidden);
+  std::vector<const float*> rows(d.top_k);
   for (int c = 0; c < d.hidden; ++c) xin[c] = round_bf16(x_row[c]);  // the layer's input is bf16
   for (int j = 0; j < d.top_k; ++j) {
-    const PreparedExpert& e = expert(expert_ids[j]);
-    linear(e.w1, p, xin.data(), h.data());
-    for (int i = 0; i < d.h_inter; ++i) a[i] = swiglu_bf16(h[i], h[d.h_inter + i]);
-    linear(e.w2, p, a.data(), o.data());
-    // Float accumulation in routing order: the order the combine kernel uses.
-    for (int c = 0; c < d.hidden; ++c) acc[c] += weights[j] * o[c];
+    rows[j] = &o[size_t(j) * d.hidden];
+    moe_reference_expert(d, p, expert(expert_ids[j]), xin.data(), &o[size_t(j) * d.hidden]);
   }
-  for (int c = 0; c < d.hidden; ++c) y_row[c] = round_bf16(acc[c]);
+  moe_reference_combine(d.hidden, d.top_k, rows.data(), weights, y_row);
 }
 
 std::vector<float> moe_reference_layer(const MoeDims& d, MoePrecision p, const std::vector<float>& x,

@@ -58,6 +58,12 @@ struct PreparedExpert {
 };
 PreparedExpert prepare_expert(const float* w1, const float* w2, int hidden, int h_inter, MoePrecision p);
 
+// One expert's output row for one token (bf16 values): out_row[hidden] = W2·swiglu(W1·x_row), with the
+// GPU path's roundings; x_row must already hold bf16 values.
+void moe_reference_expert(const MoeDims& d, MoePrecision p, const PreparedExpert& e, const float* x_row, float* out_row);
+// The combine rule: y_row = bf16(Σ_j weights[j]·expert_out[j]), j = 0..top_k-1 in order, float sums.
+void moe_reference_combine(int hidden, int top_k, const float* const* expert_out, const float* weights, float* y_row);
+
 // Output row of one token: x_row[hidden] -> y_row[hidden]. `expert(e)` returns the prepared weights of
 // global expert e (called only for the token's experts).
 void moe_reference_token(const MoeDims& d, MoePrecision p, const float* x_row, const int* expert_ids,

@@ -1,0 +1,85 @@
+// The separate-kernel expert-parallel MoE layer a user would run today (bf16), over a team of GPUs:
+//   dispatch:  plan (count tokens per expert, offsets, row positions) -> gather rows -> NCCL exchange of
+//              per-expert counts -> counts to the host -> NCCL grouped send/recv of token rows
+//   linear-1:  cuBLAS grouped GEMM, one group per (source rank, local expert) block of received rows
+//   swiglu:    elementwise kernel
+//   linear-2:  cuBLAS grouped GEMM
+//   combine:   NCCL grouped send/recv back to the token's rank, then a weighted top-k reduction
+//              (deterministic: k rows summed in routing order, no atomics)
+// Received rows stay in arrival order ([source rank][local expert][rows]) through every stage, so no
+// permutation is needed: the GEMM groups point into that layout and the results go back in it.
+// Expert e lives on team rank e / (E/N), as local expert e % (E/N).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "moe_reference.hpp"
+#include "xstage/comm/team.hpp"
+#include "xstage/moe/routing.hpp"
+
+namespace xstage::moe {
+
+enum class GemmPath {
+  kGrouped,  // cublasGemmGroupedBatchedEx (one call per linear layer)
+  kLoop,     // one cublasGemmEx per group
+};
+const char* to_string(GemmPath p);
+
+// Milliseconds of each stage on one rank (CUDA events on its stream), for one run.
+struct MoeStageTimes {
+  double dispatch_ms = 0, linear1_ms = 0, swiglu_ms = 0, linear2_ms = 0, combine_ms = 0, total_ms = 0;
+};
+
+class MoeBaseline {
+ public:
+  // Allocates every buffer for the worst case of any routing (all rows of all ranks to one rank).
+  // Requires hidden and h_inter multiples of 8 (16-byte rows); throws xstage::InputError otherwise.
+  MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm = GemmPath::kGrouped);
+  ~MoeBaseline();
+  MoeBaseline(const MoeBaseline&) = delete;
+  MoeBaseline& operator=(const MoeBaseline&) = delete;
+
+  const MoeDims& dims() const { return dims_; }
+  // The GEMM path in use: kGrouped falls back to kLoop when cuBLAS refuses the grouped call.
+  GemmPath gemm_path() const { return gemm_.load(); }
+
+  // Host data for team rank `rank` (bf16 values held as float; rounded on upload).
+  void set_tokens(int rank, const std::vector<float>& x);  // [tokens][hidden]
+  // Weights of the rank's local experts: w1 [E/N][2·h_inter][hidden], w2 [E/N][hidden][h_inter].
+  void set_weights(int rank, const float* w1, const float* w2);
+  void set_routing(int rank, const Routing& r);
+  // Random bf16 inputs made on the device (large shapes): x uniform in ±1, weights in ±weight_scale.
+  void fill_random(std::uint64_t seed, float weight_scale);
+
+  // Output set to NaN, so an element the layer fails to write shows.
+  void poison_output();
+  // One forward pass on every local rank; returns when all are done (bounded waits: throws if a rank
+  // makes no progress within timeout_s).
+  void run(double timeout_s = 60.0);
+  // Per-rank stage times of the last run (indexed by team rank).
+  std::vector<MoeStageTimes> last_stage_times() const;
+  // Rows each rank received in the last run.
+  std::vector<long long> last_received_rows() const;
+
+  std::vector<float> output(int rank) const;  // [tokens][hidden]
+  std::vector<float> tokens(int rank) const;
+  // One local expert's weights as float: w1 [2·h_inter][hidden], w2 [hidden][h_inter].
+  void expert_weights(int global_expert, std::vector<float>& w1, std::vector<float>& w2) const;
+
+ private:
+  struct RankState;
+  void run_rank(int local_index, double timeout_s);
+  RankState& state_of_rank(int rank) const;
+
+  comm::Team& team_;
+  MoeDims dims_;
+  std::atomic<GemmPath> gemm_;  // ranks' threads may switch it to kLoop
+  long long capacity_rows_ = 0;
+  std::vector<std::unique_ptr<RankState>> ranks_;  // one per local rank
+};
+
+}  // namespace xstage::moe

@@ -1,0 +1,184 @@
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include "moe_baseline_kernels.hpp"
+#include "xstage/moe/moe_numerics.hpp"
+
+namespace xstage::moe {
+namespace {
+
+constexpr int kPlanThreads = 256;
+
+// One block per expert: counts the slots routed to it (each thread a contiguous chunk of slots).
+__global__ void count_kernel(const int* __restrict__ ids, int slots, int* __restrict__ expert_rows) {
+  using Reduce = cub::BlockReduce<int, kPlanThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  const int e = blockIdx.x;
+  int n = 0;
+  for (int s = threadIdx.x; s < slots; s += kPlanThreads) n += ids[s] == e;
+  const int total = Reduce(tmp).Sum(n);
+  if (threadIdx.x == 0) expert_rows[e] = total;
+}
+
+// One block: exclusive prefix sum over experts (any count, in chunks of the block size).
+__global__ void offsets_kernel(const int* __restrict__ expert_rows, int experts, int* __restrict__ expert_offset) {
+  using Scan = cub::BlockScan<int, kPlanThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ int carry;
+  if (threadIdx.x == 0) carry = 0;
+  __syncthreads();
+  for (int base = 0; base < experts; base += kPlanThreads) {
+    const int e = base + threadIdx.x;
+    const int v = e < experts ? expert_rows[e] : 0;
+    int excl, chunk_total;
+    Scan(tmp).ExclusiveSum(v, excl, chunk_total);
+    if (e < experts) expert_offset[e] = carry + excl;
+    __syncthreads();
+    if (threadIdx.x == 0) carry += chunk_total;
+    __syncthreads();
+  }
+}
+
+// One block per expert: each thread owns a contiguous chunk of slots, so an exclusive scan of the
+// per-thread match counts gives every match its position in slot order (stable, deterministic).
+__global__ void position_kernel(const int* __restrict__ ids, int slots, int top_k, const int* __restrict__ expert_offset,
+                                int* __restrict__ send_row_of_slot, int* __restrict__ token_of_send_row) {
+  using Scan = cub::BlockScan<int, kPlanThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  const int e = blockIdx.x;
+  const int chunk = (slots + kPlanThreads - 1) / kPlanThreads;
+  const int s0 = threadIdx.x * chunk, s1 = min(slots, s0 + chunk);
+  int n = 0;
+  for (int s = s0; s < s1; ++s) n += ids[s] == e;
+  int pos;
+  Scan(tmp).ExclusiveSum(n, pos);
+  int row = expert_offset[e] + pos;
+  for (int s = s0; s < s1; ++s) {
+    if (ids[s] == e) {
+      send_row_of_slot[s] = row;
+      token_of_send_row[row] = s / top_k;
+      ++row;
+    }
+  }
+}
+
+// One block per row, 16-byte copies.
+__global__ void gather_kernel(const uint4* __restrict__ x, const int* __restrict__ token_of_send_row, int vec_per_row,
+                              uint4* __restrict__ send) {
+  const int row = blockIdx.x;
+  const uint4* src = x + size_t(token_of_send_row[row]) * vec_per_row;
+  uint4* dst = send + size_t(row) * vec_per_row;
+  for (int i = threadIdx.x; i < vec_per_row; i += blockDim.x) dst[i] = src[i];
+}
+
+__device__ __forceinline__ float bf16_lo(unsigned w) { return bf16_bits_to_float(std::uint16_t(w & 0xffffu)); }
+__device__ __forceinline__ float bf16_hi(unsigned w) { return bf16_bits_to_float(std::uint16_t(w >> 16)); }
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  return unsigned(float_to_bf16_bits(lo)) | (unsigned(float_to_bf16_bits(hi)) << 16);
+}
+
+// Grid-stride over 8-element groups of the output; gate and up are 16-byte loads.
+__global__ void swiglu_kernel(const uint4* __restrict__ h, long long groups, int groups_per_row, uint4* __restrict__ a) {
+  for (long long g = blockIdx.x * (long long)blockDim.x + threadIdx.x; g < groups; g += (long long)gridDim.x * blockDim.x) {
+    const long long r = g / groups_per_row;
+    const int c = int(g % groups_per_row);
+    const uint4 gate = h[r * 2 * groups_per_row + c];
+    const uint4 up = h[r * 2 * groups_per_row + groups_per_row + c];
+    const unsigned gw[4] = {gate.x, gate.y, gate.z, gate.w}, uw[4] = {up.x, up.y, up.z, up.w};
+    unsigned out[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[i] = pack_bf16(silu(bf16_lo(gw[i])) * bf16_lo(uw[i]), silu(bf16_hi(gw[i])) * bf16_hi(uw[i]));
+    }
+    a[g] = make_uint4(out[0], out[1], out[2], out[3]);
+  }
+}
+
+// One block per token; each thread accumulates 8 channels over the token's k rows in routing order.
+__global__ void combine_kernel(const uint4* __restrict__ returned, const int* __restrict__ send_row_of_slot,
+                               const float* __restrict__ weights, int top_k, int vec_per_row, uint4* __restrict__ y) {
+  const int t = blockIdx.x;
+  for (int v = threadIdx.x; v < vec_per_row; v += blockDim.x) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < top_k; ++j) {
+      const int slot = t * top_k + j;
+      const float w = weights[slot];
+      const uint4 q = returned[size_t(send_row_of_slot[slot]) * vec_per_row + v];
+      const unsigned qw[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[2 * i] += w * bf16_lo(qw[i]);
+        acc[2 * i + 1] += w * bf16_hi(qw[i]);
+      }
+    }
+    y[size_t(t) * vec_per_row + v] =
+        make_uint4(pack_bf16(acc[0], acc[1]), pack_bf16(acc[2], acc[3]), pack_bf16(acc[4], acc[5]), pack_bf16(acc[6], acc[7]));
+  }
+}
+
+__device__ __forceinline__ std::uint64_t splitmix64(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__global__ void fill_uniform_kernel(std::uint16_t* p, std::size_t n, std::uint64_t seed, float scale) {
+  for (std::size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const std::uint64_t r = splitmix64(seed * 0x2545f4914f6cdd1dull + i);
+    const float u = float(r >> 40) * (1.f / 16777216.f);  // [0, 1)
+    p[i] = float_to_bf16_bits((2.f * u - 1.f) * scale);
+  }
+}
+
+int grid_for(long long work, int threads) {
+  const long long b = (work + threads - 1) / threads;
+  return int(b < 132 * 16 ? (b > 0 ? b : 1) : 132 * 16);
+}
+
+}  // namespace
+
+cudaError_t launch_dispatch_plan(const int* expert_ids, int tokens, int top_k, int experts, int* expert_rows,
+                                 int* expert_offset, int* send_row_of_slot, int* token_of_send_row,
+                                 cudaStream_t stream) {
+  const int slots = tokens * top_k;
+  count_kernel<<<experts, kPlanThreads, 0, stream>>>(expert_ids, slots, expert_rows);
+  offsets_kernel<<<1, kPlanThreads, 0, stream>>>(expert_rows, experts, expert_offset);
+  position_kernel<<<experts, kPlanThreads, 0, stream>>>(expert_ids, slots, top_k, expert_offset, send_row_of_slot,
+                                                        token_of_send_row);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(const std::uint16_t* x, const int* token_of_send_row, int rows, int width,
+                               std::uint16_t* send, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  gather_kernel<<<rows, 128, 0, stream>>>(reinterpret_cast<const uint4*>(x), token_of_send_row, width / 8,
+                                          reinterpret_cast<uint4*>(send));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu(const std::uint16_t* h, int rows, int h_inter, std::uint16_t* a, cudaStream_t stream) {
+  const long long groups = (long long)rows * (h_inter / 8);
+  if (groups == 0) return cudaSuccess;
+  swiglu_kernel<<<grid_for(groups, 256), 256, 0, stream>>>(reinterpret_cast<const uint4*>(h), groups, h_inter / 8,
+                                                           reinterpret_cast<uint4*>(a));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_combine(const std::uint16_t* returned, const int* send_row_of_slot, const float* weights,
+                           int tokens, int top_k, int hidden, std::uint16_t* y, cudaStream_t stream) {
+  if (tokens == 0) return cudaSuccess;
+  const int vec = hidden / 8;
+  combine_kernel<<<tokens, vec < 256 ? ((vec + 31) / 32) * 32 : 256, 0, stream>>>(
+      reinterpret_cast<const uint4*>(returned), send_row_of_slot, weights, top_k, vec, reinterpret_cast<uint4*>(y));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fill_uniform_bf16(std::uint16_t* p, std::size_t n, std::uint64_t seed, float scale,
+                                     cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  fill_uniform_kernel<<<grid_for((long long)n, 256), 256, 0, stream>>>(p, n, seed, scale);
+  return cudaGetLastError();
+}
+
+}  // namespace xstage::moe

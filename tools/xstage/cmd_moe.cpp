@@ -1,0 +1,340 @@
+// `xstage moe bench`: the expert-parallel MoE layer over a team of GPUs (one process, one thread per
+// GPU): correctness check against the CPU reference on sampled tokens, then timing with per-stage
+// CUDA events (dispatch, linear-1, SwiGLU, linear-2, combine), medians over many runs, JSON with
+// provenance.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <tuple>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "cli_common.hpp"
+#include "moe_baseline.hpp"
+#include "moe_reference.hpp"
+#include "registry.hpp"
+#include "xstage/comm/team.hpp"
+#include "xstage/gpu/check.hpp"
+#include "xstage/gpu/provenance.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/model/workloads.hpp"
+#include "xstage/moe/routing.hpp"
+
+namespace {
+
+using namespace xstage;
+using namespace xstage::moe;
+
+struct BenchOptions {
+  std::string gpus = "0,1";
+  std::string shape;
+  int tokens = 0;
+  std::string routing = "balanced";
+  double zipf_s = 1.2;
+  std::string precision = "bf16";
+  std::string impl = "baseline";
+  std::string gemm = "grouped";
+  int iters = 30;
+  int warmup = 5;
+  int check_tokens = 4;
+  long long seed = -1;
+  double timeout_s = 60;
+  bool json = false;
+  std::string out;
+};
+
+std::vector<int> parse_gpus(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    int v = -1;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty() || v < 0) throw InputError("--gpus: bad device list '" + text + "'");
+    if (std::find(out.begin(), out.end(), v) != out.end()) throw InputError("--gpus: device " + item + " listed twice");
+    out.push_back(v);
+  }
+  if (out.empty()) throw InputError("--gpus: bad device list '" + text + "'");
+  return out;
+}
+
+std::string known_shapes() {
+  std::string s;
+  for (const auto& m : model::builtin_moe_shapes()) s += (s.empty() ? "" : ", ") + std::string(m.name);
+  return s;
+}
+
+// One routing per rank: generated (seeded per rank) or from a trace file holding either ranks·T tokens
+// (rank r takes tokens [r·T, (r+1)·T)) or T tokens (every rank replays it).
+std::vector<Routing> make_routing(const BenchOptions& o, const MoeDims& d, std::uint64_t seed) {
+  std::vector<Routing> out;
+  if (o.routing == "balanced" || o.routing == "skewed") {
+    for (int r = 0; r < d.ranks; ++r) {
+      const std::uint64_t s = seed * 1315423911ull + 77 + r;
+      out.push_back(o.routing == "balanced" ? balanced_routing(d.tokens, d.experts, d.top_k, s)
+                                            : skewed_routing(d.tokens, d.experts, d.top_k, o.zipf_s, s));
+    }
+    return out;
+  }
+  if (!std::filesystem::exists(o.routing)) {
+    throw InputError("--routing: '" + o.routing + "' is neither balanced, skewed nor an existing file");
+  }
+  const Routing all = load_routing_file(o.routing);
+  if (all.experts != d.experts || all.top_k != d.top_k) {
+    throw InputError(fmt::format("--routing: {} routes over {} experts top-{}, the shape has {} experts top-{}", o.routing,
+                                 all.experts, all.top_k, d.experts, d.top_k));
+  }
+  if (all.tokens != d.tokens && all.tokens != d.tokens * d.ranks) {
+    throw InputError(fmt::format("--routing: {} holds {} tokens; need {} (--tokens) or {} (--tokens x ranks)", o.routing,
+                                 all.tokens, d.tokens, d.tokens * d.ranks));
+  }
+  for (int r = 0; r < d.ranks; ++r) {
+    const int t0 = all.tokens == d.tokens ? 0 : r * d.tokens;
+    Routing x;
+    x.tokens = d.tokens;
+    x.experts = d.experts;
+    x.top_k = d.top_k;
+    x.expert_ids.assign(all.expert_ids.begin() + size_t(t0) * d.top_k, all.expert_ids.begin() + size_t(t0 + d.tokens) * d.top_k);
+    x.weights.assign(all.weights.begin() + size_t(t0) * d.top_k, all.weights.begin() + size_t(t0 + d.tokens) * d.top_k);
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct CheckResult {
+  bool passed = false;
+  double rel_l2 = 0;
+  long long non_finite = 0;
+  int tokens_checked = 0;
+  int experts_fetched = 0;
+};
+
+// All outputs must be finite (they were poisoned with NaN); sampled tokens of every rank must match the
+// CPU reference. Each needed expert's weights come back from its GPU once.
+CheckResult check_against_reference(const MoeBaseline& layer, const std::vector<Routing>& routing, int per_rank) {
+  const MoeDims& d = layer.dims();
+  CheckResult c;
+  std::vector<std::vector<float>> y(d.ranks), x(d.ranks);
+  std::vector<std::vector<int>> picked(d.ranks);
+  for (int r = 0; r < d.ranks; ++r) {
+    y[r] = layer.output(r);
+    for (float v : y[r]) c.non_finite += !std::isfinite(v);
+    x[r] = layer.tokens(r);
+    const int n = std::min(per_rank, d.tokens);
+    for (int i = 0; i < n; ++i) picked[r].push_back(int((long long)i * d.tokens / n + (d.tokens / n) / 2) % d.tokens);
+  }
+  // Expert outputs of every (rank, picked token, j), computed expert by expert.
+  std::map<int, std::vector<std::pair<int, int>>> by_expert;  // expert -> (rank, index into picked)
+  for (int r = 0; r < d.ranks; ++r)
+    for (size_t i = 0; i < picked[r].size(); ++i)
+      for (int j = 0; j < d.top_k; ++j) by_expert[routing[r].expert_ids[size_t(picked[r][i]) * d.top_k + j]].push_back({r, int(i)});
+  std::map<std::tuple<int, int, int>, std::vector<float>> expert_out;  // (rank, i, expert) -> row
+  for (auto& [e, users] : by_expert) {
+    std::vector<float> w1, w2;
+    layer.expert_weights(e, w1, w2);
+    const PreparedExpert pe = prepare_expert(w1.data(), w2.data(), d.hidden, d.h_inter, MoePrecision::kBf16);
+    ++c.experts_fetched;
+    for (auto [r, i] : users) {
+      auto& row = expert_out[{r, i, e}];
+      if (!row.empty()) continue;
+      row.resize(d.hidden);
+      moe_reference_expert(d, MoePrecision::kBf16, pe, &x[r][size_t(picked[r][i]) * d.hidden], row.data());
+    }
+  }
+  std::vector<float> got, ref;
+  for (int r = 0; r < d.ranks; ++r) {
+    for (size_t i = 0; i < picked[r].size(); ++i) {
+      const int t = picked[r][i];
+      std::vector<const float*> rows(d.top_k);
+      for (int j = 0; j < d.top_k; ++j) rows[j] = expert_out[{r, int(i), routing[r].expert_ids[size_t(t) * d.top_k + j]}].data();
+      std::vector<float> yr(d.hidden);
+      moe_reference_combine(d.hidden, d.top_k, rows.data(), &routing[r].weights[size_t(t) * d.top_k], yr.data());
+      ref.insert(ref.end(), yr.begin(), yr.end());
+      got.insert(got.end(), y[r].begin() + size_t(t) * d.hidden, y[r].begin() + size_t(t + 1) * d.hidden);
+      ++c.tokens_checked;
+    }
+  }
+  c.rel_l2 = relative_l2_error(got.data(), ref.data(), ref.size());
+  c.passed = c.non_finite == 0 && c.rel_l2 < 1e-2;
+  return c;
+}
+
+void run_bench(const BenchOptions& o) {
+  if (o.impl != "baseline") throw InputError("--impl: unknown implementation '" + o.impl + "' (available: baseline)");
+  if (o.precision != "bf16") {
+    throw InputError("--precision: '" + o.precision + "' is not available in the baseline yet (available: bf16)");
+  }
+  const model::MoeShape* shape = model::find_moe_shape(o.shape);
+  if (!shape) throw InputError("--shape: unknown shape '" + o.shape + "' (known: " + known_shapes() + ")");
+  const std::vector<int> gpus = parse_gpus(o.gpus);
+  MoeDims d{int(gpus.size()), o.tokens, shape->hidden, shape->h_inter, shape->experts, shape->top_k};
+  if (d.experts % d.ranks != 0) {
+    throw InputError(fmt::format("--gpus: {} GPUs do not divide the {} experts of {}", d.ranks, d.experts, o.shape));
+  }
+  const GemmPath gemm = o.gemm == "loop" ? GemmPath::kLoop : GemmPath::kGrouped;
+  const std::uint64_t seed = o.seed >= 0 ? std::uint64_t(o.seed) : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
+  // Input errors first, before any device is touched.
+  const std::vector<Routing> routing = make_routing(o, d, seed);
+  int device_count = 0;
+  XSTAGE_CUDA_CHECK(cudaGetDeviceCount(&device_count));
+  for (int g : gpus)
+    if (g >= device_count) throw InputError(fmt::format("--gpus: {} is not a device (found {})", g, device_count));
+
+  auto team = comm::Team::single_process(gpus);
+  MoeBaseline layer(team, d, gemm);
+  // Weights uniform in ±2/√hidden keep every stage's values O(1) in bf16.
+  layer.fill_random(seed, 2.f / std::sqrt(float(d.hidden)));
+  for (int r = 0; r < d.ranks; ++r) layer.set_routing(r, routing[r]);
+
+  // --- correctness (fresh inputs, poisoned output) ---
+  layer.poison_output();
+  layer.run(o.timeout_s);
+  const std::vector<long long> received = layer.last_received_rows();
+  const CheckResult check = check_against_reference(layer, routing, o.check_tokens);
+
+  // --- timing ---
+  for (int i = 0; i < o.warmup; ++i) layer.run(o.timeout_s);
+  std::vector<std::vector<MoeStageTimes>> samples;  // [iter][rank]
+  for (int i = 0; i < o.iters; ++i) {
+    layer.run(o.timeout_s);
+    samples.push_back(layer.last_stage_times());
+  }
+  std::vector<double> sm_clock;
+  for (int g : gpus) sm_clock.push_back(gpu::measure_sm_clock_mhz(g));
+
+  const char* stages[] = {"dispatch", "linear1", "swiglu", "linear2", "combine", "total"};
+  auto field = [](const MoeStageTimes& t, int s) {
+    const double v[] = {t.dispatch_ms, t.linear1_ms, t.swiglu_ms, t.linear2_ms, t.combine_ms, t.total_ms};
+    return v[s];
+  };
+  nlohmann::json per_rank = nlohmann::json::array();
+  nlohmann::json stage_ms;  // median per rank, then the slowest rank
+  std::vector<double> layer_ms;  // per run: the slowest rank's total
+  for (int i = 0; i < o.iters; ++i) {
+    double m = 0;
+    for (int r = 0; r < d.ranks; ++r) m = std::max(m, samples[i][r].total_ms);
+    layer_ms.push_back(m);
+  }
+  for (int s = 0; s < 6; ++s) stage_ms[stages[s]] = 0.0;
+  for (int r = 0; r < d.ranks; ++r) {
+    nlohmann::json jr;
+    jr["rank"] = r;
+    jr["device"] = gpus[r];
+    jr["rows_received"] = received[r];
+    for (int s = 0; s < 6; ++s) {
+      std::vector<double> v;
+      for (int i = 0; i < o.iters; ++i) v.push_back(field(samples[i][r], s));
+      const double med = median_of(v);
+      jr[std::string(stages[s]) + "_ms"] = med;
+      stage_ms[stages[s]] = std::max(stage_ms[stages[s]].get<double>(), med);
+    }
+    std::vector<double> totals;
+    for (int i = 0; i < o.iters; ++i) totals.push_back(samples[i][r].total_ms);
+    jr["total_samples_ms"] = totals;
+    per_rank.push_back(jr);
+  }
+  const double slots = double(d.ranks) * d.tokens * d.top_k;
+  const double flops = slots * 6.0 * d.hidden * d.h_inter;  // 2·h·2h_inter + 2·h_inter·h per routed row
+  const double med_layer = median_of(layer_ms);
+  std::vector<long long> load(d.experts, 0);
+  for (const auto& r : routing) {
+    const auto t = tokens_per_expert(r);
+    for (int e = 0; e < d.experts; ++e) load[e] += t[e];
+  }
+  const long long max_load = *std::max_element(load.begin(), load.end());
+  const long long cold = std::count(load.begin(), load.end(), 0LL);
+
+  nlohmann::json j;
+  j["schema"] = "xstage.moe_bench";
+  j["version"] = 1;
+  j["impl"] = o.impl;
+  j["gemm"] = to_string(layer.gemm_path());
+  j["precision"] = o.precision;
+  j["shape"] = {{"name", shape->name}, {"source", shape->source}, {"hidden", d.hidden}, {"h_inter", d.h_inter},
+                {"experts", d.experts}, {"top_k", d.top_k}};
+  j["ranks"] = d.ranks;
+  j["tokens_per_rank"] = d.tokens;
+  j["routing"] = {{"kind", o.routing}, {"zipf_s", o.routing == "skewed" ? nlohmann::json(o.zipf_s) : nlohmann::json(nullptr)},
+                  {"max_expert_rows", max_load}, {"mean_expert_rows", slots / d.experts}, {"experts_without_rows", cold}};
+  j["flops"] = flops;
+  j["check"] = {{"passed", check.passed}, {"rel_l2", check.rel_l2}, {"non_finite_outputs", check.non_finite},
+                {"tokens_checked", check.tokens_checked}, {"experts_checked", check.experts_fetched}, {"seed", seed}};
+  j["timing"] = {{"layer_median_ms", med_layer},
+                 {"layer_min_ms", *std::min_element(layer_ms.begin(), layer_ms.end())},
+                 {"layer_max_ms", *std::max_element(layer_ms.begin(), layer_ms.end())},
+                 {"tflops", flops / (med_layer * 1e-3) / 1e12},
+                 {"stage_median_ms_slowest_rank", stage_ms},
+                 {"iters", o.iters},
+                 {"warmup", o.warmup},
+                 {"sm_clock_mhz_after", sm_clock},
+                 {"layer_samples_ms", layer_ms},
+                 {"per_rank", per_rank}};
+  j["provenance"] = gpu::collect_provenance(gpus, 0, nullptr);
+
+  if (!o.out.empty()) cli::write_file_atomically(o.out, j.dump(2) + "\n", true);
+  if (o.json) {
+    cli::print_json(j);
+  } else {
+    std::printf("moe %s %s T=%d x %d ranks, %s routing (%s): layer %.3f ms median (%d runs), %.1f TFLOP/s; "
+                "dispatch %.3f, L1 %.3f, SwiGLU %.3f, L2 %.3f, combine %.3f ms; check %s (rel_l2 %.2e over %d tokens)\n",
+                o.impl.c_str(), shape->name, d.tokens, d.ranks, o.routing.c_str(), to_string(layer.gemm_path()), med_layer,
+                o.iters, flops / (med_layer * 1e-3) / 1e12, stage_ms["dispatch"].get<double>(),
+                stage_ms["linear1"].get<double>(), stage_ms["swiglu"].get<double>(), stage_ms["linear2"].get<double>(),
+                stage_ms["combine"].get<double>(), check.passed ? "passed" : "FAILED", check.rel_l2, check.tokens_checked);
+  }
+  if (!check.passed) throw std::runtime_error("moe bench: correctness check failed");
+}
+
+void add_moe(CLI::App& root) {
+  CLI::App* moe = root.add_subcommand("moe", "Expert-parallel MoE layer over a team of GPUs: check and benchmark");
+  moe->require_subcommand(1);
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* b = moe->add_subcommand("bench", "Check against the CPU reference, then time each stage (median of many runs)");
+  b->add_option("--gpus", o->gpus, "CUDA devices of the team, comma-separated (one rank each)");
+  b->add_option("--shape", o->shape, "Built-in MoE shape name (an unknown name lists the known ones)")->required();
+  b->add_option("--tokens", o->tokens, "Tokens per rank (T)")->required()->check(cli::kPositive);
+  b->add_option("--routing", o->routing, "balanced, skewed (Zipf) or an xstage.routing/1 file");
+  b->add_option("--zipf", o->zipf_s, "Zipf exponent of skewed routing")->check(cli::kPositive);
+  b->add_option("--precision", o->precision, "bf16 (fp8: later)")->check(CLI::IsMember({"bf16", "fp8"}));
+  b->add_option("--impl", o->impl, "Implementation: baseline (separate kernels, NCCL, cuBLAS)")
+      ->check(CLI::IsMember({"baseline"}));
+  b->add_option("--gemm", o->gemm, "grouped (cublasGemmGroupedBatchedEx) or loop (cublasGemmEx per expert block)")
+      ->check(CLI::IsMember({"grouped", "loop"}));
+  b->add_option("--iters", o->iters, "Timed runs")->check(cli::kPositive);
+  b->add_option("--warmup", o->warmup, "Untimed runs first")->check(cli::kNonNegative);
+  b->add_option("--check-tokens", o->check_tokens, "Tokens per rank checked against the CPU reference")
+      ->check(cli::kPositive);
+  b->add_option("--seed", o->seed, "Input and routing seed (default: fresh)")->check(cli::kNonNegative);
+  b->add_option("--timeout-s", o->timeout_s, "Longest wait for a rank before giving up")->check(cli::kPositive);
+  b->add_flag("--json", o->json, "Print the result as JSON");
+  b->add_option("--out", o->out, "Also write the JSON result to this file");
+  b->callback([o]() { run_bench(*o); });
+}
+
+}  // namespace
+
+XSTAGE_SUBCOMMAND("moe", 60, add_moe);
