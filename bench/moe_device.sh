@@ -19,7 +19,7 @@ mkdir -p "$OUT/runs"
   nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
   ldd "$BUILD/xstage" | grep -E "cublas|nccl|not found"
 } > "$OUT/moe_device.txt" 2>&1
-timeout 150 "$BUILD/tests/xstage_gpu_tests" --gtest_filter='Routings/MoeBaselineTest.*' > "$OUT/moe_gpu_tests.txt" 2>&1
+timeout ${TEST_TIMEOUT:-150} "$BUILD/tests/xstage_gpu_tests" --gtest_filter='Routings/MoeBaselineTest.*' > "$OUT/moe_gpu_tests.txt" 2>&1
 echo "gpu tests rc=$?" >> "$OUT/moe_device.txt"
 # shape tokens routing check-tokens
 runs=(
