@@ -9,7 +9,7 @@ points = []
 for f in sorted(glob.glob(os.path.join(src, "ulysses_*.json"))):
     with open(f) as fh:
         points.append(json.load(fh))
-points.sort(key=lambda p: (p["heads_per_gpu"] != 4, p["seq_total"]))
+points.sort(key=lambda p: (p.get("tile_order", "") != "own-last", p["heads_per_gpu"] != 4, p["seq_total"]))
 torch_res = None
 if os.path.exists(os.path.join(src, "torch.json")):
     with open(os.path.join(src, "torch.json")) as fh:
@@ -32,7 +32,7 @@ def us(p, v, b="sender"):
     return x[f"{b}_median_us"] if x else float("nan")
 
 
-hdr = ["M (+text)", "heads/GPU", "FA-only", "A2A ours", "A2A NCCL", "serial ours", "serial NCCL", "fused", "compl.-coupled",
+hdr = ["M (+text)", "heads/GPU", "query order", "FA-only", "A2A ours", "A2A NCCL", "serial ours", "serial NCCL", "fused", "compl.-coupled",
        "E_res (% FA)", "H vs serial ours", "H vs serial NCCL", "speedup vs ours", "speedup vs NCCL",
        "CC residual", "model G* / M_ub* / E_cc pred", "cuDNN SDPA", "cuDNN + NCCL serial", "fused vs cuDNN+NCCL", "bit-identical"]
 rows = []
@@ -41,8 +41,12 @@ for p in points:
     m = p["metrics"]["sender"].get("fused", {})
     mod = (p.get("model") or {}).get("summary", {})
     t = tq(p["seq_image"], p["heads_per_gpu"], p["seq_text"])
+    # The PyTorch baseline is the same for both query orders: show it once, beside the default order.
+    if p.get("tile_order") == "natural":
+        t = None
     rows.append([
         f'{p["seq_image"]}' + (f' (+{p["seq_text"]})' if p["seq_text"] else ""), str(p["heads_per_gpu"]),
+        p.get("tile_order", "natural"),
         f"{fa:.1f}", f'{us(p, "a2a-ours"):.1f}', f'{us(p, "a2a-nccl"):.1f}', f'{us(p, "serial-ours"):.1f}',
         f'{us(p, "serial-nccl"):.1f}', f"{fu:.1f}", f"{cc:.1f}",
         f'{m.get("residual_us", float("nan")):.1f} ({100 * m.get("residual_fraction_of_fa", float("nan")):.2f} %)',

@@ -11,22 +11,29 @@ OUT=${OUT:-/tmp/xstage_out}
 mkdir -p "$OUT/points"
 log=$OUT/ulysses_log.txt
 { date -u +%FT%TZ; nvidia-smi -L; nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv; } > "$log" 2>&1
-timeout 150 build/tests/xstage_gpu_tests --gtest_filter='Shapes/UlyssesTwoGpu.*' > "$OUT/ulysses_gpu_tests.txt" 2>&1
+timeout 200 "$BUILD"/tests/xstage_gpu_tests --gtest_filter='Shapes/UlyssesTwoGpu.*' > "$OUT/ulysses_gpu_tests.txt" 2>&1
 echo "gpu tests rc=$?" | tee -a "$log"
-grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) " "$OUT/ulysses_gpu_tests.txt" | tail -8
+grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) " "$OUT/ulysses_gpu_tests.txt" | tail -10
 # M:heads_per_gpu:text. HunyuanVideo (24 heads, SP=2 → 12): 720p x 33 frames = 32,400 image tokens + 256
 # text tokens (joint, appended). Wan2.1-14B (40 heads → 20): 720p x 21 frames = 21,600 tokens.
 POINTS=${POINTS:-"8192:4:0 16384:4:0 32768:4:0 49152:4:0 65536:4:0 32400:12:256 21600:20:0"}
-for p in $POINTS; do
-  IFS=: read m h t <<< "$p"
-  timeout 120 build/xstage attn ulysses --gpus 0,1 --seq "$m" --text "$t" --heads "$h" --variant all \
-    --warmup ${WARMUP:-3} --iters ${ITERS:-10} --passes ${PASSES:-2} --platform results/h200-x2/calibration/platform.json \
-    --out "$OUT/points/ulysses_${m}_${h}_${t}.json" >> "$log" 2>&1
-  echo "point $p rc=$?" | tee -a "$log"
-done
+# The same layer with the natural query order (own rows not last), at a few points, for comparison.
+NATURAL_POINTS=${NATURAL_POINTS:-"16384:4:0 65536:4:0"}
+run_point() {  # M H T ORDER
+  timeout 150 "$BUILD"/xstage attn ulysses --gpus 0,1 --seq "$1" --text "$3" --heads "$2" --variant all --tile-order "$4" \
+    --warmup ${WARMUP:-2} --iters ${ITERS:-20} --passes ${PASSES:-2} --platform results/h200-x2/calibration/platform.json \
+    --out "$OUT/points/ulysses_${1}_${2}_${3}_${4}.json" >> "$log" 2>&1
+  echo "point $1:$2:$3 $4 rc=$?" | tee -a "$log"
+}
+for p in $POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" own-last; done
+for p in $NATURAL_POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" natural; done
+# SASS of the fused kernels (HGMMA count, MEMBAR, local memory), where the toolkit has cuobjdump.
+if command -v cuobjdump > /dev/null; then
+  cuobjdump --dump-sass "$BUILD"/xstage 2>/dev/null | awk '/Function :/{f=$3} /HGMMA/{h[f]++} /MEMBAR/{m[f]++} /LDL|STL/{l[f]++} END{for(k in h) if (k ~ /attn_forward_kernel/) print k, "HGMMA", h[k], "MEMBAR", m[k]+0, "LDL/STL", l[k]+0}' > "$OUT/ulysses_sass.txt"
+fi
 torch_points=""
 for p in $POINTS; do torch_points="$torch_points $p"; done
-timeout 150 torchrun --nproc_per_node 2 bench/ulysses_torch.py --out "$OUT/points/torch.json" --points $torch_points >> "$log" 2>&1
+timeout 150 torchrun --nproc_per_node 2 bench/ulysses_torch.py --iters ${ITERS:-20} --out "$OUT/points/torch.json" --points $torch_points >> "$log" 2>&1
 echo "torch rc=$?" | tee -a "$log"
 python3 bench/ulysses_merge.py "$OUT/points" "$OUT/ulysses.json" "$OUT/ulysses_table.md" >> "$log" 2>&1
 echo "merge rc=$?" | tee -a "$log"

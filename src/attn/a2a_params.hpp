@@ -28,6 +28,8 @@ struct A2AEpilogueParams {
   int shard_len;  // rows per owner; the last owner has seq - (world - 1) * shard_len
   int heads_total;
   int head_offset;  // rank * heads_per_gpu
+  // Kernel query row i is sequence row (i + row_rotation) mod seq (0: natural order).
+  int row_rotation;
   // The fused kernel's tile count (m blocks x heads_per_gpu, batch 1): a CTA knows its last tile.
   int num_m_blocks;
   int num_tiles;
@@ -49,6 +51,20 @@ XSTAGE_A2A_HD int a2a_local_len(int seq, int world, int rank) {
   const int s = a2a_shard_len(seq, world);
   const int rest = seq - rank * s;
   return rest < 0 ? 0 : (rest < s ? rest : s);
+}
+
+// X-Stage-aware query order: rank r's query rows start after its own shard, so its own rows (whose
+// stores stay local) are the last tiles of the persistent schedule. The last wave's burst then drains
+// into local memory instead of over the link, where nothing would be left to cover it.
+// Attention rows are independent, so the rotation changes no output bit. The pre-attention All-to-All
+// delivers Q in this order (the key/value order is untouched).
+XSTAGE_A2A_HD int a2a_own_rows_last_rotation(int seq, int world, int rank) {
+  const int end = (rank + 1) * a2a_shard_len(seq, world);
+  return end >= seq ? 0 : end;
+}
+XSTAGE_A2A_HD int a2a_sequence_row(int kernel_row, int rotation, int seq) {
+  const int g = kernel_row + rotation;
+  return g >= seq ? g - seq : g;
 }
 
 }  // namespace xstage::attn

@@ -2,7 +2,9 @@
 // tile is stored straight into the GPU that owns its rows after the Ulysses All-to-All, and the
 // consumer warpgroups resume the next tile's Q-loop at once; that Q-loop is the drain window.
 //
-// Mapping. The kernel runs over the full sequence (seq rows, this rank's heads_per_gpu heads). Row g
+// Mapping. The kernel runs over the full sequence (seq rows, this rank's heads_per_gpu heads) with its
+// query rows rotated (kernel row i is sequence row (i + row_rotation) mod seq: the rank's own rows come
+// last, see a2a_params.hpp). Sequence row g
 // belongs to owner = g / shard_len (the last shard is shorter when seq is not a multiple of the
 // world size; a tile may straddle two owners) at the owner's local row g - owner * shard_len. The
 // owner's buffer is [local_seq, heads_total, head_dim] (the DiT layout) and this rank writes heads
@@ -96,9 +98,9 @@ struct AttnEpilogueA2A {
       const int v = k * 128 + t;
       const int r = v / kVecPerRow;
       const int chunk = v % kVecPerRow;
-      const int g = row0 + r;
-      if (g < p.seq) {
-        const A2ARowOwner o = a2a_row_owner(g, p.shard_len);
+      const int i = row0 + r;  // the kernel's query row; the sequence row is rotated (see a2a_params.hpp)
+      if (i < p.seq) {
+        const A2ARowOwner o = a2a_row_owner(a2a_sequence_row(i, p.row_rotation, p.seq), p.shard_len);
         const uint4 val = *reinterpret_cast<const uint4*>(&smem.stage[(wg * kRowsPerWg + r) * kPitch + chunk * 8]);
         Element* base = static_cast<Element*>(p.dst[o.owner]);
         *reinterpret_cast<uint4*>(base + (int64_t(o.local_row) * p.heads_total + head) * kHeadDim + chunk * 8) = val;

@@ -19,11 +19,11 @@ __global__ void __launch_bounds__(kA2AThreads) a2a_remote_store_kernel(const uin
   const int64_t vec_per_token = int64_t(heads_per_gpu) * vec_per_row;
   const int64_t total = int64_t(ep.seq) * vec_per_token;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int g = int(i / vec_per_token);
-    const int rem = int(i - int64_t(g) * vec_per_token);
+    const int row = int(i / vec_per_token);  // o_local row; the sequence row is rotated like the query rows
+    const int rem = int(i - int64_t(row) * vec_per_token);
     const int h = rem / vec_per_row;
     const int chunk = rem - h * vec_per_row;
-    const A2ARowOwner o = a2a_row_owner(g, ep.shard_len);
+    const A2ARowOwner o = a2a_row_owner(a2a_sequence_row(row, ep.row_rotation, ep.seq), ep.shard_len);
     uint4* dst = static_cast<uint4*>(ep.dst[o.owner]);
     dst[(int64_t(o.local_row) * ep.heads_total + ep.head_offset + h) * vec_per_row + chunk] = o_local[i];
   }

@@ -28,7 +28,7 @@ cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogu
 int attn_fused_a2a_grid(const AttnForwardProblem& p, int device);
 
 // Stand-alone post-attention All-to-All: o_local is [seq, heads_per_gpu, head_dim] bf16 (the local
-// epilogue's layout); every row goes to its owner exactly as the fused epilogue sends it; each CTA
+// epilogue's layout, rows in the kernel's rotated query order); every row goes to its owner exactly as the fused epilogue sends it; each CTA
 // publishes one flag per receiver at its end. grid: CTAs (<= kA2AMaxCtas).
 cudaError_t a2a_remote_store(const void* o_local, const A2AEpilogueParams& ep, int heads_per_gpu, int head_dim,
                              int grid, cudaStream_t stream);

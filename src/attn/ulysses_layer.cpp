@@ -56,6 +56,11 @@ std::string ulysses_config_error(const UlyssesConfig& c, int world) {
 
 namespace {
 constexpr std::size_t kAlign = 4096;
+// First kernel row of owner p's shard under rotation `rot` (a shard boundary or 0): shards stay contiguous.
+std::size_t rotated_shard_start(int p, int shard, int rot, int seq) {
+  const int start = p * shard - rot;
+  return std::size_t(start < 0 ? start + seq : start);
+}
 std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 constexpr std::size_t kFlagBytes = sizeof(uint32_t) * kA2AMaxRanks * kA2AMaxCtas;
 }  // namespace
@@ -127,6 +132,7 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     ep.heads_total = heads_total();
     ep.head_offset = R.rank * hl;
     ep.epoch = R.epoch;
+    ep.row_rotation = row_rotation(R.rank);
     ep.num_m_blocks = (cfg.seq + 127) / 128;
     ep.num_tiles = ep.num_m_blocks * hl;
     std::vector<void*> h(2 * n);
@@ -225,8 +231,10 @@ void UlyssesLayer::pre_attention_a2a() {
     for (int t = 0; t < 3; ++t) {
       for (int p = 0; p < n; ++p) {
         XSTAGE_NCCL_CHECK(ncclSend(R.pack[t] + std::size_t(p) * s_r * hl * d, s_r * hl * d, ncclBfloat16, p, R.comm, R.stream));
-        XSTAGE_NCCL_CHECK(ncclRecv(R.qkv[t] + std::size_t(p) * shard * hl * d, std::size_t(local_len(p)) * hl * d,
-                                   ncclBfloat16, p, R.comm, R.stream));
+        // Q in this rank's rotated query order; K and V in sequence order.
+        const std::size_t row = t == 0 ? rotated_shard_start(p, shard, row_rotation(R.rank), cfg_.seq) : std::size_t(p) * shard;
+        XSTAGE_NCCL_CHECK(ncclRecv(R.qkv[t] + row * hl * d, std::size_t(local_len(p)) * hl * d, ncclBfloat16, p, R.comm,
+                                   R.stream));
       }
     }
   }
@@ -250,8 +258,9 @@ void UlyssesLayer::nccl_post_a2a() {
   for (auto& R : impl_->ranks) {
     const std::size_t s_r = std::size_t(local_len(R.rank));
     for (int p = 0; p < n; ++p) {
-      XSTAGE_NCCL_CHECK(ncclSend(R.o_local + std::size_t(p) * shard * hl * d, std::size_t(local_len(p)) * hl * d,
-                                 ncclBfloat16, p, R.comm, R.stream));
+      const std::size_t row = rotated_shard_start(p, shard, row_rotation(R.rank), cfg_.seq);
+      XSTAGE_NCCL_CHECK(ncclSend(R.o_local + row * hl * d, std::size_t(local_len(p)) * hl * d, ncclBfloat16, p, R.comm,
+                                 R.stream));
       XSTAGE_NCCL_CHECK(ncclRecv(R.recv + std::size_t(p) * s_r * hl * d, s_r * hl * d, ncclBfloat16, p, R.comm, R.stream));
     }
   }

@@ -5,6 +5,9 @@
 // sequence and sharded like the others: seq = image tokens + text tokens; the last shard may be
 // shorter and a query tile may straddle two owners.
 //
+// Query order: rank r's Q arrives from the pre-attention All-to-All rotated so that its own rows come
+// last (row_rotation); every path (local epilogue, A2A kernels, NCCL chunks) uses the same order.
+//
 // Variants of the post-attention path (all on the same attention mainloop):
 //   fa-only             attention, local epilogue ([seq, heads_per_gpu, d] on this rank)
 //   a2a-ours / a2a-nccl the post-attention All-to-All alone: remote-store kernel + owner's wait /
@@ -39,6 +42,9 @@ struct UlyssesConfig {
   int heads_per_gpu = 0;
   int head_dim = 128;
   UlyssesStorePath store_path = UlyssesStorePath::kNcclWindow;
+  // X-Stage-aware query order: each rank's own rows are its last tiles (a2a_own_rows_last_rotation);
+  // false: natural order.
+  bool own_rows_last = true;
   uint64_t wait_timeout_ns = 10'000'000'000ull;
 };
 
@@ -56,6 +62,8 @@ class UlyssesLayer {
   int world() const { return world_; }
   int heads_total() const { return cfg_.heads_per_gpu * world_; }
   int local_len(int rank) const { return a2a_local_len(cfg_.seq, world_, rank); }
+  // Kernel query row i of `rank` is sequence row (i + rotation) mod seq.
+  int row_rotation(int rank) const { return cfg_.own_rows_last ? a2a_own_rows_last_rotation(cfg_.seq, world_, rank) : 0; }
   int fused_grid() const { return fused_grid_; }
   int a2a_grid() const { return a2a_grid_; }
   // Bytes of attention output this rank sends to other ranks in the post-attention All-to-All.
@@ -77,7 +85,8 @@ class UlyssesLayer {
   std::vector<uint16_t> read_local_attention(int local_index);
   // The sequence-sharded input `which` (0 q, 1 k, 2 v) of local rank `local_index` ([local_seq, heads_total, d]).
   std::vector<uint16_t> read_input(int local_index, int which);
-  // The full-sequence Q, K, V of this rank's heads after pre_attention_a2a ([seq, heads_per_gpu, d]).
+  // The full-sequence Q, K, V of this rank's heads after pre_attention_a2a ([seq, heads_per_gpu, d];
+  // Q's rows in the rotated order of row_rotation, K and V in sequence order).
   std::vector<uint16_t> read_qkv(int local_index, int which);
 
  private:

@@ -38,6 +38,7 @@ struct Case {
   const char* name;
   int seq, text, heads;
   UlyssesStorePath path;
+  bool own_rows_last;
 };
 
 class UlyssesTwoGpu : public ::testing::TestWithParam<Case> {};
@@ -52,6 +53,7 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
   cfg.text = c.text;
   cfg.heads_per_gpu = c.heads;
   cfg.store_path = c.path;
+  cfg.own_rows_last = c.own_rows_last;
   UlyssesLayer layer(team, cfg);
   const int n = layer.world(), hl = c.heads, d = 128, ht = layer.heads_total();
   const int shard = a2a_shard_len(c.seq, n);
@@ -67,10 +69,11 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
     for (int r = 0; r < n; ++r) {
       const auto full = layer.read_qkv(r, t);
       size_t bad = 0;
-      for (int g = 0; g < c.seq; ++g) {
+      for (int i = 0; i < c.seq; ++i) {
+        const int g = t == 0 ? a2a_sequence_row(i, layer.row_rotation(r), c.seq) : i;  // Q rotated
         const A2ARowOwner o = a2a_row_owner(g, shard);
         for (int h = 0; h < hl; ++h)
-          bad += std::memcmp(&full[(size_t(g) * hl + h) * d], &x[o.owner][(size_t(o.local_row) * ht + r * hl + h) * d], d * 2) != 0;
+          bad += std::memcmp(&full[(size_t(i) * hl + h) * d], &x[o.owner][(size_t(o.local_row) * ht + r * hl + h) * d], d * 2) != 0;
       }
       EXPECT_EQ(bad, 0u) << "pre-attention A2A tensor " << t << " rank " << r;
     }
@@ -105,12 +108,12 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
   for (int r = 0; r < n; ++r) {
     const auto q = layer.read_qkv(r, 0), k = layer.read_qkv(r, 1), v = layer.read_qkv(r, 2);
     const AttnForwardProblem prob = make_bshd_problem(1, c.seq, c.seq, hl, d);
-    const auto rows = attn_sample_rows(prob, 24, seed + r);
+    const auto rows = attn_sample_rows(prob, 24, seed + r);  // kernel query rows (Q rotated)
     std::vector<float> ref, lse;
     attn_reference_rows(prob, q.data(), k.data(), v.data(), rows, AttnRefPrecision::kExact, ref, lse);
     std::vector<float> got;
     for (const AttnRow& row : rows) {
-      const A2ARowOwner o = a2a_row_owner(row.row, shard);
+      const A2ARowOwner o = a2a_row_owner(a2a_sequence_row(row.row, layer.row_rotation(r), c.seq), shard);
       const uint16_t* src = &serial[o.owner][(size_t(o.local_row) * ht + r * hl + row.head) * d];
       for (int j = 0; j < d; ++j) got.push_back(bf16_to_float(src[j]));
     }
@@ -129,10 +132,13 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, UlyssesTwoGpu,
-    ::testing::Values(Case{"ragged_text_window", 3000 + 77, 77, 2, UlyssesStorePath::kNcclWindow},
-                      Case{"aligned_window", 4096, 0, 2, UlyssesStorePath::kNcclWindow},
-                      Case{"ragged_peer", 1000, 0, 3, UlyssesStorePath::kPeerPointer},
-                      Case{"one_tile_straddles", 200, 0, 1, UlyssesStorePath::kNcclWindow}),
+    ::testing::Values(Case{"ragged_text_window", 3000 + 77, 77, 2, UlyssesStorePath::kNcclWindow, true},
+                      Case{"ragged_text_natural_order", 3000 + 77, 77, 2, UlyssesStorePath::kNcclWindow, false},
+                      Case{"aligned_window", 4096, 0, 2, UlyssesStorePath::kNcclWindow, true},
+                      Case{"aligned_natural_order", 4096, 0, 2, UlyssesStorePath::kNcclWindow, false},
+                      Case{"ragged_peer", 1000, 0, 3, UlyssesStorePath::kPeerPointer, true},
+                      Case{"one_tile_straddles", 200, 0, 1, UlyssesStorePath::kNcclWindow, true},
+                      Case{"multi_wave_ragged", 20000 + 33, 33, 3, UlyssesStorePath::kNcclWindow, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -47,6 +47,7 @@ struct Options {
   int passes = 2;
   std::string platform;
   std::string store_path = "window";
+  std::string tile_order = "own-last";
   long long seed = -1;
   bool json_out = false;
   std::string out;
@@ -111,6 +112,13 @@ void run_ulysses(const Options& opt) {
     cfg.store_path = UlyssesStorePath::kPeerPointer;
   } else {
     throw xstage::InputError("--store-path: invalid value '" + opt.store_path + "' (window or peer)");
+  }
+  if (opt.tile_order == "own-last") {
+    cfg.own_rows_last = true;
+  } else if (opt.tile_order == "natural") {
+    cfg.own_rows_last = false;
+  } else {
+    throw xstage::InputError("--tile-order: invalid value '" + opt.tile_order + "' (own-last or natural)");
   }
   const std::string why = ulysses_config_error(cfg, int(gpus.size()));
   if (!why.empty()) throw xstage::InputError("--seq/--text/--heads: " + why);
@@ -287,6 +295,7 @@ void run_ulysses(const Options& opt) {
                  {"head_dim", cfg.head_dim},
                  {"shard_len", a2a_shard_len(cfg.seq, n)},
                  {"store_path", opt.store_path},
+                 {"tile_order", opt.tile_order},
                  {"fused_grid", layer.fused_grid()},
                  {"a2a_grid", layer.a2a_grid()},
                  {"remote_bytes_per_rank", layer.remote_bytes_per_rank(0)},
@@ -342,6 +351,8 @@ void add_attn_ulysses(CLI::App* attn) {
   u->add_option("--iters", opt->iters, "Timed iterations of each variant per pass (variants interleaved)")->check(kPositive);
   u->add_option("--passes", opt->passes, "Timing passes (variant order rotated each pass)")->check(kPositive);
   u->add_option("--store-path", opt->store_path, "Remote stores through the NCCL window (window) or CUDA peer pointers (peer)");
+  u->add_option("--tile-order", opt->tile_order,
+                "own-last (each rank's own rows are its last query tiles; default) or natural");
   u->add_option("--seed", opt->seed, "Input seed (default: fresh)")->check(kNonNegative);
   add_platform_option(u, opt->platform);
   u->add_flag("--json", opt->json_out, "Print the result as JSON");
