@@ -8,6 +8,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nccl_lib=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],"lib"))' 2>/dev/null)
 [ -n "$nccl_lib" ] && export LD_LIBRARY_PATH=$nccl_lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/xstage_out}
+BUILD=${BUILD:-build}  # folder holding xstage and tests/xstage_gpu_tests
 mkdir -p "$OUT/points"
 log=$OUT/ulysses_log.txt
 { date -u +%FT%TZ; nvidia-smi -L; nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv; } > "$log" 2>&1
