@@ -10,37 +10,18 @@
 #include <random>
 #include <sys/wait.h>
 
+#include "cli_runner.hpp"
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/records.hpp"
 
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-CliRun run_cli(const std::string& args) {
-  const std::string err_path = testing::TempDir() + "/xstage_cli_stderr.txt";
-  const std::string cmd = std::string(XSTAGE_CLI_PATH) + " " + args + " 2>" + err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (std::size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  const int status = pclose(p);
-  std::ifstream e(err_path);
-  std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err};
-}
+using xstage::test::CliRun;
+using xstage::test::expect_one_line_error;
+using xstage::test::run_cli;
 
 std::string paper_platform() { return std::string(XSTAGE_SOURCE_DIR) + "/platforms/paper_8gpu_148sm.json"; }
 
-void expect_one_line_error(const CliRun& r, const std::string& fragment) {
-  EXPECT_NE(r.code, 0) << r.out;
-  EXPECT_NE(r.err.find(fragment), std::string::npos) << "stderr: " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
-}
 
 }  // namespace
 

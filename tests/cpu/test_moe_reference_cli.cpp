@@ -1,42 +1,23 @@
 // `xstage moe bench` input validation, run as a user runs it: bad values give one line naming the
 // option and the value, exit code 2, before any GPU is touched (so this runs without a GPU).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
+#include "cli_runner.hpp"
+
 namespace {
 
-struct MoeCliRun {
-  int code;
-  std::string err;
-};
-
-MoeCliRun run_moe_cli(const std::string& args) {
-  // One stderr file per process: ctest runs tests in parallel.
-  const std::string err_path = testing::TempDir() + "/xstage_moe_cli_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string cmd = std::string(XSTAGE_CLI_PATH) + " " + args + " >/dev/null 2>" + err_path;
-  const int status = std::system(cmd.c_str());
-  std::ifstream e(err_path);
-  std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
-  std::remove(err_path.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
-}
-
-// The subcommand exists only in builds with CUDA.
-bool have_moe_subcommand() { return run_moe_cli("moe --help").code == 0; }
-
 void expect_input_error(const std::string& args, const std::string& option, const std::string& value) {
-  const MoeCliRun r = run_moe_cli(args);
-  EXPECT_EQ(r.code, 2) << args << "\nstderr: " << r.err;
-  EXPECT_NE(r.err.find(option), std::string::npos) << "stderr: " << r.err;
-  EXPECT_NE(r.err.find(value), std::string::npos) << "stderr: " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
+  const auto r = xstage::test::run_cli(args);
+  EXPECT_EQ(r.code, 2) << args;
+  xstage::test::expect_one_line_error(r, option, value);
 }
+
+bool have_moe_subcommand() { return xstage::test::has_subcommand("moe"); }
 
 TEST(MoeCli, BadValuesNameTheOptionAndValue) {
   if (!have_moe_subcommand()) GTEST_SKIP() << "xstage built without CUDA: no moe subcommand";
