@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cute/tensor.hpp>
@@ -52,7 +53,9 @@ __device__ __forceinline__ void a2a_publish_cta_flags(A2AEpilogueParams const& p
   for (int r = 0; r < p.world; ++r) gpu::publish_flag_release(p.flags[r] + p.rank * kA2AMaxCtas + cta, next);
 }
 
-template <class Traits, bool kCompletionCoupled>
+// kStaged = false (diagnostic and alternative store path): no shared-memory staging; each thread stores
+// its fragment's bf16x2 pairs straight to the owner, exactly like the local epilogue (4-byte stores).
+template <class Traits, bool kCompletionCoupled, bool kStaged = true>
 struct AttnEpilogueA2A {
   using Element = typename Traits::Element;
   static constexpr int kBlockM = Traits::kBlockM;
@@ -62,13 +65,62 @@ struct AttnEpilogueA2A {
   static constexpr int kVecPerRow = kHeadDim * 2 / 16;
 
   using Params = A2AEpilogueParams;
-  struct SharedStorage {
+  struct StagedStorage {
     alignas(16) __nv_bfloat16 stage[kBlockM * kPitch];
   };
+  struct NoStorage {};
+  using SharedStorage = std::conditional_t<kStaged, StagedStorage, NoStorage>;
+
+  // The last tile of this CTA: arrive (without waiting) at the barrier the producer's TMA warp waits
+  // on. bar.arrive orders each thread's earlier stores before the producer's release. (An arrive after
+  // the consumer loop, in finish(), made ptxas spill and serialize wgmma; here it does not.)
+  static CUTE_DEVICE void arrive_if_last_tile(Params const& p, sched::AttnTile const& tile) {
+    const int linear = tile.head * p.num_m_blocks + tile.m_block;  // batch 1
+    if (linear + int(gridDim.x) >= p.num_tiles) {
+      cutlass::arch::NamedBarrier::arrive(Traits::kNumMmaThreads + 32, kA2AFinishBarrier);
+    }
+  }
 
   template <class TiledMmaPV, class TensorO, class RowLse>
   static CUTE_DEVICE void store(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
-                                TensorO const& acc_o, RowLse const&, int mma_thread_idx) {
+                                TensorO const& acc_o, RowLse const& lse, int mma_thread_idx) {
+    if constexpr (kStaged) {
+      store_staged<TiledMmaPV>(p, smem, tile, acc_o, lse, mma_thread_idx);
+    } else {
+      store_direct<TiledMmaPV>(p, tile, acc_o, mma_thread_idx);
+    }
+  }
+
+  template <class TiledMmaPV, class TensorO>
+  static CUTE_DEVICE void store_direct(Params const& p, sched::AttnTile const& tile, TensorO const& acc_o,
+                                       int mma_thread_idx) {
+    using namespace cute;
+    TiledMmaPV mma_pv;
+    auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
+    Tensor cO = make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{});
+    Tensor tOcO = thr_pv.partition_C(cO);
+    const int row0 = tile.m_block * kBlockM;
+    const int head = p.head_offset + tile.head;
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_o); i += 2) {
+      const int k = row0 + get<0>(tOcO(i));
+      if (k < p.seq) {
+        const A2ARowOwner o = a2a_row_owner(a2a_sequence_row(k, p.row_rotation, p.seq), p.shard_len);
+        Element* base = static_cast<Element*>(p.dst[o.owner]);
+        *reinterpret_cast<__nv_bfloat162*>(base + (int64_t(o.local_row) * p.heads_total + head) * kHeadDim +
+                                           get<1>(tOcO(i))) = __floats2bfloat162_rn(acc_o(i), acc_o(i + 1));
+      }
+    }
+    if constexpr (kCompletionCoupled) {
+      asm volatile("fence.sc.sys;" ::: "memory");
+      cutlass::arch::NamedBarrier::sync(128, kA2AStageBarrier0 + mma_thread_idx / 128);
+    }
+    arrive_if_last_tile(p, tile);
+  }
+
+  template <class TiledMmaPV, class TensorO, class RowLse>
+  static CUTE_DEVICE void store_staged(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
+                                       TensorO const& acc_o, RowLse const&, int mma_thread_idx) {
     using namespace cute;
     TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
@@ -109,13 +161,7 @@ struct AttnEpilogueA2A {
     if constexpr (kCompletionCoupled) asm volatile("fence.sc.sys;" ::: "memory");
     // The staging rows are rewritten by the next tile; and, coupled, the half tile is complete here.
     cutlass::arch::NamedBarrier::sync(128, kA2AStageBarrier0 + wg);
-    // This CTA's last tile: arrive (without waiting) at the barrier the producer's TMA warp waits on.
-    // bar.arrive orders each thread's earlier stores before the producer's release. (An arrive after
-    // the consumer loop, in finish(), made ptxas spill and serialize wgmma; here it does not.)
-    const int linear = tile.head * p.num_m_blocks + tile.m_block;  // batch 1
-    if (linear + int(gridDim.x) >= p.num_tiles) {
-      cutlass::arch::NamedBarrier::arrive(Traits::kNumMmaThreads + 32, kA2AFinishBarrier);
-    }
+    arrive_if_last_tile(p, tile);
   }
 
   static CUTE_DEVICE void finish(Params const&, SharedStorage&, int) {}

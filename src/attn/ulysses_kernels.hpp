@@ -16,6 +16,7 @@ namespace xstage::attn {
 enum class FusedEpilogue {
   kPiggyback,          // remote stores at tile boundaries, one flag per CTA at the end
   kCompletionCoupled,  // + every tile waits for its stores' remote completion (fence.sc.sys)
+  kPiggybackDirect,    // piggyback without shared-memory staging (bf16x2 stores from the fragment)
 };
 
 // Attention over args.problem (batch 1, heads = heads_per_gpu, seq_q = seq_k = ep.seq, head_dim 128)

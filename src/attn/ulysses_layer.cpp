@@ -23,6 +23,7 @@ const char* to_string(UlyssesVariant v) {
     case UlyssesVariant::kSerialNccl: return "serial-nccl";
     case UlyssesVariant::kFused: return "fused";
     case UlyssesVariant::kCompletionCoupled: return "completion-coupled";
+    case UlyssesVariant::kFusedDirect: return "fused-direct";
   }
   return "?";
 }
@@ -30,7 +31,7 @@ const char* to_string(UlyssesVariant v) {
 std::vector<UlyssesVariant> all_ulysses_variants() {
   return {UlyssesVariant::kFaOnly,     UlyssesVariant::kA2AOurs, UlyssesVariant::kA2ANccl,
           UlyssesVariant::kSerialOurs, UlyssesVariant::kSerialNccl, UlyssesVariant::kFused,
-          UlyssesVariant::kCompletionCoupled};
+          UlyssesVariant::kCompletionCoupled, UlyssesVariant::kFusedDirect};
 }
 
 bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out) {
@@ -277,7 +278,8 @@ void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sen
   const bool attention = v == UlyssesVariant::kFaOnly || v == UlyssesVariant::kSerialOurs || v == UlyssesVariant::kSerialNccl;
   const bool ours = v == UlyssesVariant::kA2AOurs || v == UlyssesVariant::kSerialOurs;
   const bool nccl = v == UlyssesVariant::kA2ANccl || v == UlyssesVariant::kSerialNccl;
-  const bool fused = v == UlyssesVariant::kFused || v == UlyssesVariant::kCompletionCoupled;
+  const bool fused =
+      v == UlyssesVariant::kFused || v == UlyssesVariant::kCompletionCoupled || v == UlyssesVariant::kFusedDirect;
   for (auto& R : impl_->ranks) {
     XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
     if (attention) {
@@ -286,8 +288,10 @@ void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sen
     }
     if (fused) {
       AttnForwardArgs a{prob, R.qkv[0], R.qkv[1], R.qkv[2], nullptr, nullptr};
-      XSTAGE_CUDA_CHECK(attn_forward_fused_a2a(
-          a, R.ep, v == UlyssesVariant::kFused ? FusedEpilogue::kPiggyback : FusedEpilogue::kCompletionCoupled, R.stream));
+      const FusedEpilogue mode = v == UlyssesVariant::kFused          ? FusedEpilogue::kPiggyback
+                                 : v == UlyssesVariant::kFusedDirect ? FusedEpilogue::kPiggybackDirect
+                                                                     : FusedEpilogue::kCompletionCoupled;
+      XSTAGE_CUDA_CHECK(attn_forward_fused_a2a(a, R.ep, mode, R.stream));
     }
     if (ours) XSTAGE_CUDA_CHECK(a2a_remote_store(R.o_local, R.ep, hl, d, a2a_grid_, R.stream));
   }

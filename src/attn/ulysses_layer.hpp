@@ -15,6 +15,7 @@
 //   serial-ours / serial-nccl  fa-only, then the matching All-to-All
 //   fused               remote stores from the attention epilogue, one flag per CTA, owner's wait
 //   completion-coupled  the fused kernel with a remote-completion wait after every tile
+//   fused-direct        fused without shared-memory staging (4-byte stores straight from registers)
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,16 @@
 
 namespace xstage::attn {
 
-enum class UlyssesVariant { kFaOnly, kA2AOurs, kA2ANccl, kSerialOurs, kSerialNccl, kFused, kCompletionCoupled };
+enum class UlyssesVariant {
+  kFaOnly,
+  kA2AOurs,
+  kA2ANccl,
+  kSerialOurs,
+  kSerialNccl,
+  kFused,
+  kCompletionCoupled,
+  kFusedDirect,
+};
 const char* to_string(UlyssesVariant v);
 bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out);
 std::vector<UlyssesVariant> all_ulysses_variants();

@@ -93,7 +93,8 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
     for (uint16_t b : serial[r]) poisoned += b == 0xFFFF;
     EXPECT_EQ(poisoned, 0u) << "unwritten output elements on rank " << r << " (seed " << seed << ")";
   }
-  for (UlyssesVariant v : {UlyssesVariant::kSerialNccl, UlyssesVariant::kFused, UlyssesVariant::kCompletionCoupled}) {
+  for (UlyssesVariant v : {UlyssesVariant::kSerialNccl, UlyssesVariant::kFused, UlyssesVariant::kCompletionCoupled,
+                           UlyssesVariant::kFusedDirect}) {
     const auto out = run(v);
     for (int r = 0; r < n; ++r) {
       ASSERT_EQ(out[r].size(), serial[r].size());
