@@ -51,6 +51,8 @@ std::string ulysses_config_error(const UlyssesConfig& c, int world) {
   if (c.text < 0) return "text " + std::to_string(c.text);
   if (c.seq < world || a2a_local_len(c.seq, world, world - 1) < 1)
     return "seq " + std::to_string(c.seq) + " (every one of the " + std::to_string(world) + " ranks needs a non-empty shard)";
+  if (int64_t(c.seq) * c.heads_per_gpu * world * c.head_dim > (int64_t(1) << 40))
+    return "seq " + std::to_string(c.seq) + " (output larger than 2^40 elements)";
   if (c.text >= c.seq) return "text " + std::to_string(c.text) + " (must be below seq " + std::to_string(c.seq) + ")";
   return {};
 }

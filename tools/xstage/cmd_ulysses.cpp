@@ -121,7 +121,14 @@ void run_ulysses(const Options& opt) {
     throw xstage::InputError("--tile-order: invalid value '" + opt.tile_order + "' (own-last or natural)");
   }
   const std::string why = ulysses_config_error(cfg, int(gpus.size()));
-  if (!why.empty()) throw xstage::InputError("--seq/--text/--heads: " + why);
+  if (!why.empty()) {
+    // The reason starts with the field it concerns: name the option that sets it.
+    const char* option = why.rfind("world size", 0) == 0 ? "--gpus"
+                         : why.rfind("text", 0) == 0     ? "--text"
+                         : why.rfind("heads", 0) == 0    ? "--heads"
+                                                         : "--seq";
+    throw xstage::InputError(std::string(option) + ": invalid value, " + why);
+  }
   const xstage::model::Platform platform = xstage::model::load_platform_or_default(opt.platform);
   int device_count = 0;
   XSTAGE_CUDA_CHECK(cudaGetDeviceCount(&device_count));

@@ -1,0 +1,41 @@
+// `xstage attn ulysses` input validation, run as a user runs it: bad values give one line naming the
+// option and the value before any GPU is touched (so this runs without a GPU).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cli_runner.hpp"
+
+namespace {
+
+bool have_ulysses() { return xstage::test::run_cli("attn ulysses --help").code == 0; }
+
+void expect_input_error(const std::string& args, const std::string& option, const std::string& value) {
+  const auto r = xstage::test::run_cli(args);
+  EXPECT_NE(r.code, 0) << args;
+  xstage::test::expect_one_line_error(r, option, value);
+}
+
+TEST(UlyssesCli, BadValuesNameTheOptionAndValue) {
+  if (!have_ulysses()) GTEST_SKIP() << "built without CUDA/NCCL: no attn ulysses subcommand";
+  expect_input_error("attn ulysses --seq 0 --heads 4", "--seq", "0");
+  expect_input_error("attn ulysses --seq 4096 --heads 0", "--heads", "0");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --text -3", "--text", "-3");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --gpus 0,x", "--gpus", "0,x");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --gpus 0,0", "--gpus", "0,0");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --variant fused,bogus", "--variant", "bogus");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --store-path nvshmem", "--store-path", "nvshmem");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --tile-order random", "--tile-order", "random");
+  expect_input_error("attn ulysses --seq 1 --heads 4 --gpus 0,1", "--seq", "1");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --gpus 0,1,2,3,4,5,6,7,8", "--gpus", "9");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --iters 0", "--iters", "0");
+}
+
+TEST(UlyssesCli, MissingRequiredOptionIsAnError) {
+  if (!have_ulysses()) GTEST_SKIP() << "built without CUDA/NCCL: no attn ulysses subcommand";
+  const auto r = xstage::test::run_cli("attn ulysses --heads 4");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--seq"), std::string::npos) << r.err;
+}
+
+}  // namespace
