@@ -2,11 +2,8 @@
 // and launches the persistent grid. One kernel instantiation per supported head dimension.
 #include "attn_forward.hpp"
 
-#include <cmath>
-#include <mutex>
-
 #include "attn_epilogue_local.cuh"
-#include "attn_kernel.cuh"
+#include "attn_launch.cuh"
 #include "xstage/sched/attn_tile_config.hpp"
 #include "xstage/sched/attn_tile_scheduler.hpp"
 
@@ -71,55 +68,11 @@ template <int HeadDim>
 cudaError_t launch(const AttnForwardArgs& a, cudaStream_t stream) {
   using Traits = LaunchTraits<HeadDim>;
   using Epilogue = AttnEpilogueLocal<Traits>;
-  using Kernel = AttnForwardKernel<Traits, Epilogue>;
   using Element = typename Traits::Element;
   const AttnForwardProblem& p = a.problem;
-
-  typename Kernel::Mainloop::Arguments ma{};
-  ma.q = static_cast<Element const*>(a.q);
-  ma.k = static_cast<Element const*>(a.k);
-  ma.v = static_cast<Element const*>(a.v);
-  ma.batch = p.batch;
-  ma.seq_q = p.seq_q;
-  ma.seq_k = p.seq_k;
-  ma.heads = p.heads;
-  ma.q_stride_batch = p.q_stride_batch;
-  ma.q_stride_seq = p.q_stride_seq;
-  ma.q_stride_head = p.q_stride_head;
-  ma.k_stride_batch = p.k_stride_batch;
-  ma.k_stride_seq = p.k_stride_seq;
-  ma.k_stride_head = p.k_stride_head;
-  ma.v_stride_batch = p.v_stride_batch;
-  ma.v_stride_seq = p.v_stride_seq;
-  ma.v_stride_head = p.v_stride_head;
-  ma.softmax_scale = p.softmax_scale > 0.f ? p.softmax_scale : 1.f / std::sqrt(float(p.head_dim));
-
-  typename Kernel::Params params{
-      Kernel::Mainloop::to_params(ma),
-      typename Epilogue::Params{static_cast<Element*>(a.o), p.o_stride_batch, p.o_stride_seq, p.o_stride_head, a.lse,
-                                p.seq_q, p.heads},
-      sched::AttnTileScheduler(p.seq_q, Traits::kBlockM, p.heads, p.batch)};
-
-  int device = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e != cudaSuccess) return e;
-  int num_sms = 0;
-  e = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
-  if (e != cudaSuccess) return e;
-
-  auto kernel = attn_forward_kernel<Traits, Epilogue>;
-  constexpr int smem_bytes = Kernel::kSharedBytes;
-  // Raising the dynamic shared-memory limit is per device and costs a driver call: do it once.
-  static std::once_flag attr_once[64];
-  static cudaError_t attr_error[64] = {};
-  std::call_once(attr_once[device % 64], [&] {
-    attr_error[device % 64] = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-  });
-  if (attr_error[device % 64] != cudaSuccess) return attr_error[device % 64];
-
-  const int grid = sched::AttnTileScheduler::grid_size(params.scheduler.num_tiles(), num_sms);
-  kernel<<<grid, Traits::kNumThreads, smem_bytes, stream>>>(params);
-  return cudaGetLastError();
+  const typename Epilogue::Params ep{static_cast<Element*>(a.o), p.o_stride_batch, p.o_stride_seq, p.o_stride_head,
+                                     a.lse, p.seq_q, p.heads};
+  return attn_launch_with_epilogue<Traits, Epilogue>(a, ep, stream);
 }
 
 }  // namespace

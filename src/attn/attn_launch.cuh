@@ -1,6 +1,6 @@
 // Launch of the attention forward kernel with any epilogue policy: mainloop parameters (TMA
 // descriptors) from the problem, the persistent grid, the dynamic shared-memory attribute. Used by the
-// fused Ulysses launchers; the local path (attn_forward.cu) builds the same parameters itself.
+// local path (attn_forward.cu) and the fused Ulysses launchers.
 #pragma once
 
 #include <cmath>
