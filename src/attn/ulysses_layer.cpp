@@ -325,6 +325,15 @@ std::vector<uint16_t> UlyssesLayer::read_output(int local_index) {
   return h;
 }
 
+std::vector<std::vector<uint16_t>> UlyssesLayer::run_and_read_outputs(UlyssesVariant v) {
+  poison_outputs();
+  enqueue(v);
+  synchronize();
+  std::vector<std::vector<uint16_t>> out(impl_->ranks.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = read_output(static_cast<int>(i));
+  return out;
+}
+
 std::vector<uint16_t> UlyssesLayer::read_local_attention(int local_index) {
   auto& R = impl_->ranks.at(local_index);
   std::vector<uint16_t> h(std::size_t(cfg_.seq) * cfg_.heads_per_gpu * cfg_.head_dim);

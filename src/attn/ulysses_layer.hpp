@@ -91,6 +91,9 @@ class UlyssesLayer {
   void synchronize();
   // The sequence-sharded output of local rank `local_index` (bf16 bits, [local_seq, heads_total, d]).
   std::vector<uint16_t> read_output(int local_index);
+  // Poisons the outputs, runs one iteration of `v` and returns every local rank's output: the
+  // correctness check of the CLI and of the GPU tests.
+  std::vector<std::vector<uint16_t>> run_and_read_outputs(UlyssesVariant v);
   // This rank's attention output [seq, heads_per_gpu, d] of the last fa-only/serial run.
   std::vector<uint16_t> read_local_attention(int local_index);
   // The sequence-sharded input `which` (0 q, 1 k, 2 v) of local rank `local_index` ([local_seq, heads_total, d]).

@@ -79,14 +79,7 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
     }
   }
 
-  auto run = [&](UlyssesVariant v) {
-    layer.poison_outputs();
-    layer.enqueue(v);
-    layer.synchronize();
-    std::vector<std::vector<uint16_t>> out(n);
-    for (int r = 0; r < n; ++r) out[r] = layer.read_output(r);
-    return out;
-  };
+  auto run = [&](UlyssesVariant v) { return layer.run_and_read_outputs(v); };
   const auto serial = run(UlyssesVariant::kSerialOurs);
   for (int r = 0; r < n; ++r) {
     size_t poisoned = 0;

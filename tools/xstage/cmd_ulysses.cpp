@@ -146,14 +146,7 @@ void run_ulysses(const Options& opt) {
   layer.synchronize();
 
   // Correctness first: every variant that produces the layer's output, on poisoned buffers.
-  auto outputs = [&](UlyssesVariant v) {
-    layer.poison_outputs();
-    layer.enqueue(v);
-    layer.synchronize();
-    std::vector<std::vector<uint16_t>> out(n);
-    for (int r = 0; r < n; ++r) out[r] = layer.read_output(r);
-    return out;
-  };
+  auto outputs = [&](UlyssesVariant v) { return layer.run_and_read_outputs(v); };
   json check = json::object();
   bool all_ok = true;
   const auto serial = outputs(UlyssesVariant::kSerialOurs);
