@@ -164,22 +164,28 @@ std::vector<ProducerSchedule> periodic_schedules(int producers, double bytes_per
   return std::vector<ProducerSchedule>(static_cast<std::size_t>(producers), one);
 }
 
-SteadyState steady_state(const SimResult& r, int producers) {
+std::vector<AggregateBurst> aggregate_by_index(const SimResult& r, int producers) {
   int n = 0;
   for (const auto& b : r.bursts) n = std::max(n, b.index + 1);
-  if (n < 2) throw InputError("simulate: steady state needs at least 2 bursts");
-  std::vector<double> start(n, kInf), end(n, 0.0);
+  std::vector<AggregateBurst> agg(n, AggregateBurst{kInf, 0.0});
   for (const auto& b : r.bursts) {
     if (b.producer >= producers) continue;
-    start[b.index] = std::min(start[b.index], b.start_s);
-    end[b.index] = std::max(end[b.index], b.issue_end_s);
+    agg[b.index].start_s = std::min(agg[b.index].start_s, b.start_s);
+    agg[b.index].issue_end_s = std::max(agg[b.index].issue_end_s, b.issue_end_s);
   }
+  return agg;
+}
+
+SteadyState steady_state(const SimResult& r, int producers) {
+  const std::vector<AggregateBurst> agg = aggregate_by_index(r, producers);
+  const int n = static_cast<int>(agg.size());
+  if (n < 2) throw InputError("simulate: steady state needs at least 2 bursts");
   std::vector<double> iss, per;
   for (int i = n / 2; i < n; ++i) {
-    iss.push_back(end[i] - start[i]);
-    if (i + 1 < n) per.push_back(start[i + 1] - start[i]);
+    iss.push_back(agg[i].issue_end_s - agg[i].start_s);
+    if (i + 1 < n) per.push_back(agg[i + 1].start_s - agg[i].start_s);
   }
-  if (per.empty()) per.push_back(start[n - 1] - start[n - 2]);
+  if (per.empty()) per.push_back(agg[n - 1].start_s - agg[n - 2].start_s);
   return {stats::median(iss), stats::median(per)};
 }
 

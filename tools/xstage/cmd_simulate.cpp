@@ -42,11 +42,11 @@ void run_simulate(const SimOptions& o) {
   const sim::SimResult r = sim::simulate(cfg, schedules);
   const sim::SteadyState ss = sim::steady_state(r, o.producers);
 
-  // Per burst index: aggregate over producers (earliest start, latest issue end).
-  std::vector<double> start(o.bursts, 1e300), end(o.bursts, 0.0);
-  for (const auto& b : r.bursts) {
-    start[b.index] = std::min(start[b.index], b.start_s);
-    end[b.index] = std::max(end[b.index], b.issue_end_s);
+  const std::vector<sim::AggregateBurst> agg = sim::aggregate_by_index(r, o.producers);
+  std::vector<double> start, end;
+  for (const auto& b : agg) {
+    start.push_back(b.start_s);
+    end.push_back(b.issue_end_s);
   }
   const double model_t_iss = model_pred.t_iss_s;
   const double model_period = o.completion_coupled ? model_pred.completion_coupled_period_s : model_pred.period_s;

@@ -59,11 +59,18 @@ SimResult simulate(const SimConfig& config, const std::vector<ProducerSchedule>&
 std::vector<ProducerSchedule> periodic_schedules(int producers, double bytes_per_producer, double issue_floor_s,
                                                  double gap_s, int bursts);
 
+// Bursts of the same index across producers as one aggregate burst: earliest start, latest issue end.
+struct AggregateBurst {
+  double start_s;
+  double issue_end_s;
+};
+std::vector<AggregateBurst> aggregate_by_index(const SimResult& result, int producers);
+
 struct SteadyState {
   double issue_time_s;  // median burst issue time over the second half of the bursts (aggregate burst)
   double period_s;      // median start-to-start period over the second half
 };
-// Aggregates producers per burst index (start: earliest producer; end: latest) and takes medians.
+// Medians over the second half of the aggregate bursts (aggregate_by_index).
 SteadyState steady_state(const SimResult& result, int producers);
 
 }  // namespace xstage::sim
