@@ -137,7 +137,8 @@ std::vector<std::string> moe_row(const std::string& name, const model::MoeInput&
           fmt_us(a.wave_tile_stall_s, 2) + "/" + fmt_us(a.interleaved_tile_stall_s, 2),
           a.interleaving_sufficient ? "yes" : "no",
           std::to_string(a.lead_knee_rows),
-          std::string(model::to_string(a.wave_verdict.action)) + " -> " + model::to_string(a.interleaved_verdict.action)};
+          std::string(model::to_string(a.wave_verdict.action)) + " -> " + model::to_string(a.interleaved_verdict.action) +
+              (a.interleaved_verdict.capacity_bound_ok ? "" : " (capacity)")};
 }
 const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT wave us", "dT int us",
                                              "stall w/i us", "eq.14", "D_knee", "wave -> int"};
@@ -313,7 +314,8 @@ void run_default(const PlanCommon& c) {
   }
   print_table(kMoeHeader, rows);
   std::cout << "\nM_ub*: sequence length from which the Q-loop alone hides the burst (eq. 20). E_cc: exposed time if the\n"
-               "issuer waited for remote completion (eq. 17). Details: xstage plan attn|moe --help.\n";
+               "issuer waited for remote completion (eq. 17). (capacity): the aligned burst's q_peak0 exceeds Q (eq. 10),\n"
+               "so it must shrink or be staggered whatever the gap. Details: xstage plan attn|moe --help.\n";
 }
 
 void add_common(CLI::App* cmd, PlanCommon& c) {
