@@ -106,6 +106,23 @@ TEST(Cli, SimulateJson) {
   EXPECT_NEAR(nlohmann::json::parse(cc.out)["steady_period_us"].get<double>(), 6.7638 + 2.0, 0.05);
 }
 
+TEST(Cli, SimulateScheduleFile) {
+  const std::string path = testing::TempDir() + "/xstage_schedule_" + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << R"({"schema": "xstage.schedule/1", "producers": [
+      {"count": 148, "repeat": 40, "steps": [{"burst_bytes": 32768}, {"compute_us": 2.0}]}]})";
+  const CliRun f = run_cli("simulate --platform " + paper_platform() + " --schedule " + path + " --json");
+  const CliRun p = run_cli("simulate --platform " + paper_platform() +
+                           " --producers 148 --bytes-per-producer 32768 --gap-us 2 --bursts 40 --json");
+  ASSERT_EQ(f.code, 0) << f.err;
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto fj = nlohmann::json::parse(f.out), pj = nlohmann::json::parse(p.out);
+  EXPECT_EQ(fj["bursts"].size(), 148u * 40);
+  EXPECT_NEAR(fj["makespan_us"].get<double>(), pj["makespan_us"].get<double>(), 1e-6);
+  expect_one_line_error(run_cli("simulate --schedule " + path + " --producers 3"), "--schedule excludes --producers");
+  expect_one_line_error(run_cli("simulate --gap-us 2"), "--producers and --bytes-per-producer are required without --schedule");
+  std::remove(path.c_str());
+}
+
 TEST(Cli, FitWritesPlatformAndNeverOverwrites) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(testing::TempDir()) / "xstage_fit_cli";

@@ -5,6 +5,8 @@
 
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/platform.hpp"
+#include "xstage/sim/schedule_file.hpp"
 #include "xstage/sim/simulator.hpp"
 
 using namespace xstage;
@@ -103,4 +105,55 @@ TEST(Simulator, BadInput) {
   EXPECT_THROW(sim::periodic_schedules(2, 1, 1e-6, 0, 0), InputError);
   // A schedule that runs past the time limit is an error, not a hang.
   EXPECT_THROW(sim::simulate({1e9, 1e6, false, 0, 1e-3}, {{sim::Step::compute(1.0)}}), InputError);
+}
+
+TEST(ScheduleFile, ExpandsGroupsAndMatchesThePeriodicSchedule) {
+  const model::Platform platform = model::default_platform();
+  const auto j = nlohmann::json::parse(R"({"schema": "xstage.schedule/1", "producers": [
+      {"count": 8, "repeat": 5, "steps": [{"burst_bytes": 32768}, {"compute_us": 2.0}]},
+      {"steps": [{"compute_us": 1.0}, {"burst_bytes": 4096, "issue_floor_us": 0.5}]}]})");
+  const auto s = sim::schedules_from_json(j, platform, "s.json");
+  ASSERT_EQ(s.size(), 9u);
+  ASSERT_EQ(s[0].size(), 10u);
+  EXPECT_EQ(s[0][0].kind, sim::Step::Kind::kBurst);
+  EXPECT_DOUBLE_EQ(s[0][0].issue_floor_s, platform.issue_floor_s(9, 32768).value);  // default: T_iss0 at (K = 9, B)
+  EXPECT_DOUBLE_EQ(s[0][1].duration_s, 2e-6);
+  EXPECT_DOUBLE_EQ(s[8][1].issue_floor_s, 0.5e-6);
+  // The file form of a periodic schedule simulates exactly like periodic_schedules.
+  const auto p = nlohmann::json::parse(R"({"schema": "xstage.schedule/1", "producers": [
+      {"count": 16, "repeat": 12, "steps": [{"burst_bytes": 65536, "issue_floor_us": 0.7}, {"compute_us": 1.5}]}]})");
+  const sim::SimConfig cfg{400e9, 2e6, false, 0, 1};
+  const auto a = sim::simulate(cfg, sim::schedules_from_json(p, platform, "p.json"));
+  const auto b = sim::simulate(cfg, sim::periodic_schedules(16, 65536, 0.7e-6, 1.5e-6, 12));
+  EXPECT_DOUBLE_EQ(a.makespan_s, b.makespan_s);
+  EXPECT_DOUBLE_EQ(a.total_stall_s, b.total_stall_s);
+}
+
+TEST(ScheduleFile, BadInputNamesTheField) {
+  const model::Platform platform = model::default_platform();
+  auto error_of = [&](const char* text) {
+    try {
+      sim::schedules_from_json(nlohmann::json::parse(text), platform, "s.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/2", "producers": []})").find("s.json: schema: unknown schema"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1"})").find("producers: missing"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"count": 0, "steps": [{"compute_us": 1}]}]})")
+                .find("producers[0].count: must be an integer in 1..100000, got 0"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": [{"compute_us": -1}]}]})")
+                .find("producers[0].steps[0].compute_us: must be >= 0, got -1"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": [{"burst_bytes": "4k"}]}]})")
+                .find("producers[0].steps[0].burst_bytes: must be a number"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": [{"burst_bytes": 8, "compute_us": 1}]}]})")
+                .find("needs exactly one of compute_us or burst_bytes"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": [{"gap_us": 1}]}]})")
+                .find("producers[0].steps[0]: needs exactly one"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": []}]})")
+                .find("producers[0].steps: must be a non-empty array"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": [{"compute_us": 1}], "x": 1}]})")
+                .find("producers[0].x: unknown field"), std::string::npos);
+  EXPECT_THROW(sim::load_schedule_file("/nonexistent.json", platform), InputError);
 }

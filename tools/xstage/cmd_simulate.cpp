@@ -1,4 +1,5 @@
-// xstage simulate: event simulation of K producers × periodic bursts against the platform's R and Q.
+// xstage simulate: event simulation of remote-store bursts against the platform's R and Q — K producers
+// × periodic bursts (compared with the model), or any schedule from a file.
 #include <iostream>
 #include <optional>
 
@@ -6,6 +7,8 @@
 #include "registry.hpp"
 #include "xstage/model/audit.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/sim/schedule_file.hpp"
 #include "xstage/sim/simulator.hpp"
 
 namespace xstage::cli {
@@ -21,11 +24,55 @@ struct SimOptions {
   std::optional<double> capacity_bytes;
   bool completion_coupled = false;
   double latency_us = 0;
+  std::string schedule;
   bool json = false;
 };
 
+// A schedule from a file: every producer's bursts, aggregated by index in the table.
+void run_schedule_file(const SimOptions& o) {
+  using units::s_to_us;
+  const model::Platform platform = model::load_platform_or_default(o.platform);
+  const std::vector<sim::ProducerSchedule> schedules = sim::load_schedule_file(o.schedule, platform);
+  const int k = static_cast<int>(schedules.size());
+  sim::SimConfig cfg;
+  cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
+  cfg.capacity_bytes = o.capacity_bytes ? *o.capacity_bytes : platform.capacity_bytes(k).value;
+  cfg.completion_coupled = o.completion_coupled;
+  cfg.completion_latency_s = units::us_to_s(o.latency_us);
+  cfg.time_limit_s = 1e3;
+  const sim::SimResult r = sim::simulate(cfg, schedules);
+  if (o.json) {
+    nlohmann::json j = {{"platform", platform.name}, {"schedule", o.schedule}, {"producers", k},
+                        {"completion_coupled", o.completion_coupled},
+                        {"drain_rate_gbps", units::bytes_per_s_to_gbps(cfg.drain_rate_bytes_per_s)},
+                        {"capacity_bytes", cfg.capacity_bytes}, {"makespan_us", s_to_us(r.makespan_s)},
+                        {"total_stall_us", s_to_us(r.total_stall_s)},
+                        {"total_completion_wait_us", s_to_us(r.total_completion_wait_s)},
+                        {"peak_outstanding_bytes", r.peak_outstanding_bytes}, {"bursts", nlohmann::json::array()}};
+    for (const auto& b : r.bursts)
+      j["bursts"].push_back({{"producer", b.producer}, {"index", b.index}, {"start_us", s_to_us(b.start_s)},
+                             {"t_iss_us", s_to_us(b.issue_time_s())}, {"stall_us", s_to_us(b.stall_s())}});
+    print_json(j);
+    return;
+  }
+  std::cout << "simulated " << o.schedule << ": " << k << " producers, " << r.bursts.size() << " bursts on '"
+            << platform.name << "'" << (o.completion_coupled ? " (completion-coupled)" : "") << "\n";
+  print_table({"", "value"},
+              {{"makespan (us)", fmt_us(r.makespan_s, 3)},
+               {"total issue stall, all producers (us)", fmt_us(r.total_stall_s, 3)},
+               {"peak outstanding (MiB)", fmt_mib(r.peak_outstanding_bytes, 3) + " of Q = " + fmt_mib(cfg.capacity_bytes, 3)}});
+  std::vector<std::vector<std::string>> rows;
+  const auto agg = sim::aggregate_by_index(r, k);
+  for (std::size_t i = 0; i < agg.size(); ++i)
+    rows.push_back({std::to_string(i), fmt_us(agg[i].start_s, 3), fmt_us(agg[i].issue_end_s - agg[i].start_s, 3)});
+  print_table({"burst", "first start us", "T_iss (all producers) us"}, rows);
+}
+
 void run_simulate(const SimOptions& o) {
   using units::s_to_us;
+  if (!o.schedule.empty()) return run_schedule_file(o);
+  if (o.producers <= 0 || o.bytes_per_producer <= 0)
+    throw InputError("--producers and --bytes-per-producer are required without --schedule");
   const model::Platform platform = model::load_platform_or_default(o.platform);
   model::BurstGapInput in{o.producers, o.bytes_per_producer, units::us_to_s(o.gap_us), std::nullopt, std::nullopt};
   if (o.t_iss0_us) in.t_iss0_override_s = units::us_to_s(*o.t_iss0_us);
@@ -95,12 +142,14 @@ void add_simulate(CLI::App& root) {
   auto o = std::make_shared<SimOptions>();
   CLI::App* cmd = root.add_subcommand("simulate", "Event-simulate periodic bursts against the platform's drain rate and capacity");
   add_platform_option(cmd, o->platform);
-  cmd->add_option("--producers", o->producers, "K: producers")->required()->check(kPositive);
+  CLI::Option* schedule = cmd->add_option("--schedule", o->schedule, "schedule file (xstage.schedule/1) instead of periodic bursts")
+                              ->check(CLI::ExistingFile);
+  cmd->add_option("--producers", o->producers, "K: producers")->check(kPositive)->excludes(schedule);
   cmd->add_option("--bytes-per-producer", o->bytes_per_producer, "B: bytes per producer per burst")
-      ->required()->check(kPositive);
-  cmd->add_option("--gap-us", o->gap_us, "G: gap after each burst (us)")->check(kNonNegative);
-  cmd->add_option("--bursts", o->bursts, "number of bursts per producer")->check(CLI::Range(2, 100000));
-  cmd->add_option("--t-iss0-us", o->t_iss0_us, "Override T_iss0 (us)")->check(kPositive);
+      ->check(kPositive)->excludes(schedule);
+  cmd->add_option("--gap-us", o->gap_us, "G: gap after each burst (us)")->check(kNonNegative)->excludes(schedule);
+  cmd->add_option("--bursts", o->bursts, "number of bursts per producer")->check(CLI::Range(2, 100000))->excludes(schedule);
+  cmd->add_option("--t-iss0-us", o->t_iss0_us, "Override T_iss0 (us)")->check(kPositive)->excludes(schedule);
   cmd->add_option("--capacity-bytes", o->capacity_bytes, "Override Q (bytes)")->check(kPositive);
   cmd->add_flag("--completion-coupled", o->completion_coupled, "issuer waits for remote completion after each burst");
   cmd->add_option("--latency-us", o->latency_us, "fixed completion latency in completion-coupled mode (us)")
