@@ -92,6 +92,13 @@ void write_file_atomically(const std::string& path, const std::string& text, boo
   fs::rename(tmp, path);
 }
 
+model::BurstGapInput burst_gap_input(int producers, double bytes_per_producer, double gap_us,
+                                     std::optional<double> t_iss0_us, std::optional<double> capacity_bytes) {
+  model::BurstGapInput in{producers, bytes_per_producer, units::us_to_s(gap_us), std::nullopt, capacity_bytes};
+  if (t_iss0_us) in.t_iss0_override_s = units::us_to_s(*t_iss0_us);
+  return in;
+}
+
 int platform_max_producers(const model::Platform& p) {
   int k = 0;
   for (const auto& f : p.issue_floor) k = std::max(k, f.producers);

@@ -3,9 +3,11 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "xstage/model/audit.hpp"
 #include "xstage/model/platform.hpp"
 
 namespace xstage::cli {
@@ -29,6 +31,10 @@ std::string fmt_num(double x, int decimals = 2);
 // Writes `text` to `path` through a temporary file and a rename, so an error never leaves a partial
 // file; refuses to replace an existing file unless `force`.
 void write_file_atomically(const std::string& path, const std::string& text, bool force);
+
+// The audit input of `model` and `simulate`: K × B bursts, gap in µs, optional T_iss0 (µs) and Q overrides.
+model::BurstGapInput burst_gap_input(int producers, double bytes_per_producer, double gap_us,
+                                     std::optional<double> t_iss0_us, std::optional<double> capacity_bytes);
 
 // Largest producer count measured in the platform's issue floors (the machine's SM count in a
 // calibration that ran one producer per SM).

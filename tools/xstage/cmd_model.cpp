@@ -22,12 +22,8 @@ struct ModelOptions {
 
 void run_model(const ModelOptions& o) {
   const model::Platform platform = model::load_platform_or_default(o.platform);
-  model::BurstGapInput in;
-  in.producers = o.producers;
-  in.bytes_per_producer = o.bytes_per_producer;
-  in.gap_s = units::us_to_s(o.gap_us);
-  if (o.t_iss0_us) in.t_iss0_override_s = units::us_to_s(*o.t_iss0_us);
-  if (o.capacity_bytes) in.capacity_override_bytes = *o.capacity_bytes;
+  const model::BurstGapInput in =
+      burst_gap_input(o.producers, o.bytes_per_producer, o.gap_us, o.t_iss0_us, o.capacity_bytes);
   const model::BurstGapAudit a = model::audit_burst_gap(platform, in);
   if (o.json) {
     nlohmann::json j = model::to_json(a);

@@ -74,9 +74,8 @@ void run_simulate(const SimOptions& o) {
   if (o.producers <= 0 || o.bytes_per_producer <= 0)
     throw InputError("--producers and --bytes-per-producer are required without --schedule");
   const model::Platform platform = model::load_platform_or_default(o.platform);
-  model::BurstGapInput in{o.producers, o.bytes_per_producer, units::us_to_s(o.gap_us), std::nullopt, std::nullopt};
-  if (o.t_iss0_us) in.t_iss0_override_s = units::us_to_s(*o.t_iss0_us);
-  if (o.capacity_bytes) in.capacity_override_bytes = *o.capacity_bytes;
+  const model::BurstGapInput in =
+      burst_gap_input(o.producers, o.bytes_per_producer, o.gap_us, o.t_iss0_us, o.capacity_bytes);
   const model::BurstGapAudit model_pred = model::audit_burst_gap(platform, in);
 
   sim::SimConfig cfg;
