@@ -1,8 +1,10 @@
 #include "xstage/sim/moe_schedules.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "xstage/model/error.hpp"
+#include "xstage/model/stats.hpp"
 
 namespace xstage::sim {
 
@@ -48,6 +50,55 @@ std::vector<std::vector<sched::MoeTile>> moe_orders(MoeOrder order, const MoeOrd
       }
       out.push_back(std::move(seq));
     }
+  return out;
+}
+
+const char* to_string(MoeOrder order) { return order == MoeOrder::kInterleaved ? "interleaved" : "wave"; }
+
+int default_experts_per_wave(int local_experts) { return std::max(1, local_experts / 4); }
+
+std::vector<int> rows_per_local_expert(const std::vector<long long>& received, int ranks, int rank, int block_m) {
+  const int experts = static_cast<int>(received.size());
+  if (ranks <= 0 || experts % ranks != 0)
+    throw InputError("moe rows: " + std::to_string(ranks) + " ranks do not divide " + std::to_string(experts) + " experts");
+  if (rank < 0 || rank >= ranks) throw InputError("moe rows: rank " + std::to_string(rank) + " out of range");
+  if (block_m <= 0) throw InputError("moe rows: block_m must be > 0, got " + std::to_string(block_m));
+  const int local = experts / ranks;
+  std::vector<int> rows;
+  for (int e = rank * local; e < (rank + 1) * local; ++e) {
+    if (received[e] < 0) throw InputError("moe rows: negative count for expert " + std::to_string(e));
+    rows.push_back(static_cast<int>((received[e] + block_m - 1) / block_m));
+  }
+  return rows;
+}
+
+MoeTileCosts moe_tile_costs(const model::Platform& platform, const model::MoeInput& in, int instances) {
+  return MoeTileCosts{in.t_l1_mma_s, in.t_l2_mma_s, in.tile_bytes,
+                      platform.issue_floor_s(2 * instances, in.tile_bytes).value};
+}
+
+MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const MoeOrderParams& p, const MoeTileCosts& costs) {
+  const int k = 2 * p.instances;
+  SimConfig cfg;
+  cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
+  cfg.capacity_bytes = platform.capacity_bytes(k).value;
+  cfg.time_limit_s = 10.0;
+  MoeOrderPrediction out;
+  for (auto order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+    std::vector<ProducerSchedule> schedules;
+    for (const auto& seq : moe_orders(order, p)) schedules.push_back(moe_producer_schedule(seq, costs));
+    const SimResult r = simulate(cfg, schedules);
+    std::vector<double> stalls;
+    for (const auto& b : r.bursts) stalls.push_back(std::max(0.0, b.stall_s()));
+    MoeOrderOutcome& o = order == MoeOrder::kExpertWave ? out.wave : out.interleaved;
+    o.makespan_s = r.makespan_s;
+    o.total_stall_s = r.total_stall_s;
+    o.median_tile_stall_s = stalls.empty() ? 0.0 : stats::median(stalls);
+    o.max_tile_stall_s = stalls.empty() ? 0.0 : stats::max_abs(stalls);
+    o.peak_outstanding_bytes = r.peak_outstanding_bytes;
+  }
+  out.predicted_speedup = out.wave.makespan_s / out.interleaved.makespan_s;
+  out.choice = out.predicted_speedup > 1.0 ? MoeOrder::kInterleaved : MoeOrder::kExpertWave;
   return out;
 }
 

@@ -7,9 +7,15 @@
 #include <set>
 #include <tuple>
 
+#include "xstage/model/error.hpp"
+#include "xstage/model/platform.hpp"
 #include "xstage/sched/moe_schedule.hpp"
+#include "xstage/sim/moe_schedules.hpp"
 
 using namespace xstage::sched;
+namespace sim = xstage::sim;
+namespace model = xstage::model;
+using xstage::InputError;
 
 namespace {
 
@@ -145,4 +151,43 @@ TEST(MoeSchedule, ExpertOfRowSkipsEmptyExperts) {
   EXPECT_EQ(l.expert_of_row(2), 1);
   EXPECT_EQ(l.expert_of_row(3), 4);
   EXPECT_EQ(l.expert_of_row(4), 4);
+}
+
+// The choice `plan moe --simulate` and `moe bench --schedule auto` make: concentrated Combine bursts
+// on a slow path stall the wave order, so interleaving wins; on a path far faster than the bursts
+// neither order stalls and the tie keeps the expert-wave order.
+TEST(MoeOrderPrediction, InterleavedWinsOnlyWhenTheWaveStalls) {
+  sim::MoeOrderParams p;
+  p.rows_per_expert = {6, 6, 6, 6, 6, 6, 6, 6};
+  p.n1 = 8;
+  p.n2 = 8;
+  p.instances = 4;
+  p.lead_rows = 2;
+  p.experts_per_wave = sim::default_experts_per_wave(8);
+  EXPECT_EQ(p.experts_per_wave, 2);
+  const sim::MoeTileCosts costs{10e-6, 10e-6, 32768.0, 0.5e-6};
+  model::Platform slow = model::default_platform();
+  slow.drain_rate_bytes_per_s = 2e9;  // 8 producers x 32 KiB per 10 us tile ~ 26 GB/s offered: the path backs up
+  const sim::MoeOrderPrediction s = sim::predict_moe_orders(slow, p, costs);
+  EXPECT_GT(s.wave.total_stall_s, s.interleaved.total_stall_s);
+  EXPECT_GT(s.predicted_speedup, 1.0);
+  EXPECT_EQ(s.choice, sim::MoeOrder::kInterleaved);
+  EXPECT_STREQ(sim::to_string(s.choice), "interleaved");
+
+  model::Platform fast = slow;
+  fast.drain_rate_bytes_per_s = 1e15;
+  const sim::MoeOrderPrediction f = sim::predict_moe_orders(fast, p, costs);
+  EXPECT_NEAR(f.wave.total_stall_s, 0.0, 1e-12);
+  EXPECT_NEAR(f.predicted_speedup, 1.0, 1e-9);
+  EXPECT_EQ(f.choice, sim::MoeOrder::kExpertWave);
+}
+
+TEST(MoeOrderPrediction, RowsPerLocalExpertFromReceivedCounts) {
+  // 4 experts over 2 ranks: rank 1 owns experts 2 and 3.
+  const std::vector<long long> received = {0, 129, 128, 1};
+  EXPECT_EQ(sim::rows_per_local_expert(received, 2, 0, 128), (std::vector<int>{0, 2}));
+  EXPECT_EQ(sim::rows_per_local_expert(received, 2, 1, 128), (std::vector<int>{1, 1}));
+  EXPECT_THROW(sim::rows_per_local_expert(received, 3, 0, 128), InputError);
+  EXPECT_THROW(sim::rows_per_local_expert(received, 2, 2, 128), InputError);
+  EXPECT_THROW(sim::rows_per_local_expert({-1, 0}, 2, 0, 128), InputError);
 }

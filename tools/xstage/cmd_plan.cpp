@@ -12,7 +12,6 @@
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
 #include "xstage/moe/routing.hpp"
-#include "xstage/model/stats.hpp"
 #include "xstage/sim/moe_schedules.hpp"
 
 namespace xstage::cli {
@@ -145,7 +144,7 @@ const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "
 
 // Scheduler rows (b_m-token blocks) of each of rank 0's local experts: every source rank routes its
 // tokens (a generated routing, seeded per rank, or the same trace file replayed by every rank).
-std::vector<int> rows_per_local_expert(const model::MoeShape& shape, const MoeOptions& o) {
+std::vector<int> rows_of_rank0(const model::MoeShape& shape, const MoeOptions& o) {
   if (shape.experts % o.ranks != 0)
     throw InputError("--ranks: " + std::to_string(o.ranks) + " does not divide the " + std::to_string(shape.experts) + " experts");
   const bool generated = o.routing == "balanced" || o.routing == "skewed";
@@ -164,48 +163,34 @@ std::vector<int> rows_per_local_expert(const model::MoeShape& shape, const MoeOp
     const auto counts = moe::tokens_per_expert(r);
     for (int e = 0; e < shape.experts; ++e) received[e] += counts[e];
   }
-  std::vector<int> rows;
-  for (int e = 0; e < shape.experts / o.ranks; ++e)
-    rows.push_back(static_cast<int>((received[e] + o.block_m - 1) / o.block_m));
-  return rows;
+  return sim::rows_per_local_expert(received, o.ranks, 0, o.block_m);
+}
+
+nlohmann::json outcome_json(const sim::MoeOrderOutcome& r) {
+  return {{"makespan_us", units::s_to_us(r.makespan_s)},
+          {"total_stall_us", units::s_to_us(r.total_stall_s)},
+          {"median_tile_stall_us", units::s_to_us(r.median_tile_stall_s)},
+          {"max_tile_stall_us", units::s_to_us(r.max_tile_stall_s)},
+          {"peak_outstanding_bytes", r.peak_outstanding_bytes}};
 }
 
 nlohmann::json simulate_orders(const model::Platform& platform, const model::MoeShape& shape, const model::MoeInput& in,
                                std::int64_t lead_knee_rows, const MoeOptions& o, int producers) {
   sim::MoeOrderParams p;
-  p.rows_per_expert = rows_per_local_expert(shape, o);
+  p.rows_per_expert = rows_of_rank0(shape, o);
   // Paired CTAs take N-tiles two at a time: an odd N-tile count is padded by one tile.
   p.n1 = 2 * static_cast<int>(std::ceil(in.n1 / 2));
   p.n2 = 2 * static_cast<int>(std::ceil(in.n2 / 2));
   p.instances = std::max(1, producers / 2);
   p.lead_rows = o.lead_rows > 0 ? o.lead_rows : static_cast<int>(std::max<std::int64_t>(1, lead_knee_rows));
-  p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave : std::max<int>(1, p.rows_per_expert.size() / 4);
-  const int k = 2 * p.instances;
-  const sim::MoeTileCosts costs{in.t_l1_mma_s, in.t_l2_mma_s, in.tile_bytes, platform.issue_floor_s(k, in.tile_bytes).value};
-  sim::SimConfig cfg;
-  cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
-  cfg.capacity_bytes = platform.capacity_bytes(k).value;
-  cfg.time_limit_s = 10.0;
-  nlohmann::json j = {{"routing", o.routing}, {"ranks", o.ranks}, {"tokens_per_rank", o.tokens_per_rank},
-                      {"producers", k}, {"lead_rows", p.lead_rows}, {"experts_per_wave", p.experts_per_wave},
-                      {"rows", nlohmann::json(p.rows_per_expert)}};
-  for (auto order : {sim::MoeOrder::kExpertWave, sim::MoeOrder::kInterleaved}) {
-    std::vector<sim::ProducerSchedule> schedules;
-    for (const auto& seq : sim::moe_orders(order, p)) schedules.push_back(sim::moe_producer_schedule(seq, costs));
-    const sim::SimResult r = sim::simulate(cfg, schedules);
-    std::vector<double> stalls;
-    for (const auto& b : r.bursts) stalls.push_back(std::max(0.0, b.stall_s()));
-    const char* name = order == sim::MoeOrder::kExpertWave ? "wave" : "interleaved";
-    j[name] = {{"makespan_us", units::s_to_us(r.makespan_s)},
-               {"total_stall_us", units::s_to_us(r.total_stall_s)},
-               {"median_tile_stall_us", stalls.empty() ? 0.0 : units::s_to_us(stats::median(stalls))},
-               {"max_tile_stall_us", stalls.empty() ? 0.0 : units::s_to_us(stats::max_abs(stalls))},
-               {"peak_outstanding_bytes", r.peak_outstanding_bytes}};
-  }
-  const double speedup = j["wave"]["makespan_us"].get<double>() / j["interleaved"]["makespan_us"].get<double>();
-  j["predicted_speedup"] = speedup;
-  j["choice"] = speedup > 1.0 ? "interleaved" : "wave";
-  return j;
+  p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave
+                                              : sim::default_experts_per_wave(static_cast<int>(p.rows_per_expert.size()));
+  const sim::MoeOrderPrediction pred = sim::predict_moe_orders(platform, p, sim::moe_tile_costs(platform, in, p.instances));
+  return {{"routing", o.routing}, {"ranks", o.ranks}, {"tokens_per_rank", o.tokens_per_rank},
+          {"producers", 2 * p.instances}, {"lead_rows", p.lead_rows}, {"experts_per_wave", p.experts_per_wave},
+          {"rows", nlohmann::json(p.rows_per_expert)}, {"wave", outcome_json(pred.wave)},
+          {"interleaved", outcome_json(pred.interleaved)}, {"predicted_speedup", pred.predicted_speedup},
+          {"choice", sim::to_string(pred.choice)}};
 }
 
 void run_moe(const PlanCommon& c, const MoeOptions& o) {
