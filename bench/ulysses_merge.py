@@ -1,8 +1,11 @@
 """Merges the per-point JSON of `xstage attn ulysses` and the PyTorch baseline into one results file and
-a Table-3-like markdown table (sender-side boundary, medians).
+Table-3-like markdown tables (sender-side boundary, medians).
   python3 bench/ulysses_merge.py POINTS_DIR OUT_JSON OUT_MD
+Tables: times per variant; metrics per fused epilogue (E_res, H and speedup vs both serials); the
+completion-coupled slope test per like-for-like pair (staged: fused / completion-coupled, TMA bulk:
+fused-tma / coupled-tma) beside the model's E_cc; the cuDNN + NCCL comparison; paired differences.
 """
-import glob, json, os, sys
+import glob, json, math, os, sys
 
 src, out_json, out_md = sys.argv[1:4]
 points = []
@@ -22,6 +25,10 @@ with open(out_json, "w") as fh:
     json.dump({"schema": "xstage.ulysses_sweep/1", "points": points, "torch_baseline": torch_res,
                "one_gpu_diagnostic": one_gpu}, fh, indent=1)
 
+NAN = float("nan")
+FUSED = ["fused", "fused-direct", "fused-tma"]          # piggyback epilogues
+PAIRS = [("staged", "fused", "completion-coupled"), ("TMA bulk", "fused-tma", "coupled-tma")]
+
 
 def tq(m, h, t):
     if not torch_res:
@@ -34,54 +41,100 @@ def tq(m, h, t):
 
 def us(p, v, b="sender"):
     x = p["variants"].get(v)
-    return x[f"{b}_median_us"] if x else float("nan")
+    return x[f"{b}_median_us"] if x else NAN
 
 
-hdr = ["M (+text)", "heads/GPU", "query order", "FA-only", "A2A ours", "A2A NCCL", "serial ours", "serial NCCL", "fused", "fused-direct", "compl.-coupled",
-       "E_res (% FA)", "H vs serial ours", "H vs serial NCCL", "speedup vs ours", "speedup vs NCCL",
-       "CC residual", "model G* / M_ub* / E_cc pred", "cuDNN SDPA", "cuDNN + NCCL serial", "fused vs cuDNN+NCCL", "bit-identical"]
-rows = []
-for p in points:
-    fa, fu, cc = us(p, "fa-only"), us(p, "fused"), us(p, "completion-coupled")
-    m = p["metrics"]["sender"].get("fused", {})
-    mod = (p.get("model") or {}).get("summary", {})
-    t = tq(p["seq_image"], p["heads_per_gpu"], p["seq_text"])
-    # The PyTorch baseline is the same for both query orders: show it once, beside the default order.
-    if p.get("tile_order") == "natural":
-        t = None
-    rows.append([
-        f'{p["seq_image"]}' + (f' (+{p["seq_text"]})' if p["seq_text"] else ""), str(p["heads_per_gpu"]),
-        p.get("tile_order", "natural"),
-        f"{fa:.1f}", f'{us(p, "a2a-ours"):.1f}', f'{us(p, "a2a-nccl"):.1f}', f'{us(p, "serial-ours"):.1f}',
-        f'{us(p, "serial-nccl"):.1f}', f"{fu:.1f}", f'{us(p, "fused-direct"):.1f}', f"{cc:.1f}",
-        f'{m.get("residual_us", float("nan")):.1f} ({100 * m.get("residual_fraction_of_fa", float("nan")):.2f} %)',
-        f'{m.get("hiding_ratio_vs_serial-ours", float("nan")):.3f}', f'{m.get("hiding_ratio_vs_serial-nccl", float("nan")):.3f}',
-        f'{m.get("speedup_vs_serial-ours", float("nan")):.3f}', f'{m.get("speedup_vs_serial-nccl", float("nan")):.3f}',
-        f"{cc - fa:.1f}",
-        f'{mod.get("G_star_us", float("nan")):.2f} us / {mod.get("M_ub_star_tokens", "-")} / {mod.get("predicted_E_cc_us", float("nan")):.1f} us',
-        f'{t["cudnn_sdpa_median_us"]:.1f}' if t else "-", f'{t["serial_cudnn_nccl_median_us"]:.1f}' if t else "-",
-        f'{t["serial_cudnn_nccl_median_us"] / fu:.3f}' if t else "-",
-        "yes" if p["check"]["bit_identical"] else "NO"])
-with open(out_md, "w") as fh:
-    fh.write("Times in us, medians, sender-side boundary (see docs/ulysses_notes.md).\n\n")
+def met(p, v, key):
+    return p["metrics"]["sender"].get(v, {}).get(key, NAN)
+
+
+def name(p):
+    return f'{p["seq_image"]}' + (f' (+{p["seq_text"]})' if p["seq_text"] else "") + f' x {p["heads_per_gpu"]}' + \
+        ("" if p.get("tile_order") == "own-last" else f' ({p.get("tile_order", "natural")})')
+
+
+def f1(x):
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"
+
+
+def f3(x):
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def table(fh, hdr, rows):
     fh.write("| " + " | ".join(hdr) + " |\n|" + "---|" * len(hdr) + "\n")
     for r in rows:
         fh.write("| " + " | ".join(r) + " |\n")
-print(f"merged {len(points)} points")
+    fh.write("\n")
 
-# Paired differences (each variant's iteration beside the fa-only iteration it was interleaved with).
+
 def paired(p, v):
+    """Median of (variant - fa-only) over the samples of the same iteration round."""
     a, b = p["variants"]["fa-only"]["sender_samples_us"], p["variants"].get(v, {}).get("sender_samples_us")
     if not b:
-        return float("nan")
+        return NAN
     d = sorted(y - x for x, y in zip(a, b))
     n = len(d)
     return d[n // 2] if n % 2 else 0.5 * (d[n // 2 - 1] + d[n // 2])
 
-with open(out_md, "a") as fh:
-    fh.write("\nPaired medians of (variant - fa-only), us, same iteration round:\n\n")
-    vs = ["serial-ours", "serial-nccl", "fused", "fused-direct", "completion-coupled"]
-    fh.write("| point | GPUs | " + " | ".join(vs) + " |\n|" + "---|" * (len(vs) + 2) + "\n")
+
+with open(out_md, "w") as fh:
+    fh.write("Times in us, medians, sender-side boundary (see docs/ulysses_notes.md). M x heads per GPU.\n\n")
+    vs = ["fa-only", "a2a-ours", "a2a-nccl", "serial-ours", "serial-nccl", "fused", "fused-direct", "fused-tma",
+          "completion-coupled", "coupled-tma"]
+    table(fh, ["point"] + vs + ["bit-identical"],
+          [[name(p)] + [f1(us(p, v)) for v in vs] + ["yes" if p["check"]["bit_identical"] else "NO"] for p in points])
+
+    fh.write("Metrics per piggyback epilogue (staged / direct / TMA bulk):\n\n")
+    rows = []
+    for p in points:
+        fa = us(p, "fa-only")
+        rows.append([name(p)] +
+                    [" / ".join(f'{f1(met(p, v, "residual_us"))} ({100 * met(p, v, "residual_fraction_of_fa"):.2f} %)'
+                                for v in FUSED)] +
+                    [" / ".join(f3(met(p, v, k)) for v in FUSED)
+                     for k in ["hiding_ratio_vs_serial-ours", "hiding_ratio_vs_serial-nccl", "speedup_vs_serial-ours",
+                               "speedup_vs_serial-nccl"]])
+    table(fh, ["point", "E_res us (% FA)", "H vs serial ours", "H vs serial NCCL", "speedup vs serial ours",
+               "speedup vs serial NCCL"], rows)
+
+    fh.write("Slope test (eq. 17): completion-coupled residual vs piggyback residual, like for like per store path; "
+             "us over FA-only. Model: G*, M_ub*, predicted E_cc (drain only, T_lat = 0).\n\n")
+    rows = []
+    for p in points:
+        fa = us(p, "fa-only")
+        mod = (p.get("model") or {}).get("summary", {})
+        r = [name(p)]
+        for _, f, c in PAIRS:
+            r += [f1(us(p, f) - fa), f1(us(p, c) - fa), f1(us(p, c) - us(p, f))]
+        r.append(f'{mod.get("G_star_us", NAN):.2f} / {mod.get("M_ub_star_tokens", "-")} / '
+                 f'{mod.get("predicted_E_cc_us", NAN):.1f}')
+        rows.append(r)
+    hdr = ["point"]
+    for label, f, c in PAIRS:
+        hdr += [f"{label}: {f} − FA", f"{c} − FA", f"{c} − {f}"]
+    table(fh, hdr + ["model G* us / M_ub* / E_cc us"], rows)
+
+    if torch_res:
+        fh.write(f'Against cuDNN SDPA + NCCL all_to_all_single (PyTorch {torch_res.get("torch")}, cuDNN '
+                 f'{torch_res.get("cudnn")}, NCCL {torch_res.get("nccl")}; separate process, same device call):\n\n')
+        rows = []
+        for p in points:
+            t = tq(p["seq_image"], p["heads_per_gpu"], p["seq_text"])
+            if p.get("tile_order") == "natural" or not t:
+                continue
+            best = min(FUSED, key=lambda v: us(p, v))
+            rows.append([name(p), f1(t["cudnn_sdpa_median_us"]), f1(us(p, "fa-only")), f1(t["nccl_a2a_median_us"]),
+                         f1(t["serial_cudnn_nccl_median_us"]), f1(us(p, "fused-tma")),
+                         f3(t["serial_cudnn_nccl_median_us"] / us(p, "fused-tma")), f"{best} {f1(us(p, best))}",
+                         f3(t["serial_cudnn_nccl_median_us"] / us(p, best))])
+        table(fh, ["point", "cuDNN SDPA", "our FA-only", "NCCL A2A (torch)", "cuDNN + NCCL serial", "fused-tma",
+                   "ratio (fused-tma)", "our best fused", "ratio (best)"], rows)
+
+    fh.write("Paired medians of (variant - fa-only), us, same iteration round:\n\n")
+    vs = ["serial-ours", "serial-nccl", "fused", "fused-direct", "fused-tma", "completion-coupled", "coupled-tma"]
+    rows = []
     for p in points + one_gpu:
-        name = f'{p["seq_total"]}x{p["heads_per_gpu"]} {p.get("tile_order", "")}'
-        fh.write(f'| {name} | {p["world"]} | ' + " | ".join(f"{paired(p, v):.1f}" for v in vs) + " |\n")
+        rows.append([name(p), str(p["world"])] + [f1(paired(p, v)) for v in vs])
+    table(fh, ["point", "GPUs"] + vs, rows)
+print(f"merged {len(points)} points")

@@ -30,13 +30,13 @@ for p in $POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" own-las
 for p in $NATURAL_POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" natural; done
 # One GPU (every row local): the fused kernels' own cost without remote traffic.
 for m in ${ONE_GPU_POINTS:-32768 65536}; do
-  timeout 90 "$BUILD"/xstage attn ulysses --gpus 0 --seq "$m" --heads 4 --variant fa-only,serial-ours,fused,fused-direct,completion-coupled \
+  timeout 90 "$BUILD"/xstage attn ulysses --gpus 0 --seq "$m" --heads 4 --variant fa-only,serial-ours,fused,fused-direct,completion-coupled,fused-tma,coupled-tma \
     --warmup 2 --iters ${ITERS:-20} --passes ${PASSES:-2} --out "$OUT/points/one_gpu_${m}_4.json" >> "$log" 2>&1
   echo "one-gpu point $m rc=$?" | tee -a "$log"
 done
 # SASS of the fused kernels (HGMMA count, MEMBAR, local memory), where the toolkit has cuobjdump.
 if command -v cuobjdump > /dev/null; then
-  cuobjdump --dump-sass "$BUILD"/xstage 2>/dev/null | awk '/Function :/{f=$3} /HGMMA/{h[f]++} /MEMBAR/{m[f]++} /LDL|STL/{l[f]++} END{for(k in h) if (k ~ /attn_forward_kernel/) print k, "HGMMA", h[k], "MEMBAR", m[k]+0, "LDL/STL", l[k]+0}' > "$OUT/ulysses_sass.txt"
+  cuobjdump --dump-sass "$BUILD"/xstage 2>/dev/null | awk '/Function :/{f=$3} /HGMMA/{h[f]++} /MEMBAR/{m[f]++} /LDL|STL/{l[f]++} /UBLKCP/{b[f]++} /BAR\.(SYNC|ARV)/{n[f]++} END{for(k in h) if (k ~ /attn_forward_kernel/) print k, "HGMMA", h[k], "MEMBAR", m[k]+0, "LDL/STL", l[k]+0, "UBLKCP", b[k]+0, "BAR", n[k]+0}' > "$OUT/ulysses_sass.txt"
 fi
 torch_points=""
 for p in $POINTS; do torch_points="$torch_points $p"; done

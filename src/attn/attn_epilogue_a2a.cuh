@@ -12,9 +12,19 @@
 // (an NCCL symmetric-window LSA pointer or a CUDA peer pointer; dst[rank] is the local buffer),
 // read from a small device table.
 //
-// Store path. Each consumer warpgroup converts its 64 rows to bf16 in shared memory (rows padded by
-// 16 bytes so the fragment's bf16x2 writes hit 32 distinct banks), synchronizes on its own named
-// barrier, then every thread issues 16-byte vector stores: a warp writes two full 256-byte rows.
+// Store paths (A2AStoreMode).
+//   kStaged: each consumer warpgroup converts its 64 rows to bf16 in shared memory (rows padded by
+//     16 bytes so the fragment's bf16x2 writes hit 32 distinct banks), synchronizes on its own named
+//     barrier, then every thread issues 16-byte vector stores: a warp writes two full 256-byte rows.
+//   kDirect: no staging; each thread stores its fragment's bf16x2 pairs straight to the owner.
+//   kBulk: TMA bulk stores, no named barrier per tile. In the wgmma m64 accumulator layout warp w of
+//     the consumer warps holds tile rows [16w, 16w + 16), so each warp stages only its own 16 rows
+//     (same padded buffer as kStaged), fence.proxy.async.shared::cta + __syncwarp, then lanes 0..15
+//     each issue one 256-byte cp.async.bulk.global.shared::cta of their row to the row's owner (rows
+//     past seq skipped; a tile that straddles two owners is handled per row) and commit a bulk group.
+//     The copy engine reads shared memory and writes the owner's memory while the warp returns to the
+//     mainloop. Before the next tile overwrites the staging rows each lane waits with
+//     cp.async.bulk.wait_group.read 0 (shared-memory reads done; not remote completion).
 //
 // Completion. Piggyback (kCompletionCoupled = false): no per-tile wait. Once per CTA, after the last
 // tile: the consumers arrive at a named barrier that the producer's TMA warp waits on, then one
@@ -22,11 +32,21 @@
 // epoch + 1 with st.release.sys to every rank p (DEVICE.md: payload stores → barrier → one release).
 // The reader (ulysses_a2a_wait, the next kernel on the owner's stream) acquires all of them first.
 //
+// With kBulk, the last tile's issuing lanes first wait with cp.async.bulk.wait_group 0 (the bulk
+// writes are complete and visible to the issuing thread), then fence.proxy.async.global: the payload
+// was written through the async proxy and the flag is a generic-proxy release, and the PTX memory
+// model orders operations of different proxies only through a proxy fence; with it, the async writes
+// precede the thread's bar.arrive, which the producer's bar.sync and st.release.sys (cumulative)
+// extend to the owner (DEVICE.md: wait_group 0 plus a system-scope release). Once per CTA: free.
+//
 // Completion-coupled (kCompletionCoupled = true, the paper's counterfactual): after its tile's stores
 // every storing thread executes fence.sc.sys, which does not retire until the thread's earlier stores
 // are performed system-wide (acknowledged by the owner's memory), then the warpgroup meets at its
 // named barrier before returning to the mainloop: no consumer starts the next tile before its whole
-// 64-row half tile is remotely complete. The final flags are published as above.
+// 64-row half tile is remotely complete. With kBulk the coupled wait is the bulk one: every tile ends
+// with cp.async.bulk.wait_group 0 (this warp's rows remotely complete) + __syncwarp before the warp
+// returns to the mainloop, like for like with the piggyback bulk epilogue. The final flags are
+// published as above.
 #pragma once
 
 #include <cstdint>
@@ -53,9 +73,25 @@ __device__ __forceinline__ void a2a_publish_cta_flags(A2AEpilogueParams const& p
   for (int r = 0; r < p.world; ++r) gpu::publish_flag_release(p.flags[r] + p.rank * kA2AMaxCtas + cta, next);
 }
 
-// kStaged = false (diagnostic and alternative store path): no shared-memory staging; each thread stores
-// its fragment's bf16x2 pairs straight to the owner, exactly like the local epilogue (4-byte stores).
-template <class Traits, bool kCompletionCoupled, bool kStaged = true>
+enum class A2AStoreMode {
+  kStaged,  // shared-memory staging per warpgroup, 16-byte synchronous stores
+  kDirect,  // bf16x2 stores straight from the fragment, exactly like the local epilogue (4-byte stores)
+  kBulk,    // shared-memory staging per warp, one 256-byte TMA bulk store per row
+};
+
+// Bulk copy engine (sm_90): shared::cta → global, completion through this thread's bulk groups.
+__device__ __forceinline__ void bulk_store_s2g(void* gmem, const void* smem, uint32_t bytes) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem), "r"(s), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// This thread's bulk groups have finished reading shared memory (their global writes may be in flight).
+__device__ __forceinline__ void bulk_wait_all_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+// This thread's bulk groups are complete: their global writes are performed.
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
+template <class Traits, bool kCompletionCoupled, A2AStoreMode kMode = A2AStoreMode::kStaged>
 struct AttnEpilogueA2A {
   using Element = typename Traits::Element;
   static constexpr int kBlockM = Traits::kBlockM;
@@ -69,14 +105,19 @@ struct AttnEpilogueA2A {
     alignas(16) __nv_bfloat16 stage[kBlockM * kPitch];
   };
   struct NoStorage {};
-  using SharedStorage = std::conditional_t<kStaged, StagedStorage, NoStorage>;
+  static constexpr bool kHasStaging = kMode != A2AStoreMode::kDirect;  // kStaged and kBulk: same buffer
+  static constexpr int kRowsPerWarp = 16;                                // wgmma m64: 16 rows per warp
+  using SharedStorage = std::conditional_t<kHasStaging, StagedStorage, NoStorage>;
 
   // The last tile of this CTA: arrive (without waiting) at the barrier the producer's TMA warp waits
   // on. bar.arrive orders each thread's earlier stores before the producer's release. (An arrive after
   // the consumer loop, in finish(), made ptxas spill and serialize wgmma; here it does not.)
-  static CUTE_DEVICE void arrive_if_last_tile(Params const& p, sched::AttnTile const& tile) {
+  static CUTE_DEVICE bool is_last_tile(Params const& p, sched::AttnTile const& tile) {
     const int linear = tile.head * p.num_m_blocks + tile.m_block;  // batch 1
-    if (linear + int(gridDim.x) >= p.num_tiles) {
+    return linear + int(gridDim.x) >= p.num_tiles;
+  }
+  static CUTE_DEVICE void arrive_if_last_tile(Params const& p, sched::AttnTile const& tile) {
+    if (is_last_tile(p, tile)) {
       cutlass::arch::NamedBarrier::arrive(Traits::kNumMmaThreads + 32, kA2AFinishBarrier);
     }
   }
@@ -84,10 +125,61 @@ struct AttnEpilogueA2A {
   template <class TiledMmaPV, class TensorO, class RowLse>
   static CUTE_DEVICE void store(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
                                 TensorO const& acc_o, RowLse const& lse, int mma_thread_idx) {
-    if constexpr (kStaged) {
+    if constexpr (kMode == A2AStoreMode::kStaged) {
       store_staged<TiledMmaPV>(p, smem, tile, acc_o, lse, mma_thread_idx);
+    } else if constexpr (kMode == A2AStoreMode::kBulk) {
+      store_bulk<TiledMmaPV>(p, smem, tile, acc_o, mma_thread_idx);
     } else {
       store_direct<TiledMmaPV>(p, tile, acc_o, mma_thread_idx);
+    }
+  }
+
+  template <class TiledMmaPV, class TensorO>
+  static CUTE_DEVICE void store_bulk(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
+                                     TensorO const& acc_o, int mma_thread_idx) {
+    using namespace cute;
+    TiledMmaPV mma_pv;
+    auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
+    Tensor sO = make_tensor(make_smem_ptr(smem.stage),
+                            make_layout(Shape<Int<kBlockM>, Int<kHeadDim>>{}, Stride<Int<kPitch>, _1>{}));
+    Tensor tOsO = thr_pv.partition_C(sO);
+    static_assert(decltype(size(tOsO))::value == decltype(size(acc_o))::value);
+    const int lane = mma_thread_idx % 32;
+    const int warp_row0 = (mma_thread_idx / 32) * kRowsPerWarp;  // this warp's rows of the tile
+
+    // The previous tile's bulk copies of this warp's rows have read them (all lanes: a lane that
+    // issued nothing has no pending group and passes at once).
+    bulk_wait_all_read();
+    __syncwarp();
+    // Same rounding as the local epilogue (bf16x2 from adjacent fp32 columns).
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_o); i += 2) {
+      *reinterpret_cast<__nv_bfloat162*>(&tOsO(i)) = __floats2bfloat162_rn(acc_o(i), acc_o(i + 1));
+    }
+    // Generic-proxy shared-memory writes → the copy engine's (async proxy) reads.
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncwarp();
+    if (lane < kRowsPerWarp) {
+      const int r = warp_row0 + lane;
+      const int i = tile.m_block * kBlockM + r;  // the kernel's query row (rotated, see a2a_params.hpp)
+      if (i < p.seq) {
+        const A2ARowOwner o = a2a_row_owner(a2a_sequence_row(i, p.row_rotation, p.seq), p.shard_len);
+        Element* base = static_cast<Element*>(p.dst[o.owner]);
+        bulk_store_s2g(base + (int64_t(o.local_row) * p.heads_total + p.head_offset + tile.head) * kHeadDim,
+                       &smem.stage[r * kPitch], kHeadDim * int(sizeof(Element)));
+      }
+    }
+    bulk_commit_group();
+    if constexpr (kCompletionCoupled) {
+      bulk_wait_all();  // this warp's rows are performed at the owner before the next tile starts
+      __syncwarp();
+    }
+    if (is_last_tile(p, tile)) {
+      // Last tile: writes complete, then ordered before the generic-proxy flag release (see top).
+      bulk_wait_all();
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      __syncwarp();
+      cutlass::arch::NamedBarrier::arrive(Traits::kNumMmaThreads + 32, kA2AFinishBarrier);
     }
   }
 

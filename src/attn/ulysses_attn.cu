@@ -1,5 +1,6 @@
-// The fused attention + post-attention All-to-All kernels (head dim 128 only: three instantiations,
-// piggyback (staged and direct) and completion-coupled, of the same kernel template as the local path).
+// The fused attention + post-attention All-to-All kernels (head dim 128 only: five instantiations of the
+// same kernel template as the local path: piggyback staged / direct / TMA bulk, completion-coupled staged
+// / TMA bulk).
 #include <string>
 
 #include "attn_epilogue_a2a.cuh"
@@ -46,11 +47,20 @@ cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogu
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
   if (attn_fused_a2a_grid(args.problem, device) > kA2AMaxCtas) return cudaErrorInvalidValue;
-  if (mode == FusedEpilogue::kPiggybackDirect)
-    return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, false>>(a, ep, stream);
-  if (mode == FusedEpilogue::kCompletionCoupled)
-    return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true>>(a, ep, stream);
-  return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false>>(a, ep, stream);
+  using Mode = A2AStoreMode;
+  switch (mode) {
+    case FusedEpilogue::kPiggyback:
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kStaged>>(a, ep, stream);
+    case FusedEpilogue::kCompletionCoupled:
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true, Mode::kStaged>>(a, ep, stream);
+    case FusedEpilogue::kPiggybackDirect:
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kDirect>>(a, ep, stream);
+    case FusedEpilogue::kPiggybackTma:
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kBulk>>(a, ep, stream);
+    case FusedEpilogue::kCompletionCoupledTma:
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true, Mode::kBulk>>(a, ep, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace xstage::attn

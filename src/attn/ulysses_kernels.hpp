@@ -17,6 +17,8 @@ enum class FusedEpilogue {
   kPiggyback,          // remote stores at tile boundaries, one flag per CTA at the end
   kCompletionCoupled,  // + every tile waits for its stores' remote completion (fence.sc.sys)
   kPiggybackDirect,    // piggyback without shared-memory staging (bf16x2 stores from the fragment)
+  kPiggybackTma,       // piggyback, each warp stages its 16 rows and TMA bulk-stores them (256 B per row)
+  kCompletionCoupledTma,  // kPiggybackTma + every tile waits for its bulk stores' completion (wait_group 0)
 };
 
 // Attention over args.problem (batch 1, heads = heads_per_gpu, seq_q = seq_k = ep.seq, head_dim 128)

@@ -24,14 +24,41 @@ const char* to_string(UlyssesVariant v) {
     case UlyssesVariant::kFused: return "fused";
     case UlyssesVariant::kCompletionCoupled: return "completion-coupled";
     case UlyssesVariant::kFusedDirect: return "fused-direct";
+    case UlyssesVariant::kFusedTma: return "fused-tma";
+    case UlyssesVariant::kCoupledTma: return "coupled-tma";
   }
   return "?";
 }
 
 std::vector<UlyssesVariant> all_ulysses_variants() {
-  return {UlyssesVariant::kFaOnly,     UlyssesVariant::kA2AOurs, UlyssesVariant::kA2ANccl,
+  return {UlyssesVariant::kFaOnly,     UlyssesVariant::kA2AOurs,    UlyssesVariant::kA2ANccl,
           UlyssesVariant::kSerialOurs, UlyssesVariant::kSerialNccl, UlyssesVariant::kFused,
-          UlyssesVariant::kCompletionCoupled, UlyssesVariant::kFusedDirect};
+          UlyssesVariant::kCompletionCoupled, UlyssesVariant::kFusedDirect, UlyssesVariant::kFusedTma,
+          UlyssesVariant::kCoupledTma};
+}
+
+std::vector<UlyssesVariant> fused_ulysses_variants() {
+  std::vector<UlyssesVariant> v;
+  for (UlyssesVariant x : all_ulysses_variants())
+    if (ulysses_variant_is_fused(x)) v.push_back(x);
+  return v;
+}
+
+bool ulysses_variant_is_fused(UlyssesVariant v) {
+  switch (v) {
+    case UlyssesVariant::kFused:
+    case UlyssesVariant::kCompletionCoupled:
+    case UlyssesVariant::kFusedDirect:
+    case UlyssesVariant::kFusedTma:
+    case UlyssesVariant::kCoupledTma: return true;
+    default: return false;
+  }
+}
+
+std::string ulysses_variant_names() {
+  std::string s;
+  for (UlyssesVariant v : all_ulysses_variants()) s += std::string(s.empty() ? "" : ", ") + to_string(v);
+  return s;
 }
 
 bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out) {
@@ -280,8 +307,7 @@ void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sen
   const bool attention = v == UlyssesVariant::kFaOnly || v == UlyssesVariant::kSerialOurs || v == UlyssesVariant::kSerialNccl;
   const bool ours = v == UlyssesVariant::kA2AOurs || v == UlyssesVariant::kSerialOurs;
   const bool nccl = v == UlyssesVariant::kA2ANccl || v == UlyssesVariant::kSerialNccl;
-  const bool fused =
-      v == UlyssesVariant::kFused || v == UlyssesVariant::kCompletionCoupled || v == UlyssesVariant::kFusedDirect;
+  const bool fused = ulysses_variant_is_fused(v);
   for (auto& R : impl_->ranks) {
     XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
     if (attention) {
@@ -290,9 +316,11 @@ void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sen
     }
     if (fused) {
       AttnForwardArgs a{prob, R.qkv[0], R.qkv[1], R.qkv[2], nullptr, nullptr};
-      const FusedEpilogue mode = v == UlyssesVariant::kFused          ? FusedEpilogue::kPiggyback
-                                 : v == UlyssesVariant::kFusedDirect ? FusedEpilogue::kPiggybackDirect
-                                                                     : FusedEpilogue::kCompletionCoupled;
+      const FusedEpilogue mode = v == UlyssesVariant::kFused               ? FusedEpilogue::kPiggyback
+                                 : v == UlyssesVariant::kFusedDirect      ? FusedEpilogue::kPiggybackDirect
+                                 : v == UlyssesVariant::kFusedTma         ? FusedEpilogue::kPiggybackTma
+                                 : v == UlyssesVariant::kCoupledTma       ? FusedEpilogue::kCompletionCoupledTma
+                                                                          : FusedEpilogue::kCompletionCoupled;
       XSTAGE_CUDA_CHECK(attn_forward_fused_a2a(a, R.ep, mode, R.stream));
     }
     if (ours) XSTAGE_CUDA_CHECK(a2a_remote_store(R.o_local, R.ep, hl, d, a2a_grid_, R.stream));

@@ -16,6 +16,10 @@
 //   fused               remote stores from the attention epilogue, one flag per CTA, owner's wait
 //   completion-coupled  the fused kernel with a remote-completion wait after every tile
 //   fused-direct        fused without shared-memory staging (4-byte stores straight from registers)
+//   fused-tma           fused with TMA bulk stores: each warp stages its 16 rows, one 256-byte
+//                       cp.async.bulk per row, no named barrier per tile
+//   coupled-tma         fused-tma with a remote-completion wait (cp.async.bulk.wait_group 0) after
+//                       every tile: the completion-coupled counterfactual, like for like with fused-tma
 #pragma once
 
 #include <cstdint>
@@ -39,10 +43,17 @@ enum class UlyssesVariant {
   kFused,
   kCompletionCoupled,
   kFusedDirect,
+  kFusedTma,
+  kCoupledTma,
 };
 const char* to_string(UlyssesVariant v);
 bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out);
 std::vector<UlyssesVariant> all_ulysses_variants();
+// The variants whose attention kernel stores the output to its owners (fused, completion-coupled, ...).
+std::vector<UlyssesVariant> fused_ulysses_variants();
+bool ulysses_variant_is_fused(UlyssesVariant v);
+// Every variant name, comma separated (for messages).
+std::string ulysses_variant_names();
 
 enum class UlyssesStorePath { kNcclWindow, kPeerPointer };
 

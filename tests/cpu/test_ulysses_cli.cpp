@@ -24,11 +24,26 @@ TEST(UlyssesCli, BadValuesNameTheOptionAndValue) {
   expect_input_error("attn ulysses --seq 4096 --heads 4 --gpus 0,x", "--gpus", "0,x");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --gpus 0,0", "--gpus", "0,0");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --variant fused,bogus", "--variant", "bogus");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --variant fused-tma,tma", "--variant", "tma");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --variant coupled", "--variant", "coupled");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --store-path nvshmem", "--store-path", "nvshmem");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --tile-order random", "--tile-order", "random");
   expect_input_error("attn ulysses --seq 1 --heads 4 --gpus 0,1", "--seq", "1");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --gpus 0,1,2,3,4,5,6,7,8", "--gpus", "9");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --iters 0", "--iters", "0");
+}
+
+// Every variant is named in --help and in the rejection message (the TMA bulk-store pair included).
+TEST(UlyssesCli, VariantListNamesEveryVariant) {
+  if (!have_ulysses()) GTEST_SKIP() << "built without CUDA/NCCL: no attn ulysses subcommand";
+  const auto help = xstage::test::run_cli("attn ulysses --help");
+  const auto bad = xstage::test::run_cli("attn ulysses --seq 4096 --heads 4 --variant nope");
+  EXPECT_NE(bad.code, 0);
+  for (const char* v : {"fa-only", "a2a-ours", "a2a-nccl", "serial-ours", "serial-nccl", "fused", "completion-coupled",
+                        "fused-direct", "fused-tma", "coupled-tma"}) {
+    EXPECT_NE(help.out.find(v), std::string::npos) << v << " missing from --help";
+    EXPECT_NE(bad.err.find(v), std::string::npos) << v << " missing from the --variant error: " << bad.err;
+  }
 }
 
 TEST(UlyssesCli, MissingRequiredOptionIsAnError) {

@@ -1,6 +1,6 @@
 // GPU tests of the Ulysses attention layer on 2 GPUs: fresh random inputs, poisoned outputs, the
-// pre-attention All-to-All checked element by element, the fused and completion-coupled outputs
-// bit-identical to the serial ones (our A2A kernel and NCCL), the output against the host reference
+// pre-attention All-to-All checked element by element, every fused output (staged, direct, TMA bulk;
+// piggyback and completion-coupled) bit-identical to the serial ones (our A2A kernel and NCCL), the output against the host reference
 // on sampled rows, and repeated iterations of every variant (the epoch/flag protocol).
 #include <gtest/gtest.h>
 
@@ -86,8 +86,9 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
     for (uint16_t b : serial[r]) poisoned += b == 0xFFFF;
     EXPECT_EQ(poisoned, 0u) << "unwritten output elements on rank " << r << " (seed " << seed << ")";
   }
-  for (UlyssesVariant v : {UlyssesVariant::kSerialNccl, UlyssesVariant::kFused, UlyssesVariant::kCompletionCoupled,
-                           UlyssesVariant::kFusedDirect}) {
+  std::vector<UlyssesVariant> checked = {UlyssesVariant::kSerialNccl};
+  for (UlyssesVariant v : fused_ulysses_variants()) checked.push_back(v);  // fused-tma, coupled-tma included
+  for (UlyssesVariant v : checked) {
     const auto out = run(v);
     for (int r = 0; r < n; ++r) {
       ASSERT_EQ(out[r].size(), serial[r].size());
@@ -120,8 +121,11 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
   for (int it = 0; it < 3; ++it)
     for (UlyssesVariant v : all_ulysses_variants()) layer.enqueue(v);
   layer.synchronize();
-  const auto again = run(UlyssesVariant::kFused);
-  for (int r = 0; r < n; ++r) EXPECT_TRUE(again[r] == serial[r]) << "fused after repeated iterations, rank " << r;
+  for (UlyssesVariant v : {UlyssesVariant::kFused, UlyssesVariant::kFusedTma}) {
+    const auto again = run(v);
+    for (int r = 0; r < n; ++r)
+      EXPECT_TRUE(again[r] == serial[r]) << to_string(v) << " after repeated iterations, rank " << r;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -80,8 +80,7 @@ std::vector<UlyssesVariant> parse_variants(const std::string& s) {
   while (std::getline(ss, item, ',')) {
     UlyssesVariant x;
     if (!parse_ulysses_variant(item, &x))
-      throw xstage::InputError("--variant: unknown value '" + item +
-                               "' (all, fa-only, a2a-ours, a2a-nccl, serial-ours, serial-nccl, fused, completion-coupled, fused-direct)");
+      throw xstage::InputError("--variant: unknown value '" + item + "' (all, " + ulysses_variant_names() + ")");
     v.push_back(x);
   }
   if (v.empty()) throw xstage::InputError("--variant: empty value");
@@ -155,8 +154,9 @@ void run_ulysses(const Options& opt) {
     for (uint16_t b : o) poisoned += b == 0xFFFF;
   check["serial_ours_unwritten_elements"] = poisoned;
   all_ok = all_ok && poisoned == 0;
-  for (UlyssesVariant v : {UlyssesVariant::kSerialNccl, UlyssesVariant::kFused, UlyssesVariant::kCompletionCoupled,
-                           UlyssesVariant::kFusedDirect}) {
+  std::vector<UlyssesVariant> checked = {UlyssesVariant::kSerialNccl};
+  for (UlyssesVariant v : fused_ulysses_variants()) checked.push_back(v);
+  for (UlyssesVariant v : checked) {
     const auto o = outputs(v);
     size_t diff = 0;
     for (int r = 0; r < n; ++r)
@@ -248,7 +248,7 @@ void run_ulysses(const Options& opt) {
   for (const char* boundary : {"sender", "iteration"}) {
     auto& med = std::string(boundary) == "sender" ? med_s : med_i;
     json m = json::object();
-    for (UlyssesVariant f : {UlyssesVariant::kFused, UlyssesVariant::kCompletionCoupled, UlyssesVariant::kFusedDirect}) {
+    for (UlyssesVariant f : fused_ulysses_variants()) {
       if (!has(f) || !has(FA)) continue;
       json x = {{"residual_us", residual_s(med[f], med[FA]) * 1e6},
                 {"residual_fraction_of_fa", residual_s(med[f], med[FA]) / med[FA]}};
@@ -347,7 +347,7 @@ void add_attn_ulysses(CLI::App* attn) {
   u->add_option("--text", opt->text, "Joint text tokens appended to the sequence")->check(kNonNegative);
   u->add_option("--heads", opt->heads, "Heads per GPU (total heads = heads x GPUs)")->required()->check(kPositive);
   u->add_option("--variant", opt->variants,
-                "all, or a comma list of fa-only, a2a-ours, a2a-nccl, serial-ours, serial-nccl, fused, completion-coupled, fused-direct");
+                "all, or a comma list of " + ulysses_variant_names());
   u->add_option("--warmup", opt->warmup, "Untimed iterations of each variant before each pass")->check(kNonNegative);
   u->add_option("--iters", opt->iters, "Timed iterations of each variant per pass (variants interleaved)")->check(kPositive);
   u->add_option("--passes", opt->passes, "Timing passes (variant order rotated each pass)")->check(kPositive);
