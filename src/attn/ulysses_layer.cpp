@@ -26,6 +26,8 @@ const char* to_string(UlyssesVariant v) {
     case UlyssesVariant::kFusedDirect: return "fused-direct";
     case UlyssesVariant::kFusedTma: return "fused-tma";
     case UlyssesVariant::kCoupledTma: return "coupled-tma";
+    case UlyssesVariant::kFaOnlyTma: return "fa-only-tma";
+    case UlyssesVariant::kSerialTma: return "serial-tma";
   }
   return "?";
 }
@@ -34,7 +36,7 @@ std::vector<UlyssesVariant> all_ulysses_variants() {
   return {UlyssesVariant::kFaOnly,     UlyssesVariant::kA2AOurs,    UlyssesVariant::kA2ANccl,
           UlyssesVariant::kSerialOurs, UlyssesVariant::kSerialNccl, UlyssesVariant::kFused,
           UlyssesVariant::kCompletionCoupled, UlyssesVariant::kFusedDirect, UlyssesVariant::kFusedTma,
-          UlyssesVariant::kCoupledTma};
+          UlyssesVariant::kCoupledTma, UlyssesVariant::kFaOnlyTma, UlyssesVariant::kSerialTma};
 }
 
 std::vector<UlyssesVariant> fused_ulysses_variants() {
@@ -110,6 +112,12 @@ struct UlyssesLayer::Impl {
     uint32_t* epoch = nullptr;
     void** d_table = nullptr;  // [dst x world, flags x world] as this GPU reaches them
     A2AEpilogueParams ep{};
+    // fa-only-tma: the fused-tma kernel with a one-rank parameter block whose only owner is o_local
+    // ([seq, heads_per_gpu, d], kernel row order): the same SASS as fused-tma, every store local.
+    uint32_t* local_flags = nullptr;  // written (flags of a one-rank team), never waited on
+    uint32_t* local_epoch = nullptr;
+    void** local_table = nullptr;     // [o_local, local_flags]
+    A2AEpilogueParams ep_local{};
   };
   std::vector<Rank> ranks;
 };
@@ -209,6 +217,27 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     AttnForwardArgs probe_args{prob, R.qkv[0], R.qkv[1], R.qkv[2], nullptr, nullptr};
     const std::string why = attn_fused_a2a_can_implement(probe_args, ep);
     if (!why.empty()) throw std::invalid_argument("fused attention: " + why);
+
+    XSTAGE_CUDA_CHECK(cudaMalloc(&R.local_flags, kFlagBytes));
+    XSTAGE_CUDA_CHECK(cudaMemset(R.local_flags, 0, kFlagBytes));
+    XSTAGE_CUDA_CHECK(cudaMalloc(&R.local_epoch, sizeof(uint32_t)));
+    XSTAGE_CUDA_CHECK(cudaMemset(R.local_epoch, 0, sizeof(uint32_t)));
+    void* lt[2] = {R.o_local, R.local_flags};
+    XSTAGE_CUDA_CHECK(cudaMalloc(&R.local_table, sizeof(lt)));
+    XSTAGE_CUDA_CHECK(cudaMemcpy(R.local_table, lt, sizeof(lt), cudaMemcpyHostToDevice));
+    A2AEpilogueParams& el = R.ep_local;
+    el = ep;
+    el.rank = 0;
+    el.world = 1;
+    el.shard_len = a2a_shard_len(cfg.seq, 1);
+    el.heads_total = hl;
+    el.head_offset = 0;
+    el.row_rotation = 0;  // o_local keeps the kernel's row order, like the local epilogue
+    el.epoch = R.local_epoch;
+    el.dst = R.local_table;
+    el.flags = reinterpret_cast<uint32_t* const*>(R.local_table + 1);
+    const std::string why_local = attn_fused_a2a_can_implement(probe_args, el);
+    if (!why_local.empty()) throw std::invalid_argument("fused attention, local parameters: " + why_local);
   }
   if (fused_grid_ < 1 || fused_grid_ > kA2AMaxCtas) throw std::invalid_argument("fused grid out of range");
   for (auto& R : impl_->ranks) {
@@ -231,6 +260,9 @@ UlyssesLayer::~UlyssesLayer() {
     cudaFree(R.recv);
     cudaFree(R.epoch);
     cudaFree(R.d_table);
+    cudaFree(R.local_flags);
+    cudaFree(R.local_epoch);
+    cudaFree(R.local_table);
   }
 }
 
@@ -305,7 +337,8 @@ void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sen
   const int hl = cfg_.heads_per_gpu, d = cfg_.head_dim;
   const AttnForwardProblem prob = make_bshd_problem(1, cfg_.seq, cfg_.seq, hl, d);
   const bool attention = v == UlyssesVariant::kFaOnly || v == UlyssesVariant::kSerialOurs || v == UlyssesVariant::kSerialNccl;
-  const bool ours = v == UlyssesVariant::kA2AOurs || v == UlyssesVariant::kSerialOurs;
+  const bool attention_tma = v == UlyssesVariant::kFaOnlyTma || v == UlyssesVariant::kSerialTma;
+  const bool ours = v == UlyssesVariant::kA2AOurs || v == UlyssesVariant::kSerialOurs || v == UlyssesVariant::kSerialTma;
   const bool nccl = v == UlyssesVariant::kA2ANccl || v == UlyssesVariant::kSerialNccl;
   const bool fused = ulysses_variant_is_fused(v);
   for (auto& R : impl_->ranks) {
@@ -313,6 +346,10 @@ void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sen
     if (attention) {
       AttnForwardArgs a{prob, R.qkv[0], R.qkv[1], R.qkv[2], R.o_local, nullptr};
       XSTAGE_CUDA_CHECK(attn_forward(a, R.stream));
+    }
+    if (attention_tma) {
+      AttnForwardArgs a{prob, R.qkv[0], R.qkv[1], R.qkv[2], nullptr, nullptr};
+      XSTAGE_CUDA_CHECK(attn_forward_fused_a2a(a, R.ep_local, FusedEpilogue::kPiggybackTma, R.stream));
     }
     if (fused) {
       AttnForwardArgs a{prob, R.qkv[0], R.qkv[1], R.qkv[2], nullptr, nullptr};

@@ -20,6 +20,9 @@
 //                       cp.async.bulk per row, no named barrier per tile
 //   coupled-tma         fused-tma with a remote-completion wait (cp.async.bulk.wait_group 0) after
 //                       every tile: the completion-coupled counterfactual, like for like with fused-tma
+//   fa-only-tma         the fused-tma kernel (same SASS) with a one-rank parameter block: every row
+//                       bulk-stored to the local [seq, heads_per_gpu, d] buffer, as fa-only writes it
+//   serial-tma          fa-only-tma, then a2a-ours: the serial baseline like for like with fused-tma
 #pragma once
 
 #include <cstdint>
@@ -45,6 +48,8 @@ enum class UlyssesVariant {
   kFusedDirect,
   kFusedTma,
   kCoupledTma,
+  kFaOnlyTma,
+  kSerialTma,
 };
 const char* to_string(UlyssesVariant v);
 bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out);
@@ -105,7 +110,7 @@ class UlyssesLayer {
   // Poisons the outputs, runs one iteration of `v` and returns every local rank's output: the
   // correctness check of the CLI and of the GPU tests.
   std::vector<std::vector<uint16_t>> run_and_read_outputs(UlyssesVariant v);
-  // This rank's attention output [seq, heads_per_gpu, d] of the last fa-only/serial run.
+  // This rank's attention output [seq, heads_per_gpu, d] of the last fa-only/serial run (either kernel).
   std::vector<uint16_t> read_local_attention(int local_index);
   // The sequence-sharded input `which` (0 q, 1 k, 2 v) of local rank `local_index` ([local_seq, heads_total, d]).
   std::vector<uint16_t> read_input(int local_index, int which);

@@ -40,7 +40,7 @@ TEST(UlyssesCli, VariantListNamesEveryVariant) {
   const auto bad = xstage::test::run_cli("attn ulysses --seq 4096 --heads 4 --variant nope");
   EXPECT_NE(bad.code, 0);
   for (const char* v : {"fa-only", "a2a-ours", "a2a-nccl", "serial-ours", "serial-nccl", "fused", "completion-coupled",
-                        "fused-direct", "fused-tma", "coupled-tma"}) {
+                        "fused-direct", "fused-tma", "coupled-tma", "fa-only-tma", "serial-tma"}) {
     EXPECT_NE(help.out.find(v), std::string::npos) << v << " missing from --help";
     EXPECT_NE(bad.err.find(v), std::string::npos) << v << " missing from the --variant error: " << bad.err;
   }

@@ -86,10 +86,18 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
     for (uint16_t b : serial[r]) poisoned += b == 0xFFFF;
     EXPECT_EQ(poisoned, 0u) << "unwritten output elements on rank " << r << " (seed " << seed << ")";
   }
-  std::vector<UlyssesVariant> checked = {UlyssesVariant::kSerialNccl};
+  std::vector<std::vector<uint16_t>> attn_local(n);  // the local kernel's attention output (serial-ours)
+  for (int r = 0; r < n; ++r) attn_local[r] = layer.read_local_attention(r);
+  std::vector<UlyssesVariant> checked = {UlyssesVariant::kSerialNccl, UlyssesVariant::kSerialTma};
   for (UlyssesVariant v : fused_ulysses_variants()) checked.push_back(v);  // fused-tma, coupled-tma included
   for (UlyssesVariant v : checked) {
     const auto out = run(v);
+    if (v == UlyssesVariant::kSerialTma) {
+      // fa-only-tma (the fused-tma kernel storing locally) computes the local kernel's bits.
+      for (int r = 0; r < n; ++r)
+        EXPECT_TRUE(layer.read_local_attention(r) == attn_local[r])
+            << "fa-only-tma attention output differs from fa-only on rank " << r << " (seed " << seed << ")";
+    }
     for (int r = 0; r < n; ++r) {
       ASSERT_EQ(out[r].size(), serial[r].size());
       size_t diff = 0;
