@@ -72,11 +72,7 @@ void wait_event_bounded(cudaEvent_t ev, double timeout_s, int rank, const char* 
   }
 }
 
-std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
-  z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
-  return z ^ (z >> 29);
-}
+std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b) { return moe_input_seed(a, b); }
 
 enum Ev { kStart, kDispatched, kLinear1, kSwiglu, kLinear2, kCombined, kCountsReady, kEvents };
 

@@ -23,6 +23,7 @@
 
 #include "cli_common.hpp"
 #include "moe_baseline.hpp"
+#include "moe_fused.hpp"
 #include "moe_reference.hpp"
 #include "registry.hpp"
 #include "xstage/comm/team.hpp"
@@ -30,6 +31,7 @@
 #include "xstage/gpu/provenance.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/workloads.hpp"
+#include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/moe/routing.hpp"
 
 namespace {
@@ -45,6 +47,9 @@ struct BenchOptions {
   double zipf_s = 1.2;
   std::string precision = "bf16";
   std::string impl = "baseline";
+  std::string schedule = "interleaved";
+  int lead_rows = 0;
+  int experts_per_wave = 0;
   std::string gemm = "grouped";
   int iters = 30;
   int warmup = 5;
@@ -135,7 +140,8 @@ struct CheckResult {
 
 // All outputs must be finite (they were poisoned with NaN); sampled tokens of every rank must match the
 // CPU reference. Each needed expert's weights come back from its GPU once.
-CheckResult check_against_reference(const MoeBaseline& layer, const std::vector<Routing>& routing, int per_rank) {
+template <class Layer>
+CheckResult check_against_reference(const Layer& layer, const std::vector<Routing>& routing, int per_rank) {
   const MoeDims& d = layer.dims();
   CheckResult c;
   std::vector<std::vector<float>> y(d.ranks), x(d.ranks);
@@ -183,8 +189,213 @@ CheckResult check_against_reference(const MoeBaseline& layer, const std::vector<
   return c;
 }
 
+// Rows each rank sends to other ranks (dispatch) = rows that come back (combine): the NVLink traffic of
+// the layer, the same for every implementation.
+long long remote_rows(const std::vector<Routing>& routing, const MoeDims& d) {
+  long long n = 0;
+  const int el = d.experts_per_rank();
+  for (int r = 0; r < d.ranks; ++r)
+    for (int e : routing[r].expert_ids) n += e / el != r;
+  return n;
+}
+
+nlohmann::json timing_json(const std::vector<double>& layer_ms, double flops, double nvlink_bytes) {
+  const double med = median_of(layer_ms);
+  return {{"layer_median_ms", med},
+          {"layer_min_ms", *std::min_element(layer_ms.begin(), layer_ms.end())},
+          {"layer_max_ms", *std::max_element(layer_ms.begin(), layer_ms.end())},
+          {"tflops", flops / (med * 1e-3) / 1e12},
+          {"nvlink_gbps", nvlink_bytes / (med * 1e-3) / 1e9},
+          {"layer_samples_ms", layer_ms}};
+}
+
+nlohmann::json check_json(const CheckResult& c, std::uint64_t seed) {
+  return {{"passed", c.passed}, {"rel_l2", c.rel_l2}, {"non_finite_outputs", c.non_finite},
+          {"tokens_checked", c.tokens_checked}, {"experts_checked", c.experts_fetched}, {"seed", seed}};
+}
+
+// --impl fused|both: the fused layer (each schedule of --schedule) and, for both, the separate-kernel
+// baseline on the same inputs, timed in alternation within one process run.
+void run_bench_fused(const BenchOptions& o) {
+  const model::MoeShape* shape = model::find_moe_shape(o.shape);
+  if (!shape) throw InputError("--shape: unknown shape '" + o.shape + "' (known: " + known_shapes() + ")");
+  if (shape->hidden % 128 != 0 || shape->h_inter % 128 != 0) {
+    throw InputError(fmt::format("--shape: {} has hidden {} and h_inter {}; the fused kernel needs multiples of 128",
+                                 o.shape, shape->hidden, shape->h_inter));
+  }
+  const std::vector<int> gpus = parse_gpus(o.gpus);
+  MoeDims d{int(gpus.size()), o.tokens, shape->hidden, shape->h_inter, shape->experts, shape->top_k};
+  if (d.experts % d.ranks != 0) {
+    throw InputError(fmt::format("--gpus: {} GPUs do not divide the {} experts of {}", d.ranks, d.experts, o.shape));
+  }
+  if ((long long)d.tokens * d.top_k >= (1LL << kOriginSlotBits)) {
+    throw InputError(fmt::format("--tokens: {} x top-{} slots exceed the fused kernel's 2^{}", d.tokens, d.top_k,
+                                 kOriginSlotBits));
+  }
+  std::vector<MoeFusedSchedule> schedules;
+  if (o.schedule == "wave" || o.schedule == "both") schedules.push_back(MoeFusedSchedule::kWave);
+  if (o.schedule == "interleaved" || o.schedule == "both") schedules.push_back(MoeFusedSchedule::kInterleaved);
+  if (schedules.empty()) throw InputError("--schedule: unknown schedule '" + o.schedule + "' (wave, interleaved, both)");
+  const std::uint64_t seed = o.seed >= 0 ? std::uint64_t(o.seed) : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
+  const std::vector<Routing> routing = make_routing(o, d, seed);
+  int device_count = 0;
+  XSTAGE_CUDA_CHECK(cudaGetDeviceCount(&device_count));
+  for (int g : gpus)
+    if (g >= device_count) throw InputError(fmt::format("--gpus: {} is not a device (found {})", g, device_count));
+
+  auto team = comm::Team::single_process(gpus);
+  const float wscale = 2.f / std::sqrt(float(d.hidden));
+  std::unique_ptr<MoeBaseline> base;
+  if (o.impl == "both") {
+    base = std::make_unique<MoeBaseline>(team, d, o.gemm == "loop" ? GemmPath::kLoop : GemmPath::kGrouped);
+    base->fill_random(seed, wscale);
+    for (int r = 0; r < d.ranks; ++r) base->set_routing(r, routing[r]);
+  }
+  MoeFusedOptions fo;
+  fo.lead_rows = o.lead_rows;
+  fo.experts_per_wave = o.experts_per_wave;
+  MoeFused fused(team, d, fo);
+  fused.fill_random(seed, wscale);
+  for (int r = 0; r < d.ranks; ++r) fused.set_routing(r, routing[r]);
+  auto use = [&](MoeFusedSchedule s) {
+    MoeFusedOptions x = fo;
+    x.schedule = s;
+    fused.set_schedule(x);
+  };
+
+  // --- correctness of each implementation (fresh inputs, poisoned outputs) ---
+  struct Impl {
+    std::string name;
+    bool is_base;
+    MoeFusedSchedule schedule;
+    CheckResult check;
+    std::vector<double> layer_ms;
+    int schedule_param = 0;
+  };
+  std::vector<Impl> impls;
+  if (base) impls.push_back({"baseline", true, MoeFusedSchedule::kWave, {}, {}});
+  for (auto s : schedules) impls.push_back({std::string("fused_") + to_string(s), false, s, {}, {}});
+  std::vector<long long> received;
+  for (auto& im : impls) {
+    if (im.is_base) {
+      base->poison_output();
+      base->run(o.timeout_s);
+      im.check = check_against_reference(*base, routing, o.check_tokens);
+    } else {
+      use(im.schedule);
+      im.schedule_param = fused.schedule_param();
+      fused.poison_output();
+      fused.run(o.timeout_s);
+      im.check = check_against_reference(fused, routing, o.check_tokens);
+      received = fused.last_received_rows();
+    }
+  }
+  // --- timing: implementations in alternation, so clocks and temperature are shared ---
+  auto run_once = [&](Impl& im, bool record) {
+    double ms = 0;
+    if (im.is_base) {
+      base->run(o.timeout_s);
+      for (const auto& t : base->last_stage_times()) ms = std::max(ms, t.total_ms);
+    } else {
+      use(im.schedule);
+      fused.run(o.timeout_s);
+      for (double v : fused.last_ms()) ms = std::max(ms, v);
+    }
+    if (record) im.layer_ms.push_back(ms);
+  };
+  for (int i = 0; i < o.warmup; ++i)
+    for (auto& im : impls) run_once(im, false);
+  for (int i = 0; i < o.iters; ++i)
+    for (auto& im : impls) run_once(im, true);
+  std::vector<double> sm_clock;
+  for (int g : gpus) sm_clock.push_back(gpu::measure_sm_clock_mhz(g));
+
+  const double slots = double(d.ranks) * d.tokens * d.top_k;
+  const double flops = slots * 6.0 * d.hidden * d.h_inter;
+  const double nvlink_bytes = 2.0 * double(remote_rows(routing, d)) * d.hidden * 2.0;  // dispatch + combine
+  std::vector<long long> load(d.experts, 0);
+  for (const auto& r : routing) {
+    const auto t = tokens_per_expert(r);
+    for (int e = 0; e < d.experts; ++e) load[e] += t[e];
+  }
+  nlohmann::json j;
+  j["schema"] = "xstage.moe_bench";
+  j["version"] = 2;
+  j["impl"] = o.impl;
+  j["precision"] = o.precision;
+  j["shape"] = {{"name", shape->name}, {"source", shape->source}, {"hidden", d.hidden}, {"h_inter", d.h_inter},
+                {"experts", d.experts}, {"top_k", d.top_k}};
+  j["ranks"] = d.ranks;
+  j["tokens_per_rank"] = d.tokens;
+  j["routing"] = {{"kind", o.routing}, {"zipf_s", o.routing == "skewed" ? nlohmann::json(o.zipf_s) : nlohmann::json(nullptr)},
+                  {"max_expert_rows", *std::max_element(load.begin(), load.end())}, {"mean_expert_rows", slots / d.experts},
+                  {"experts_without_rows", std::count(load.begin(), load.end(), 0LL)}};
+  j["rows_received_per_rank"] = received;
+  j["flops"] = flops;
+  j["flops_formula"] = "2 * ranks * tokens * top_k * hidden * h_inter * 3";
+  j["nvlink_bytes"] = nvlink_bytes;
+  j["nvlink_bytes_formula"] = "2 (dispatch + combine) * rows routed to another rank * hidden * 2 bytes, all ranks";
+  j["fused_grid"] = fused.grid();
+  j["iters"] = o.iters;
+  j["warmup"] = o.warmup;
+  j["sm_clock_mhz_after"] = sm_clock;
+  nlohmann::json arr = nlohmann::json::array();
+  bool all_passed = true;
+  std::map<std::string, double> med;
+  for (auto& im : impls) {
+    nlohmann::json x;
+    x["name"] = im.name;
+    if (im.is_base) {
+      x["gemm"] = to_string(base->gemm_path());
+    } else {
+      x["schedule"] = to_string(im.schedule);
+      x[im.schedule == MoeFusedSchedule::kWave ? "experts_per_wave" : "lead_rows"] = im.schedule_param;
+    }
+    x["check"] = check_json(im.check, seed);
+    x["timing"] = timing_json(im.layer_ms, flops, nvlink_bytes);
+    med[im.name] = median_of(im.layer_ms);
+    all_passed = all_passed && im.check.passed;
+    arr.push_back(x);
+  }
+  j["impls"] = arr;
+  if (base) {
+    nlohmann::json sp;
+    for (auto& im : impls)
+      if (!im.is_base) sp[im.name] = med["baseline"] / med[im.name];
+    j["speedup_vs_baseline"] = sp;
+  }
+  if (med.count("fused_wave") && med.count("fused_interleaved")) {
+    j["interleaved_speedup_vs_wave"] = med["fused_wave"] / med["fused_interleaved"];
+  }
+  j["provenance"] = gpu::collect_provenance(gpus, 0, nullptr);
+  if (!o.out.empty()) cli::write_file_atomically(o.out, j.dump(2) + "\n", true);
+  if (o.json) {
+    cli::print_json(j);
+  } else {
+    for (auto& im : impls) {
+      const double m = med[im.name];
+      std::printf("moe %s %s T=%d x %d ranks, %s routing: layer %.3f ms median (%d runs), %.1f TFLOP/s, NVLink %.1f GB/s%s; "
+                  "check %s (rel_l2 %.2e over %d tokens)\n",
+                  im.name.c_str(), shape->name, d.tokens, d.ranks, o.routing.c_str(), m, o.iters, flops / (m * 1e-3) / 1e12,
+                  nvlink_bytes / (m * 1e-3) / 1e9,
+                  (base && !im.is_base) ? fmt::format(", {:.2f}x baseline", med["baseline"] / m).c_str() : "",
+                  im.check.passed ? "passed" : "FAILED", im.check.rel_l2, im.check.tokens_checked);
+    }
+  }
+  if (!all_passed) throw std::runtime_error("moe bench: correctness check failed");
+}
+
 void run_bench(const BenchOptions& o) {
-  if (o.impl != "baseline") throw InputError("--impl: unknown implementation '" + o.impl + "' (available: baseline)");
+  if (o.impl == "fused" || o.impl == "both") {
+    if (o.precision != "bf16") {
+      throw InputError("--precision: '" + o.precision + "' is not available in the fused kernel yet (available: bf16)");
+    }
+    run_bench_fused(o);
+    return;
+  }
+  if (o.impl != "baseline") {
+    throw InputError("--impl: unknown implementation '" + o.impl + "' (available: baseline, fused, both)");
+  }
   if (o.precision != "bf16") {
     throw InputError("--precision: '" + o.precision + "' is not available in the baseline yet (available: bf16)");
   }
@@ -320,8 +531,15 @@ void add_moe(CLI::App& root) {
   b->add_option("--routing", o->routing, "balanced, skewed (Zipf) or an xstage.routing/1 file");
   b->add_option("--zipf", o->zipf_s, "Zipf exponent of skewed routing")->check(cli::kPositive);
   b->add_option("--precision", o->precision, "bf16 (fp8: later)")->check(CLI::IsMember({"bf16", "fp8"}));
-  b->add_option("--impl", o->impl, "Implementation: baseline (separate kernels, NCCL, cuBLAS)")
-      ->check(CLI::IsMember({"baseline"}));
+  b->add_option("--impl", o->impl,
+                "Implementation: baseline (separate kernels, NCCL, cuBLAS), fused (one persistent kernel per GPU) "
+                "or both (timed in alternation in one run)")
+      ->check(CLI::IsMember({"baseline", "fused", "both"}));
+  b->add_option("--schedule", o->schedule, "Fused tile order: wave, interleaved or both")
+      ->check(CLI::IsMember({"wave", "interleaved", "both"}));
+  b->add_option("--lead-rows", o->lead_rows, "Interleaved lead D in rows (0: eq. 16's D_knee)")->check(cli::kNonNegative);
+  b->add_option("--experts-per-wave", o->experts_per_wave, "Expert-wave width (0: a quarter of the local experts)")
+      ->check(cli::kNonNegative);
   b->add_option("--gemm", o->gemm, "grouped (cublasGemmGroupedBatchedEx) or loop (cublasGemmEx per expert block)")
       ->check(CLI::IsMember({"grouped", "loop"}));
   b->add_option("--iters", o->iters, "Timed runs")->check(cli::kPositive);

@@ -21,6 +21,23 @@
 
 namespace xstage::sched {
 
+// Cursor / pairs. On the GPU a 64-bit division is a subroutine call, which in a GMMA kernel costs
+// spills; the kernels guarantee rows · pairs < 2^31 (checked by their launchers), so 32 bits suffice there.
+XSTAGE_SCHED_HD inline long long cursor_div(long long cursor, int pairs) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<int>(cursor) / pairs;
+#else
+  return cursor / pairs;
+#endif
+}
+XSTAGE_SCHED_HD inline int cursor_mod(long long cursor, int pairs) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<int>(cursor) % pairs;
+#else
+  return static_cast<int>(cursor % pairs);
+#endif
+}
+
 enum class MoeStage : std::uint8_t { kLinear1 = 1, kLinear2 = 2 };
 
 struct MoeTile {
@@ -51,9 +68,9 @@ struct MoeRowLayout {
   }
   XSTAGE_SCHED_HD MoeTile make_tile(MoeStage stage, long long cursor, int role) const {
     const int pairs = stage == MoeStage::kLinear1 ? pairs_l1 : pairs_l2;
-    const int p = static_cast<int>(cursor / pairs);
+    const int p = static_cast<int>(cursor_div(cursor, pairs));
     const int e = expert_of_row(p);
-    return MoeTile{stage, e, p - offsets[e], 2 * static_cast<int>(cursor % pairs) + role, p};
+    return MoeTile{stage, e, p - offsets[e], 2 * cursor_mod(cursor, pairs) + role, p};
   }
 };
 
@@ -75,8 +92,8 @@ struct InterleavedMoeScheduler {
     const long long end1 = static_cast<long long>(layout.rows()) * layout.pairs_l1;
     const long long end2 = static_cast<long long>(layout.rows()) * layout.pairs_l2;
     if (k1 >= end1 && k2 >= end2) return false;
-    const long long p1 = k1 < end1 ? k1 / layout.pairs_l1 : (1LL << 62);
-    const long long p2 = k2 / layout.pairs_l2;
+    const long long p1 = k1 < end1 ? cursor_div(k1, layout.pairs_l1) : (1LL << 62);
+    const long long p2 = cursor_div(k2, layout.pairs_l2);
     if (k2 < end2 && p2 + lead_rows <= p1) {
       out = layout.make_tile(MoeStage::kLinear2, k2, role);
       k2 += stride;

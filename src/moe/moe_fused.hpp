@@ -1,0 +1,72 @@
+// The fused expert-parallel MoE layer (bf16, Hopper): one persistent kernel per GPU does Dispatch ->
+// Linear-1 -> SwiGLU -> Linear-2 -> Combine with in-kernel communication (peer stores, release/acquire
+// flags), in the tile order of the expert-wave or the interleaved scheduler (sched/moe_schedule.hpp);
+// a small kernel after it waits for every rank and reduces each token's k rows. Single-process teams
+// (one thread per GPU; buffers reached through CUDA peer pointers).
+//
+// Per run and rank: dispatch plan (the baseline's launch_dispatch_plan) -> fused kernel -> completion
+// kernel, all on the rank's stream. Same inputs, routing, roundings and output as MoeBaseline.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "moe_fused_kernel.hpp"
+#include "moe_reference.hpp"
+#include "xstage/comm/team.hpp"
+#include "xstage/moe/routing.hpp"
+
+namespace xstage::moe {
+
+struct MoeFusedOptions {
+  MoeFusedSchedule schedule = MoeFusedSchedule::kInterleaved;
+  int lead_rows = 0;         // interleaved D; 0: eq. 16's D_knee for this GPU (model::moe_lead_knee_rows)
+  int experts_per_wave = 0;  // wave; 0: sim::default_experts_per_wave (a quarter of the local experts)
+};
+
+class MoeFused {
+ public:
+  // Requires hidden and h_inter multiples of 128, at most kFusedMaxExperts experts and kFusedMaxRanks
+  // ranks, a single-process team; throws xstage::InputError naming the field otherwise.
+  MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions& options = {});
+  ~MoeFused();
+  MoeFused(const MoeFused&) = delete;
+  MoeFused& operator=(const MoeFused&) = delete;
+
+  const MoeDims& dims() const { return dims_; }
+  MoeFusedSchedule schedule() const { return options_.schedule; }
+  int schedule_param() const;  // D or experts per wave, as launched
+  void set_schedule(const MoeFusedOptions& options);
+  int grid() const { return grid_; }
+
+  void set_tokens(int rank, const std::vector<float>& x);  // [tokens][hidden]
+  void set_weights(int rank, const float* w1, const float* w2);
+  void set_routing(int rank, const Routing& r);
+  // The same values as MoeBaseline::fill_random with the same seed.
+  void fill_random(std::uint64_t seed, float weight_scale);
+  void poison_output();
+  void run(double timeout_s = 60.0);
+  std::vector<double> last_ms() const;              // per team rank: plan + fused + completion kernels
+  std::vector<long long> last_received_rows() const;
+  std::vector<float> output(int rank) const;
+  std::vector<float> tokens(int rank) const;
+  void expert_weights(int global_expert, std::vector<float>& w1, std::vector<float>& w2) const;
+
+ private:
+  struct RankState;
+  struct Shared;
+  void run_rank(int local_index, double timeout_s);
+  RankState& state_of_rank(int rank) const;
+
+  comm::Team& team_;
+  MoeDims dims_;
+  MoeFusedOptions options_;
+  long long capacity_rows_ = 0;
+  int grid_ = 0;
+  std::uint32_t epoch_ = 0;
+  std::unique_ptr<Shared> shared_;
+  std::vector<std::unique_ptr<RankState>> ranks_;
+};
+
+}  // namespace xstage::moe

@@ -1,0 +1,124 @@
+// Prologue of the fused MoE kernel (every thread of every CTA, before the warp roles split):
+//  1. count exchange: CTA 0 stores this rank's per-expert row counts into counts[rank][*] of every rank,
+//     then publishes count_flag[rank] = epoch (st.release.sys) there; every CTA waits (bounded) for the
+//     flags of all sources and builds the receive layout in shared memory (moe_fused_layout.hpp);
+//  2. dispatch: warps copy token rows (16-byte stores) into the owners' receive buffers at their layout
+//     rows, write each row's origin (source, slot) there, and after each run of rows of one expert add
+//     the row count to the owner's arrival counter of that expert (__syncwarp, red.release.sys).
+// Arrival counters only grow: a run's Linear-1 tiles wait for arrive_base + this run's rows, and the
+// completion kernel moves the base once every rank is done. A reset would race with a fast peer's
+// next-run increments; a monotonic counter cannot.
+#pragma once
+
+#include <cstdint>
+
+#include "moe_fused_kernel.hpp"
+#include "moe_fused_sync.cuh"
+#include "xstage/moe/moe_fused_layout.hpp"
+
+namespace xstage::moe {
+
+struct MoeLayoutSmem {
+  int tot[kFusedMaxExperts];                    // rows per global expert, all sources
+  int before[kFusedMaxExperts];                 // rows of lower sources inside each expert's block
+  int dprefix[kFusedMaxExperts + 1];            // this rank's dispatch order, (l, o) blocks
+  int offs[kFusedMaxExperts + kFusedMaxRanks];  // per owner o: el + 1 row-block offsets at o·(el + 1)
+};
+
+__device__ __forceinline__ void moe_exchange_counts(const MoeFusedParams& p, MoeLayoutSmem& L) {
+  const int N = p.ranks, E = p.experts, el = E / N;
+  if (blockIdx.x == 0) {
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+      const int v = p.expert_rows[e];
+      for (int d = 0; d < N; ++d) p.counts_peer[d][p.rank * E + e] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < N) st_release_sys_u32(p.count_flag_peer[threadIdx.x] + p.rank, p.epoch);
+  }
+  if (threadIdx.x < N) {
+    const std::uint32_t* f = p.count_flag + threadIdx.x;
+    moe_wait_geq([&] { return std::uint64_t(ld_acquire_sys_u32(f)); }, p.epoch, p.timeout_ns, p.failure, 1, p.rank,
+                 threadIdx.x);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int tot = 0, before = 0;
+    for (int s = 0; s < N; ++s) {
+      const int c = ld_relaxed_sys_s32(p.counts + s * E + e);
+      tot += c;
+      if (s < p.rank) before += c;
+    }
+    L.tot[e] = tot;
+    L.before[e] = before;
+  }
+  __syncthreads();
+  if (threadIdx.x < N) {
+    owner_block_offsets(&L.tot[threadIdx.x * el], el, kFusedBlockM, &L.offs[threadIdx.x * (el + 1)]);
+  } else if (threadIdx.x == 32) {
+    int acc = 0;
+    for (int q = 0; q < E; ++q) {
+      L.dprefix[q] = acc;
+      acc += p.expert_rows[dispatch_block_expert(q, N, el)];
+    }
+    L.dprefix[E] = acc;
+  }
+  __syncthreads();
+  if (blockIdx.x == 0) {
+    for (int l = threadIdx.x; l < el; l += blockDim.x) p.run_totals[l] = L.tot[p.rank * el + l];
+  }
+}
+
+__device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeLayoutSmem& L) {
+  constexpr int kChunk = 8;  // rows per warp between arrival updates
+  const int N = p.ranks, E = p.experts, el = E / N, K = p.top_k;
+  const int lane = threadIdx.x & 31;
+  const int warps_per_cta = blockDim.x / 32;
+  const int total = L.dprefix[E];
+  const int vec = p.hidden / 8;
+  for (int c = blockIdx.x * warps_per_cta + threadIdx.x / 32; c * kChunk < total; c += gridDim.x * warps_per_cta) {
+    const int i0 = c * kChunk, i1 = min(total, i0 + kChunk);
+    int lo = 0, hi = E - 1;  // block q holding row i0: last q with dprefix[q] <= i0
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (L.dprefix[mid] <= i0) lo = mid;
+      else hi = mid - 1;
+    }
+    int q = lo, pending = 0;
+    auto flush = [&] {
+      __syncwarp();
+      if (lane == 0 && pending > 0) {
+        const int e = dispatch_block_expert(q, N, el);
+        red_release_sys_add_u64(p.arrive_peer[e / el] + e % el, std::uint64_t(pending));
+      }
+      pending = 0;
+    };
+    for (int i = i0; i < i1; ++i) {
+      while (L.dprefix[q + 1] <= i) {
+        flush();
+        ++q;
+      }
+      const int e = dispatch_block_expert(q, N, el), o = e / el, l = e % el;
+      const int pos = i - L.dprefix[q];
+      const int token = p.token_of_send_row[p.expert_offset[e] + pos];
+      int j = 0;
+      while (j < K - 1 && p.expert_ids[token * K + j] != e) ++j;
+      const long long dst = (long long)L.offs[o * (el + 1) + l] * kFusedBlockM + L.before[e] + pos;
+      const uint4* src = reinterpret_cast<const uint4*>(p.x + (long long)token * p.hidden);
+      uint4* d = reinterpret_cast<uint4*>(p.recv_peer[o] + dst * p.hidden);
+      int v = lane;
+      for (; v + 96 < vec; v += 128) {
+        const uint4 a = __ldg(src + v), b = __ldg(src + v + 32), cc = __ldg(src + v + 64), dd = __ldg(src + v + 96);
+        d[v] = a;
+        d[v + 32] = b;
+        d[v + 64] = cc;
+        d[v + 96] = dd;
+      }
+      for (; v < vec; v += 32) d[v] = __ldg(src + v);
+      if (lane == 0) p.origin_peer[o][dst] = moe_origin(p.rank, token * K + j);
+      ++pending;
+    }
+    flush();
+  }
+}
+
+}  // namespace xstage::moe

@@ -1,0 +1,93 @@
+// Epilogues of the fused MoE kernel's two tile kinds.
+//  SwiGLU (Linear-1): accumulator columns j (gate) and 64 + j (up) of the 128-wide tile sit in the
+//  same thread (value i and i + size/2 of the GMMA accumulator: the second half of its 8-column
+//  chunks); gate and up are rounded to bf16, h = bf16(silu(gate) · up) (the reference's roundings), stored
+//  to the local SwiGLU buffer. Rows past the expert's count are computed on padding and never read
+//  back into a result.
+//  Combine (Linear-2): the tile is rounded to bf16 into shared memory (64 rows per warpgroup), then
+//  each row goes back to the rank and top-k slot it came from as 16-byte stores into that rank's
+//  combine buffer comb[slot][hidden] (no atomics: every slot is written by one tile column once).
+#pragma once
+
+#include <cstdint>
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "moe_fused_kernel.hpp"
+#include "moe_fused_mainloop.cuh"
+#include "moe_fused_sync.cuh"
+#include "xstage/moe/moe_fused_layout.hpp"
+#include "xstage/moe/moe_numerics.hpp"
+
+namespace xstage::moe {
+
+// Row and column of accumulator value i of consumer thread t (0..255) in the 128 x 128 tile: the SM90
+// GMMA 64xN F32 layout, value i = a + 2·b + 4·c -> row 16·warp + lane/4 + 8·b, column 8·c + 2·(lane%4) + a,
+// warpgroup w adding 64·w rows (checked against CuTe's partition_C). Closed form: no per-value
+// coordinate registers.
+__device__ __forceinline__ int acc_row(int t, int i) { return (t / 128) * 64 + ((t % 128) / 32) * 16 + (t % 32) / 4 + 8 * ((i / 2) % 2); }
+__device__ __forceinline__ int acc_col(int t, int i) { return 8 * (i / 4) + 2 * (t % 4) + (i % 2); }
+
+// Named barriers (CUTLASS adds its reserved count): 0 all consumers; 1, 2 one warpgroup each.
+inline constexpr int kBarConsumers = 0;
+inline constexpr int kBarWarpgroup0 = 1;
+
+__device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
+  return std::uint32_t(float_to_bf16_bits(lo)) | (std::uint32_t(float_to_bf16_bits(hi)) << 16);
+}
+
+// swiglu_bf16 (moe_numerics.hpp) with the fast division and exponential: the IEEE
+// division's slow path is a subroutine call, which in a GMMA kernel costs spills. Relative error ~1e-6,
+// far below the bf16 rounding that follows.
+__device__ __forceinline__ float swiglu_bf16_fast(float gate_bf16, float up_bf16) {
+  return round_bf16(__fdividef(gate_bf16, 1.f + __expf(-gate_bf16)) * up_bf16);
+}
+
+template <class Acc>
+__device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, const sched::MoeTile& tile, const Acc& acc,
+                                                 int mma_thread_idx) {
+  using namespace cute;
+  using T = MoeFusedTraits;
+  constexpr int kHalf = decltype(size(acc))::value / 2;
+  std::uint16_t* base = p.h + (long long)tile.row * T::kBlockM * p.h_inter + tile.n * (T::kBlockN / 2);
+  CUTE_UNROLL
+  for (int i = 0; i < kHalf; i += 2) {
+    const int r = acc_row(mma_thread_idx, i), c = acc_col(mma_thread_idx, i);
+    const float h0 = swiglu_bf16_fast(round_bf16(acc(i)), round_bf16(acc(i + kHalf)));
+    const float h1 = swiglu_bf16_fast(round_bf16(acc(i + 1)), round_bf16(acc(i + 1 + kHalf)));
+    *reinterpret_cast<std::uint32_t*>(base + (long long)r * p.h_inter + c) = pack_bf16x2(h0, h1);
+  }
+}
+
+template <class Acc>
+__device__ __forceinline__ void moe_store_combine(const MoeFusedParams& p, MoeFusedTraits::SharedStorage& smem,
+                                                  const sched::MoeTile& tile, int valid_rows, const Acc& acc,
+                                                  int mma_thread_idx) {
+  using namespace cute;
+  using T = MoeFusedTraits;
+  const int wg = mma_thread_idx / 128, t = mma_thread_idx % 128;
+  std::uint16_t* stage = reinterpret_cast<std::uint16_t*>(smem.epi.data());
+  cutlass::arch::NamedBarrier::sync(128, kBarWarpgroup0 + wg);  // this warpgroup's previous copy-out is done
+  CUTE_UNROLL
+  for (int i = 0; i < decltype(size(acc))::value; i += 2) {
+    const int r = acc_row(mma_thread_idx, i), c = acc_col(mma_thread_idx, i);
+    *reinterpret_cast<std::uint32_t*>(stage + r * T::kEpiPitch + c) = pack_bf16x2(acc(i), acc(i + 1));
+  }
+  cutlass::arch::NamedBarrier::sync(128, kBarWarpgroup0 + wg);
+  constexpr int kChunks = T::kBlockN / 8;  // 16-byte chunks per row
+  CUTE_UNROLL
+  for (int it = 0; it < 64 * kChunks / 128; ++it) {
+    const int idx = it * 128 + t;
+    const int r = wg * 64 + idx / kChunks, ch = idx % kChunks;
+    if (r < valid_rows) {
+      const int origin = ld_relaxed_sys_s32(p.origin + (long long)tile.row * T::kBlockM + r);
+      const int src = moe_origin_rank(origin);
+      const long long slot = moe_origin_slot(origin);
+      const uint4 v = *reinterpret_cast<const uint4*>(stage + r * T::kEpiPitch + ch * 8);
+      *reinterpret_cast<uint4*>(p.comb_peer[src] + slot * p.hidden + tile.n * T::kBlockN + ch * 8) = v;
+    }
+  }
+}
+
+}  // namespace xstage::moe

@@ -1,0 +1,80 @@
+// Launch interface of the fused expert-parallel MoE kernel (host-visible; no CuTe here).
+//
+// One persistent kernel per GPU runs: count exchange -> receive layout (smem) -> dispatch (remote
+// 16-byte stores + arrival counters) -> Linear-1/SwiGLU and Linear-2/Combine tiles in the order of a
+// sched:: MoE scheduler -> completion flags. A second, small kernel waits for every CTA of every rank
+// and reduces the k combined rows of each token (float, routing order).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace xstage::moe {
+
+enum class MoeFusedSchedule { kWave, kInterleaved };
+const char* to_string(MoeFusedSchedule s);
+
+inline constexpr int kFusedMaxRanks = 8;
+inline constexpr int kFusedMaxExperts = 1024;  // global experts (shared-memory layout arrays)
+inline constexpr int kFusedMaxGrid = 256;      // CTAs per rank (completion flags)
+
+// What a bounded wait that expired was waiting for; written to host-mapped memory before the trap, so
+// the host can report it after the launch fails.
+struct MoeFusedWaitFailure {
+  std::uint32_t code;  // 0: none; 1 count flag; 2 arrival counter; 3 Linear-1 row done; 4 completion flag
+  std::uint32_t rank, block, thread, index;
+  std::uint64_t target, seen;
+};
+const char* moe_fused_wait_name(std::uint32_t code);
+
+struct MoeFusedParams {
+  int rank = 0, ranks = 1;
+  int tokens = 0, top_k = 0, hidden = 0, h_inter = 0, experts = 0;  // experts: global
+  std::uint32_t epoch = 0;  // run number (>= 1), monotonically increasing
+  int schedule_param = 1;   // interleaved: lead rows D; wave: experts per wave
+  std::uint64_t timeout_ns = 4'000'000'000ull;
+
+  // local inputs and plan (launch_dispatch_plan)
+  const std::uint16_t* x = nullptr;   // [tokens][hidden]
+  const std::uint16_t* w1 = nullptr;  // [el][2·h_inter][hidden]
+  const std::uint16_t* w2 = nullptr;  // [el][hidden][h_inter]
+  const int* expert_ids = nullptr;    // [tokens·top_k]
+  const float* weights = nullptr;     // [tokens·top_k]
+  const int* expert_rows = nullptr;   // [experts] (plan: this rank's rows per global expert)
+  const int* expert_offset = nullptr; // [experts]
+  const int* token_of_send_row = nullptr;
+
+  // local work buffers
+  std::uint16_t* recv = nullptr;  // [recv_rows][hidden] (peers write it)
+  std::uint16_t* h = nullptr;     // [recv_rows][h_inter] SwiGLU output
+  long long recv_rows = 0;        // capacity (recv_capacity_rows)
+  const int* origin = nullptr;    // [recv_rows]: src·tokens·top_k + slot (peers write it)
+  std::uint32_t* l1_done = nullptr;        // [recv_rows / BM] zeroed before each run
+  std::uint64_t* arrive = nullptr;         // [el] monotonic (peers add)
+  std::uint64_t* arrive_base = nullptr;    // [el] value of arrive before this run (local)
+  int* run_totals = nullptr;               // [el] this run's rows per local expert (for the base update)
+  const int* counts = nullptr;             // [ranks][experts] (peers write)
+  const std::uint32_t* count_flag = nullptr;  // [ranks]
+  const std::uint32_t* done_flag = nullptr;   // [ranks][kFusedMaxGrid]
+  std::uint16_t* comb = nullptr;              // [tokens·top_k][hidden] (peers write)
+  std::uint16_t* y = nullptr;                 // [tokens][hidden]
+
+  // the same buffers on every rank (index: team rank), usable from this GPU
+  std::uint16_t* recv_peer[kFusedMaxRanks] = {};
+  int* origin_peer[kFusedMaxRanks] = {};
+  std::uint64_t* arrive_peer[kFusedMaxRanks] = {};
+  int* counts_peer[kFusedMaxRanks] = {};
+  std::uint32_t* count_flag_peer[kFusedMaxRanks] = {};
+  std::uint32_t* done_flag_peer[kFusedMaxRanks] = {};
+  std::uint16_t* comb_peer[kFusedMaxRanks] = {};
+
+  MoeFusedWaitFailure* failure = nullptr;  // host-mapped
+};
+
+// CTAs of the fused kernel on `device` (even, at most one per SM, all co-resident); 0 on error.
+int moe_fused_grid(int device);
+// Launches the fused kernel (grid CTAs) and the completion/reduction kernel on `stream`.
+cudaError_t launch_moe_fused(const MoeFusedParams& p, MoeFusedSchedule schedule, int grid, cudaStream_t stream);
+
+}  // namespace xstage::moe

@@ -1,0 +1,396 @@
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "moe_baseline_kernels.hpp"
+#include "moe_fused.hpp"
+#include "xstage/comm/window.hpp"
+#include "xstage/gpu/check.hpp"
+#include "xstage/model/burst_gap.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/moe/moe_fused_layout.hpp"
+#include "xstage/moe/moe_numerics.hpp"
+#include "xstage/sim/moe_schedules.hpp"
+
+namespace xstage::moe {
+
+namespace {
+
+template <typename T>
+T* device_alloc(size_t count) {
+  void* p = nullptr;
+  XSTAGE_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, count) * sizeof(T)));
+  XSTAGE_CUDA_CHECK(cudaMemset(p, 0, std::max<size_t>(1, count) * sizeof(T)));
+  return static_cast<T*>(p);
+}
+
+std::vector<std::uint16_t> to_bf16(const float* x, size_t n) {
+  std::vector<std::uint16_t> b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = float_to_bf16_bits(x[i]);
+  return b;
+}
+
+std::vector<float> from_bf16(const std::vector<std::uint16_t>& b) {
+  std::vector<float> f(b.size());
+  for (size_t i = 0; i < b.size(); ++i) f[i] = bf16_bits_to_float(b[i]);
+  return f;
+}
+
+size_t align8(size_t n) { return (n + 7) / 8 * 8; }
+
+}  // namespace
+
+// Peer-reachable buffers (one allocation per rank each) and the layout of the control block.
+struct MoeFused::Shared {
+  std::unique_ptr<comm::PeerBuffers> recv, origin, comb, ctrl;
+  size_t off_arrive = 0, off_counts = 0, off_count_flag = 0, off_done = 0;
+};
+
+struct MoeFused::RankState {
+  comm::LocalRank* lr = nullptr;
+  int local_index = 0;
+  std::uint16_t *x = nullptr, *w1 = nullptr, *w2 = nullptr, *h = nullptr, *y = nullptr;
+  int* ids = nullptr;
+  float* weights = nullptr;
+  int *expert_rows = nullptr, *expert_offset = nullptr, *send_row_of_slot = nullptr, *token_of_send_row = nullptr;
+  std::uint32_t* l1_done = nullptr;
+  std::uint64_t* arrive_base = nullptr;
+  int* run_totals = nullptr;
+  MoeFusedWaitFailure* failure_host = nullptr;
+  MoeFusedWaitFailure* failure_dev = nullptr;
+  cudaEvent_t ev[2] = {};
+};
+
+MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions& options)
+    : team_(team), dims_(dims), options_(options) {
+  validate_dims(dims_);
+  if (dims_.ranks != team_.world_size()) {
+    throw InputError("ranks: the layer has " + std::to_string(dims_.ranks) + " ranks, the team " +
+                     std::to_string(team_.world_size()));
+  }
+  if (team_.mode() != comm::LaunchMode::kSingleProcess) {
+    throw InputError("fused MoE: needs one process driving every GPU (peer pointers)");
+  }
+  if (dims_.hidden % 128 != 0) {
+    throw InputError("hidden: the fused kernel needs a multiple of 128, got " + std::to_string(dims_.hidden));
+  }
+  if (dims_.h_inter % 128 != 0) {
+    throw InputError("h_inter: the fused kernel needs a multiple of 128, got " + std::to_string(dims_.h_inter));
+  }
+  if (dims_.ranks > kFusedMaxRanks) {
+    throw InputError("ranks: the fused kernel supports at most " + std::to_string(kFusedMaxRanks) + ", got " +
+                     std::to_string(dims_.ranks));
+  }
+  if (dims_.experts > kFusedMaxExperts) {
+    throw InputError("experts: the fused kernel supports at most " + std::to_string(kFusedMaxExperts) + ", got " +
+                     std::to_string(dims_.experts));
+  }
+  const int el = dims_.experts_per_rank();
+  const long long slots = (long long)dims_.tokens * dims_.top_k;
+  if (slots >= (1LL << kOriginSlotBits)) {
+    throw InputError("tokens: tokens x top_k must stay below 2^" + std::to_string(kOriginSlotBits) +
+                     " for the fused kernel, got " + std::to_string(slots));
+  }
+  capacity_rows_ = recv_capacity_rows(dims_.ranks, dims_.tokens, dims_.top_k, el, kFusedBlockM);
+  capacity_rows_ = (capacity_rows_ + kFusedBlockM - 1) / kFusedBlockM * kFusedBlockM;
+  const long long max_pairs = std::max<long long>(dims_.h_inter / 128, (dims_.hidden / 128 + 1) / 2);
+  if (capacity_rows_ / kFusedBlockM * max_pairs >= (1LL << 31) || capacity_rows_ >= (1LL << 31)) {
+    throw InputError("tokens: too many rows for the fused kernel's 32-bit tile cursors");
+  }
+
+  const size_t T = size_t(dims_.tokens), H = size_t(dims_.hidden), HI = size_t(dims_.h_inter);
+  const size_t cap = size_t(capacity_rows_);
+  shared_ = std::make_unique<Shared>();
+  Shared& sh = *shared_;
+  sh.off_arrive = 0;
+  sh.off_counts = align8(sh.off_arrive + size_t(el) * sizeof(std::uint64_t));
+  sh.off_count_flag = align8(sh.off_counts + size_t(dims_.ranks) * dims_.experts * sizeof(int));
+  sh.off_done = align8(sh.off_count_flag + size_t(dims_.ranks) * sizeof(std::uint32_t));
+  const size_t ctrl_bytes = sh.off_done + size_t(dims_.ranks) * kFusedMaxGrid * sizeof(std::uint32_t);
+  sh.recv = std::make_unique<comm::PeerBuffers>(team_, cap * H * 2);
+  sh.origin = std::make_unique<comm::PeerBuffers>(team_, cap * sizeof(int));
+  sh.comb = std::make_unique<comm::PeerBuffers>(team_, std::max<size_t>(1, T * dims_.top_k * H * 2));
+  sh.ctrl = std::make_unique<comm::PeerBuffers>(team_, ctrl_bytes);
+
+  ranks_.resize(team_.local_ranks().size());
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    ranks_[i] = std::make_unique<RankState>();
+    RankState& s = *ranks_[i];
+    s.lr = &team_.local_ranks()[i];
+    s.local_index = int(i);
+    XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+    const int r = s.lr->rank;
+    XSTAGE_CUDA_CHECK(cudaMemset(sh.recv->ptr(r), 0, sh.recv->bytes()));
+    XSTAGE_CUDA_CHECK(cudaMemset(sh.origin->ptr(r), 0, sh.origin->bytes()));
+    XSTAGE_CUDA_CHECK(cudaMemset(sh.comb->ptr(r), 0, sh.comb->bytes()));
+    XSTAGE_CUDA_CHECK(cudaMemset(sh.ctrl->ptr(r), 0, sh.ctrl->bytes()));
+    s.x = device_alloc<std::uint16_t>(T * H);
+    s.w1 = device_alloc<std::uint16_t>(size_t(el) * 2 * HI * H);
+    s.w2 = device_alloc<std::uint16_t>(size_t(el) * H * HI);
+    s.h = device_alloc<std::uint16_t>(cap * HI);
+    s.y = device_alloc<std::uint16_t>(T * H);
+    s.ids = device_alloc<int>(T * dims_.top_k);
+    s.weights = device_alloc<float>(T * dims_.top_k);
+    s.expert_rows = device_alloc<int>(dims_.experts);
+    s.expert_offset = device_alloc<int>(dims_.experts);
+    s.send_row_of_slot = device_alloc<int>(T * dims_.top_k);
+    s.token_of_send_row = device_alloc<int>(T * dims_.top_k);
+    s.l1_done = device_alloc<std::uint32_t>(cap / kFusedBlockM);
+    s.arrive_base = device_alloc<std::uint64_t>(el);
+    s.run_totals = device_alloc<int>(el);
+    XSTAGE_CUDA_CHECK(cudaHostAlloc(&s.failure_host, sizeof(MoeFusedWaitFailure), cudaHostAllocMapped));
+    std::memset(s.failure_host, 0, sizeof(MoeFusedWaitFailure));
+    XSTAGE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&s.failure_dev), s.failure_host, 0));
+    for (auto& e : s.ev) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
+    const int g = moe_fused_grid(s.lr->device);
+    if (g < 2) throw gpu::DeviceError("fused MoE: device " + std::to_string(s.lr->device) + " cannot run the kernel");
+    grid_ = grid_ == 0 ? g : std::min(grid_, g);
+    XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  set_schedule(options_);
+}
+
+MoeFused::~MoeFused() {
+  for (auto& p : ranks_) {
+    RankState& s = *p;
+    cudaSetDevice(s.lr->device);
+    cudaStreamSynchronize(s.lr->stream);
+    for (void* d : {(void*)s.x, (void*)s.w1, (void*)s.w2, (void*)s.h, (void*)s.y, (void*)s.ids, (void*)s.weights,
+                    (void*)s.expert_rows, (void*)s.expert_offset, (void*)s.send_row_of_slot,
+                    (void*)s.token_of_send_row, (void*)s.l1_done, (void*)s.arrive_base, (void*)s.run_totals})
+      cudaFree(d);
+    if (s.failure_host) cudaFreeHost(s.failure_host);
+    for (auto& e : s.ev)
+      if (e) cudaEventDestroy(e);
+  }
+}
+
+void MoeFused::set_schedule(const MoeFusedOptions& o) {
+  if (o.lead_rows < 0) throw InputError("lead_rows: must be >= 0 (0: D_knee), got " + std::to_string(o.lead_rows));
+  if (o.experts_per_wave < 0) {
+    throw InputError("experts_per_wave: must be >= 0 (0: default), got " + std::to_string(o.experts_per_wave));
+  }
+  options_ = o;
+}
+
+int MoeFused::schedule_param() const {
+  if (options_.schedule == MoeFusedSchedule::kWave) {
+    return options_.experts_per_wave > 0 ? options_.experts_per_wave
+                                         : sim::default_experts_per_wave(dims_.experts_per_rank());
+  }
+  if (options_.lead_rows > 0) return options_.lead_rows;
+  // Eq. 16 with b_n = 128 and one producer per SM of the grid.
+  return int(std::max<std::int64_t>(1, model::moe_lead_knee_rows(128, grid_, dims_.h_inter)));
+}
+
+MoeFused::RankState& MoeFused::state_of_rank(int rank) const {
+  for (auto& p : ranks_)
+    if (p->lr->rank == rank) return *p;
+  throw InputError("rank: " + std::to_string(rank) + " is not driven by this process");
+}
+
+void MoeFused::set_tokens(int rank, const std::vector<float>& x) {
+  RankState& s = state_of_rank(rank);
+  if (x.size() != size_t(dims_.tokens) * dims_.hidden) throw InputError("x: wrong size " + std::to_string(x.size()));
+  const auto b = to_bf16(x.data(), x.size());
+  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(s.x, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+  XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void MoeFused::set_weights(int rank, const float* w1, const float* w2) {
+  RankState& s = state_of_rank(rank);
+  const size_t el = size_t(dims_.experts_per_rank());
+  const size_t n1 = el * 2 * dims_.h_inter * dims_.hidden, n2 = el * dims_.hidden * dims_.h_inter;
+  const auto b1 = to_bf16(w1, n1), b2 = to_bf16(w2, n2);
+  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(s.w1, b1.data(), n1 * 2, cudaMemcpyHostToDevice));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(s.w2, b2.data(), n2 * 2, cudaMemcpyHostToDevice));
+  XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void MoeFused::set_routing(int rank, const Routing& r) {
+  validate_routing(r, "routing of rank " + std::to_string(rank));
+  if (r.tokens != dims_.tokens || r.experts != dims_.experts || r.top_k != dims_.top_k) {
+    throw InputError("routing: shape (" + std::to_string(r.tokens) + " tokens, " + std::to_string(r.experts) +
+                     " experts, top-" + std::to_string(r.top_k) + ") does not match the layer");
+  }
+  RankState& s = state_of_rank(rank);
+  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(s.ids, r.expert_ids.data(), r.expert_ids.size() * sizeof(int), cudaMemcpyHostToDevice));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(s.weights, r.weights.data(), r.weights.size() * sizeof(float), cudaMemcpyHostToDevice));
+  XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void MoeFused::fill_random(std::uint64_t seed, float weight_scale) {
+  const int el = dims_.experts_per_rank();
+  const size_t H = size_t(dims_.hidden), HI = size_t(dims_.h_inter);
+  for (auto& p : ranks_) {
+    RankState& s = *p;
+    XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+    cudaStream_t st = s.lr->stream;
+    XSTAGE_CUDA_CHECK(
+        launch_fill_uniform_bf16(s.x, size_t(dims_.tokens) * H, moe_input_seed(seed, 1000 + s.lr->rank), 1.f, st));
+    for (int l = 0; l < el; ++l) {
+      const int e = s.lr->rank * el + l;
+      XSTAGE_CUDA_CHECK(launch_fill_uniform_bf16(s.w1 + size_t(l) * 2 * HI * H, 2 * HI * H,
+                                                 moe_input_seed(seed, 2 * e + 1), weight_scale, st));
+      XSTAGE_CUDA_CHECK(launch_fill_uniform_bf16(s.w2 + size_t(l) * H * HI, H * HI, moe_input_seed(seed, 2 * e + 2),
+                                                 weight_scale, st));
+    }
+    XSTAGE_CUDA_CHECK(cudaStreamSynchronize(st));
+  }
+}
+
+void MoeFused::poison_output() {
+  for (auto& p : ranks_) {
+    XSTAGE_CUDA_CHECK(cudaSetDevice(p->lr->device));
+    XSTAGE_CUDA_CHECK(cudaMemset(p->y, 0xff, size_t(dims_.tokens) * dims_.hidden * 2));
+    // The combine rows too: a slot the kernel fails to fill shows as NaN in y.
+    XSTAGE_CUDA_CHECK(cudaMemset(shared_->comb->ptr(p->lr->rank), 0xff, shared_->comb->bytes()));
+    XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+}
+
+void MoeFused::run(double timeout_s) {
+  ++epoch_;
+  team_.for_each_local_parallel([&](int li) { run_rank(li, timeout_s); });
+}
+
+void MoeFused::run_rank(int li, double timeout_s) {
+  RankState& s = *ranks_[li];
+  Shared& sh = *shared_;
+  const int N = dims_.ranks, me = s.lr->rank, el = dims_.experts_per_rank();
+  cudaStream_t st = s.lr->stream;
+
+  MoeFusedParams p;
+  p.rank = me;
+  p.ranks = N;
+  p.tokens = dims_.tokens;
+  p.top_k = dims_.top_k;
+  p.hidden = dims_.hidden;
+  p.h_inter = dims_.h_inter;
+  p.experts = dims_.experts;
+  p.epoch = epoch_;
+  p.schedule_param = schedule_param();
+  p.timeout_ns = std::uint64_t(std::min(timeout_s, 10.0) * 1e9);
+  p.x = s.x;
+  p.w1 = s.w1;
+  p.w2 = s.w2;
+  p.expert_ids = s.ids;
+  p.weights = s.weights;
+  p.expert_rows = s.expert_rows;
+  p.expert_offset = s.expert_offset;
+  p.token_of_send_row = s.token_of_send_row;
+  p.recv = static_cast<std::uint16_t*>(sh.recv->ptr(me));
+  p.h = s.h;
+  p.recv_rows = capacity_rows_;
+  p.origin = static_cast<const int*>(sh.origin->ptr(me));
+  p.l1_done = s.l1_done;
+  auto ctrl = [&](int r, size_t off) { return static_cast<char*>(sh.ctrl->ptr(r)) + off; };
+  p.arrive = reinterpret_cast<std::uint64_t*>(ctrl(me, sh.off_arrive));
+  p.arrive_base = s.arrive_base;
+  p.run_totals = s.run_totals;
+  p.counts = reinterpret_cast<const int*>(ctrl(me, sh.off_counts));
+  p.count_flag = reinterpret_cast<const std::uint32_t*>(ctrl(me, sh.off_count_flag));
+  p.done_flag = reinterpret_cast<const std::uint32_t*>(ctrl(me, sh.off_done));
+  p.comb = static_cast<std::uint16_t*>(sh.comb->ptr(me));
+  p.y = s.y;
+  for (int r = 0; r < N; ++r) {
+    p.recv_peer[r] = static_cast<std::uint16_t*>(sh.recv->ptr(r));
+    p.origin_peer[r] = static_cast<int*>(sh.origin->ptr(r));
+    p.arrive_peer[r] = reinterpret_cast<std::uint64_t*>(ctrl(r, sh.off_arrive));
+    p.counts_peer[r] = reinterpret_cast<int*>(ctrl(r, sh.off_counts));
+    p.count_flag_peer[r] = reinterpret_cast<std::uint32_t*>(ctrl(r, sh.off_count_flag));
+    p.done_flag_peer[r] = reinterpret_cast<std::uint32_t*>(ctrl(r, sh.off_done));
+    p.comb_peer[r] = static_cast<std::uint16_t*>(sh.comb->ptr(r));
+  }
+  p.failure = s.failure_dev;
+
+  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[0], st));
+  XSTAGE_CUDA_CHECK(cudaMemsetAsync(s.l1_done, 0, size_t(capacity_rows_ / kFusedBlockM) * sizeof(std::uint32_t), st));
+  XSTAGE_CUDA_CHECK(launch_dispatch_plan(s.ids, dims_.tokens, dims_.top_k, dims_.experts, s.expert_rows,
+                                         s.expert_offset, s.send_row_of_slot, s.token_of_send_row, st));
+  XSTAGE_CUDA_CHECK(launch_moe_fused(p, options_.schedule, grid_, st));
+  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[1], st));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(s.ev[1]);
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) {
+      MoeFusedWaitFailure f;
+      std::memcpy(&f, s.failure_host, sizeof(f));  // host-mapped: written by the device before its trap
+      std::string why = cudaGetErrorString(e);
+      if (f.code != 0) {
+        why += "; rank " + std::to_string(f.rank) + " block " + std::to_string(f.block) + " thread " +
+               std::to_string(f.thread) + " timed out waiting for the " + moe_fused_wait_name(f.code) + " (index " +
+               std::to_string(f.index) + ": wanted " + std::to_string(f.target) + ", saw " + std::to_string(f.seen) + ")";
+      }
+      throw gpu::DeviceError("fused MoE: rank " + std::to_string(me) + " failed: " + why);
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s + 15.0) {
+      throw gpu::DeviceError("fused MoE: rank " + std::to_string(me) + " did not finish within " +
+                             std::to_string(timeout_s) + " s (the kernel's own bounded waits did not fire)");
+    }
+    std::this_thread::yield();
+  }
+  (void)el;
+}
+
+std::vector<double> MoeFused::last_ms() const {
+  std::vector<double> out(dims_.ranks, 0.0);
+  for (auto& p : ranks_) {
+    float v = 0;
+    XSTAGE_CUDA_CHECK(cudaEventElapsedTime(&v, p->ev[0], p->ev[1]));
+    out[p->lr->rank] = v;
+  }
+  return out;
+}
+
+std::vector<long long> MoeFused::last_received_rows() const {
+  std::vector<long long> out(dims_.ranks, 0);
+  const int el = dims_.experts_per_rank();
+  for (auto& p : ranks_) {
+    std::vector<int> t(el);
+    XSTAGE_CUDA_CHECK(cudaSetDevice(p->lr->device));
+    XSTAGE_CUDA_CHECK(cudaMemcpy(t.data(), p->run_totals, size_t(el) * sizeof(int), cudaMemcpyDeviceToHost));
+    for (int v : t) out[p->lr->rank] += v;
+  }
+  return out;
+}
+
+std::vector<float> MoeFused::output(int rank) const {
+  RankState& s = state_of_rank(rank);
+  std::vector<std::uint16_t> b(size_t(dims_.tokens) * dims_.hidden);
+  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(b.data(), s.y, b.size() * 2, cudaMemcpyDeviceToHost));
+  return from_bf16(b);
+}
+
+std::vector<float> MoeFused::tokens(int rank) const {
+  RankState& s = state_of_rank(rank);
+  std::vector<std::uint16_t> b(size_t(dims_.tokens) * dims_.hidden);
+  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(b.data(), s.x, b.size() * 2, cudaMemcpyDeviceToHost));
+  return from_bf16(b);
+}
+
+void MoeFused::expert_weights(int e, std::vector<float>& w1, std::vector<float>& w2) const {
+  const int el = dims_.experts_per_rank();
+  if (e < 0 || e >= dims_.experts) throw InputError("expert: " + std::to_string(e) + " out of range");
+  RankState& s = state_of_rank(e / el);
+  const size_t n1 = size_t(2) * dims_.h_inter * dims_.hidden, n2 = size_t(dims_.hidden) * dims_.h_inter;
+  std::vector<std::uint16_t> b1(n1), b2(n2);
+  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(b1.data(), s.w1 + size_t(e % el) * n1, n1 * 2, cudaMemcpyDeviceToHost));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(b2.data(), s.w2 + size_t(e % el) * n2, n2 * 2, cudaMemcpyDeviceToHost));
+  w1 = from_bf16(b1);
+  w2 = from_bf16(b2);
+}
+
+}  // namespace xstage::moe

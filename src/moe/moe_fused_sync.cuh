@@ -1,0 +1,75 @@
+// Counters and bounded waits of the fused MoE kernel. 64-bit arrival counters are monotonic across
+// runs (no reset, so no race between one rank's reset and a peer's next-run increments); each run
+// waits for base + this run's rows. An expired wait writes what it waited for to host-mapped memory
+// and traps (no printf: a call inside the GMMA kernel serializes its wgmma instructions).
+#pragma once
+
+#include <cstdint>
+
+#include "moe_fused_kernel.hpp"
+#include "xstage/gpu/timer.cuh"
+
+namespace xstage::moe {
+
+__device__ __forceinline__ void red_release_sys_add_u64(std::uint64_t* p, std::uint64_t v) {
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ std::uint64_t ld_acquire_sys_u64(const std::uint64_t* p) {
+  std::uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ std::uint32_t ld_acquire_sys_u32(const std::uint32_t* p) {
+  std::uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ std::uint32_t ld_acquire_gpu_u32(const std::uint32_t* p) {
+  std::uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ int ld_relaxed_sys_s32(const int* p) {
+  int v;
+  asm volatile("ld.relaxed.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_sys_u32(std::uint32_t* p, std::uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void red_release_gpu_add_u32(std::uint32_t* p, std::uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+// Generic-proxy global writes (peer stores, SwiGLU stores) ordered before later TMA (async-proxy) reads.
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
+
+// Bounded spin until load() >= target (the caller follows it with whatever fence its readers need).
+template <class Load>
+__device__ __forceinline__ void moe_wait_geq(Load load, std::uint64_t target, std::uint64_t timeout_ns,
+                                             MoeFusedWaitFailure* failure, std::uint32_t code, std::uint32_t rank,
+                                             std::uint32_t index) {
+  std::uint64_t seen = load();
+  if (seen >= target) return;
+  const std::uint64_t t0 = gpu::globaltimer_ns();
+  while (seen < target) {
+    if (gpu::globaltimer_ns() - t0 > timeout_ns) {
+      volatile MoeFusedWaitFailure* vf = failure;
+      if (vf != nullptr && vf->code == 0) {
+        vf->rank = rank;
+        vf->block = blockIdx.x;
+        vf->thread = threadIdx.x;
+        vf->index = index;
+        vf->target = target;
+        vf->seen = seen;
+        __threadfence_system();
+        vf->code = code;
+        __threadfence_system();
+      }
+      __trap();
+    }
+    __nanosleep(64);
+    seen = load();
+  }
+}
+
+}  // namespace xstage::moe
