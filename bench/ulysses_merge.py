@@ -6,7 +6,7 @@ completion-coupled slope test per like-for-like pair (staged: fused / completion
 fused-tma / coupled-tma) beside the model's E_cc; the TMA pair like for like (against fa-only-tma and
 serial-tma: the same kernel storing locally); the cuDNN + NCCL comparison; paired differences.
 """
-import glob, json, math, os, sys
+import glob, json, math, os, random, statistics, sys
 
 src, out_json, out_md = sys.argv[1:4]
 points = []
@@ -77,6 +77,17 @@ def paired(p, v):
     d = sorted(y - x for x, y in zip(a, b))
     n = len(d)
     return d[n // 2] if n % 2 else 0.5 * (d[n // 2 - 1] + d[n // 2])
+
+
+def paired_ci(p, a, b, draws=400):
+    """Median of (b - a) over the samples of the same iteration round and a 90 % bootstrap interval."""
+    va, vb = p["variants"].get(a, {}).get("sender_samples_us"), p["variants"].get(b, {}).get("sender_samples_us")
+    if not va or not vb:
+        return NAN, NAN, NAN
+    d = [y - x for x, y in zip(va, vb)]
+    rng = random.Random(12345)
+    bs = sorted(statistics.median(rng.choices(d, k=len(d))) for _ in range(draws))
+    return statistics.median(d), bs[int(0.05 * draws)], bs[int(0.95 * draws) - 1]
 
 
 with open(out_md, "w") as fh:
@@ -153,6 +164,29 @@ with open(out_md, "w") as fh:
                          f3(t["serial_cudnn_nccl_median_us"] / us(p, best))])
         table(fh, ["point", "cuDNN SDPA", "our FA-only", "NCCL A2A (torch)", "cuDNN + NCCL serial", "fused-tma",
                    "ratio (fused-tma)", "our best fused", "ratio (best)"], rows)
+
+    fh.write("TMA pair, paired per iteration round (median of the per-round differences, us, with a 90 % "
+             "bootstrap interval; H from the paired medians, like for like: 1 - (fused - fa-only-tma) / "
+             "(serial-tma - fa-only-tma)):\n\n")
+    rows = []
+    for p in points + one_gpu:
+        pr = [("fa-only", "fa-only-tma"), ("fa-only-tma", "fused-tma"), ("fa-only-tma", "coupled-tma"),
+              ("fused-tma", "coupled-tma")]
+        if p["world"] > 1:
+            pr.insert(0, ("fa-only-tma", "serial-tma"))
+        got = {k: paired_ci(p, *k) for k in pr}
+        r = [name(p), str(p["world"])]
+        for k in [("fa-only-tma", "serial-tma"), ("fa-only", "fa-only-tma"), ("fa-only-tma", "fused-tma"),
+                  ("fa-only-tma", "coupled-tma"), ("fused-tma", "coupled-tma")]:
+            m, lo, hi = got.get(k, (NAN, NAN, NAN))
+            r.append("-" if math.isnan(m) else f"{m:.1f} [{lo:.1f}, {hi:.1f}]")
+        a2a = got.get(("fa-only-tma", "serial-tma"), (NAN,))[0]
+        for k in [("fa-only-tma", "fused-tma"), ("fa-only-tma", "coupled-tma")]:
+            r.append(f3(1 - got[k][0] / a2a) if not math.isnan(a2a) else "-")
+        rows.append(r)
+    table(fh, ["point", "GPUs", "serial-tma − fa-only-tma", "fa-only-tma − fa-only", "fused-tma − fa-only-tma",
+               "coupled-tma − fa-only-tma", "coupled-tma − fused-tma", "H fused-tma (paired)",
+               "H coupled-tma (paired)"], rows)
 
     fh.write("Paired medians of (variant - fa-only), us, same iteration round:\n\n")
     vs = ["fa-only-tma", "serial-ours", "serial-tma", "serial-nccl", "fused", "fused-direct", "fused-tma",
