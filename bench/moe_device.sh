@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine (two or more GPUs), from the repository root with the build folder carried from the
-# development machine: the MoE baseline's GPU tests, then `xstage moe bench` over a few shapes and token
-# counts, merged into $OUT/moe_baseline.json; a short table last.
+# development machine: the MoE GPU tests (separate-kernel baseline and fused kernel), then
+# `xstage moe bench --impl both --schedule both` (baseline, fused expert-wave, fused interleaved, timed in
+# alternation in one process run) over the built-in shapes and token counts, merged into
+# $OUT/moe_wave.json; a short table last.
 #   BUILD=build-moe bench/moe_device.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -19,20 +21,21 @@ mkdir -p "$OUT/runs"
   nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
   ldd "$BUILD/xstage" | grep -E "cublas|nccl|not found"
 } > "$OUT/moe_device.txt" 2>&1
-timeout ${TEST_TIMEOUT:-150} "$BUILD/tests/xstage_gpu_tests" --gtest_filter='Routings/MoeBaselineTest.*' > "$OUT/moe_gpu_tests.txt" 2>&1
+timeout ${TEST_TIMEOUT:-150} "$BUILD/tests/xstage_gpu_tests" --gtest_filter='Routings/MoeBaselineTest.*:Routings/MoeFusedTest.*' \
+  > "$OUT/moe_gpu_tests.txt" 2>&1
 echo "gpu tests rc=$?" >> "$OUT/moe_device.txt"
 # shape tokens routing check-tokens
 runs=(
-  "qwen3-235b-a22b 1024 balanced 4" "qwen3-235b-a22b 8192 balanced 2" "qwen3-235b-a22b 8192 skewed 2"
-  "deepseek-v3 1024 balanced 2" "deepseek-v3 8192 balanced 2" "deepseek-v3 8192 skewed 2"
-  "dit-moe-g2-16e2a 1024 balanced 4" "dit-moe-g2-16e2a 8192 balanced 2"
+  "qwen3-235b-a22b 1024 balanced 4" "qwen3-235b-a22b 8192 balanced 2" "qwen3-235b-a22b 32768 balanced 2" "qwen3-235b-a22b 8192 skewed 2"
+  "deepseek-v3 1024 balanced 2" "deepseek-v3 8192 balanced 2" "deepseek-v3 32768 balanced 1" "deepseek-v3 8192 skewed 2"
+  "dit-moe-g2-16e2a 1024 balanced 4" "dit-moe-g2-16e2a 8192 balanced 2" "dit-moe-g2-16e2a 32768 balanced 2"
 )
 i=0
 for r in "${runs[@]}"; do
   set -- $r
   i=$((i + 1))
-  timeout ${RUN_TIMEOUT:-60} "$BUILD/xstage" moe bench --gpus 0,1 --shape "$1" --tokens "$2" --routing "$3" \
-    --check-tokens "$4" --precision bf16 --impl baseline --iters ${ITERS:-30} --warmup 5 \
+  timeout ${RUN_TIMEOUT:-90} "$BUILD/xstage" moe bench --gpus 0,1 --shape "$1" --tokens "$2" --routing "$3" \
+    --check-tokens "$4" --precision bf16 --impl both --schedule both --iters ${ITERS:-10} --warmup ${WARMUP:-3} \
     --out "$OUT/runs/run_$i.json" >> "$OUT/moe_device.txt" 2>&1
   echo "run $i ($r) rc=$?" >> "$OUT/moe_device.txt"
 done
@@ -40,14 +43,21 @@ python3 - "$OUT" <<'PY'
 import json, glob, os, sys
 out = sys.argv[1]
 runs = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, "runs", "run_*.json")), key=lambda f: int(f.split("_")[-1][:-5]))]
-json.dump({"schema": "xstage.moe_bench_set", "version": 1, "runs": runs}, open(os.path.join(out, "moe_baseline.json"), "w"), indent=1)
-print(f"{'shape':18s} {'T':>5s} {'routing':8s} {'gemm':22s} {'layer ms':>9s} {'TFLOP/s':>8s} {'disp':>7s} {'L1':>7s} {'swiglu':>7s} {'L2':>7s} {'comb':>7s} check")
+json.dump({"schema": "xstage.moe_bench_set", "version": 2, "runs": runs}, open(os.path.join(out, "moe_wave.json"), "w"), indent=1)
+print(f"{'shape':18s} {'T':>6s} {'routing':8s} {'impl':18s} {'ms':>8s} {'TFLOP/s':>8s} {'NVL GB/s':>8s} {'x base':>7s} check")
 for j in runs:
-    s = j["timing"]["stage_median_ms_slowest_rank"]
-    print(f"{j['shape']['name']:18s} {j['tokens_per_rank']:5d} {j['routing']['kind']:8s} {j['gemm']:22s} {j['timing']['layer_median_ms']:9.3f} "
-          f"{j['timing']['tflops']:8.1f} {s['dispatch']:7.3f} {s['linear1']:7.3f} {s['swiglu']:7.3f} {s['linear2']:7.3f} {s['combine']:7.3f} "
-          f"{'ok' if j['check']['passed'] else 'FAIL'} {j['check']['rel_l2']:.1e}")
+    base = next((x for x in j["impls"] if x["name"] == "baseline"), None)
+    for x in j["impls"]:
+        t = x["timing"]
+        sp = base["timing"]["layer_median_ms"] / t["layer_median_ms"] if base else float("nan")
+        print(f"{j['shape']['name']:18s} {j['tokens_per_rank']:6d} {j['routing']['kind']:8s} {x['name']:18s} {t['layer_median_ms']:8.3f} "
+              f"{t['tflops']:8.1f} {t['nvlink_gbps']:8.1f} {sp:7.2f} {'ok' if x['check']['passed'] else 'FAIL'} {x['check']['rel_l2']:.1e}")
 PY
-[ -s "$OUT/moe_baseline.json" ] && rm -rf "$OUT/runs"
-grep -E "^\[moe\]|^\[  (PASSED|FAILED) |tests? (ran|skipped)|^\[  FAILED" "$OUT/moe_gpu_tests.txt" | tail -12
-grep -E "rc=|error|failed" "$OUT/moe_device.txt" | tail -12
+[ -s "$OUT/moe_wave.json" ] && rm -rf "$OUT/runs"
+# The grouped GEMMs alone in PyTorch (torch._grouped_mm), same shapes, for the GEMM-efficiency context.
+PYTHONUNBUFFERED=1 timeout ${TORCH_TIMEOUT:-90} python3 bench/moe_grouped_mm.py --out "$OUT/moe_grouped_mm.json" \
+  > "$OUT/moe_grouped_mm.txt" 2>&1
+echo "torch grouped_mm rc=$?" >> "$OUT/moe_device.txt"
+cat "$OUT/moe_grouped_mm.txt" | tail -8
+grep -E "^\[moe|^\[  (PASSED|FAILED) |tests? (ran|skipped)|^\[  FAILED" "$OUT/moe_gpu_tests.txt" | tail -24
+grep -E "rc=|error|failed" "$OUT/moe_device.txt" | tail -16
