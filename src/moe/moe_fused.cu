@@ -30,6 +30,14 @@
 
 namespace xstage::moe {
 
+bool moe_fused_trace_built() {
+#if defined(XSTAGE_MOE_FUSED_TRACE)
+  return true;
+#else
+  return false;
+#endif
+}
+
 const char* to_string(MoeFusedSchedule s) { return s == MoeFusedSchedule::kWave ? "wave" : "interleaved"; }
 
 const char* moe_fused_wait_name(std::uint32_t code) {
@@ -120,25 +128,58 @@ __global__ void __launch_bounds__(MoeFusedTraits::kNumThreads, 1)
     Schedule schedule(layout, instance, instances, role, p.schedule_param);
     typename Pipeline::PipelineState read;
     typename T::TiledMma mma;
-    sched::MoeTile tile;
+    sched::MoeTile tile{};
     // Accumulators are declared per tile kind: nothing but the schedule state lives across tiles, so
     // the register allocator never has to spill an accumulator that an in-flight GMMA still writes.
+#if defined(XSTAGE_MOE_FUSED_TRACE)
+    std::uint32_t traced = 0;
+    MoeFusedTileTrace rec{};
+    auto trace_begin = [&] {
+      if (mma_thread_idx == 0) {
+        rec = MoeFusedTileTrace{};
+        rec.stage = std::uint32_t(tile.stage);
+        rec.row = tile.row;
+        rec.n = tile.n;
+        rec.t_entry = gpu::globaltimer_ns();
+      }
+    };
+    auto trace_end = [&] {
+      if (mma_thread_idx == 0 && p.trace != nullptr && traced < std::uint32_t(p.trace_capacity)) {
+        p.trace[std::size_t(blockIdx.x) * p.trace_capacity + traced] = rec;
+        ++traced;
+      }
+    };
+    std::uint64_t* const t_first = p.trace != nullptr ? &rec.t_first_stage : nullptr;
+    std::uint64_t* const t_store = p.trace != nullptr ? &rec.t_store_begin : nullptr;
+#else
+    auto trace_begin = [] {};
+    auto trace_end = [] {};
+    std::uint64_t* const t_first = nullptr;
+    std::uint64_t* const t_store = nullptr;
+#endif
     while (schedule.next(tile)) {
       if (tile.stage == sched::MoeStage::kLinear1) {
+        trace_begin();
         Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kBlockN>>{});
-        moe_mma_tile(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_thread_idx, p.timeout_ns);
+        moe_mma_tile(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_thread_idx, p.timeout_ns, t_first);
         moe_store_swiglu(p, tile, acc, mma_thread_idx);
         fence_proxy_async_global();  // SwiGLU rows are read next by TMA (other CTAs' producers)
         cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);
         if (mma_thread_idx == 0) red_release_gpu_add_u32(p.l1_done + tile.row, 1);
+        trace_end();
       } else {
         if (tile.n >= n2) continue;
+        trace_begin();
         Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kBlockN>>{});
-        moe_mma_tile(smem.main, pipe, read, acc, p.h_inter / T::kBlockK, mma_thread_idx, p.timeout_ns);
+        moe_mma_tile(smem.main, pipe, read, acc, p.h_inter / T::kBlockK, mma_thread_idx, p.timeout_ns, t_first);
         const int valid = smem.layout.tot[p.rank * el + tile.expert] - tile.m * T::kBlockM;
-        moe_store_combine(p, smem.main, tile, valid, acc, mma_thread_idx);
+        moe_store_combine(p, smem.main, tile, valid, acc, mma_thread_idx, t_store);
+        trace_end();
       }
     }
+#if defined(XSTAGE_MOE_FUSED_TRACE)
+    if (mma_thread_idx == 0 && p.trace_count != nullptr) p.trace_count[blockIdx.x] = traced;
+#endif
     cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);
     if (mma_thread_idx < p.ranks) {
       st_release_sys_u32(p.done_flag_peer[mma_thread_idx] + p.rank * kFusedMaxGrid + blockIdx.x, p.epoch);

@@ -51,6 +51,13 @@ class MoeFused {
   std::vector<long long> last_received_rows() const;
   std::vector<float> output(int rank) const;
   std::vector<float> tokens(int rank) const;
+
+  // Instrumented builds (moe_fused_trace_built()): record per-tile stamps in the following runs; with
+  // local_store_control the Combine stores go to a local scratch buffer instead of the token's rank (the
+  // output is then wrong by design). Throws xstage::InputError in builds without instrumentation.
+  void set_trace(bool enabled, bool local_store_control);
+  // Tiles of the last traced run of team rank `rank`, CTA by CTA in each CTA's order.
+  std::vector<MoeFusedTileTrace> last_trace(int rank) const;
   void expert_weights(int global_expert, std::vector<float>& w1, std::vector<float>& w2) const;
 
  private:
@@ -65,6 +72,8 @@ class MoeFused {
   long long capacity_rows_ = 0;
   int grid_ = 0;
   std::uint32_t epoch_ = 0;
+  bool trace_ = false, local_store_control_ = false;
+  int trace_capacity_ = 0;
   std::unique_ptr<Shared> shared_;
   std::vector<std::unique_ptr<RankState>> ranks_;
 };

@@ -60,10 +60,11 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, const 
   }
 }
 
+// t_store (traced builds): [begin, end] of the tile's Combine stores, stamped by consumer thread 0.
 template <class Acc>
 __device__ __forceinline__ void moe_store_combine(const MoeFusedParams& p, MoeFusedTraits::SharedStorage& smem,
                                                   const sched::MoeTile& tile, int valid_rows, const Acc& acc,
-                                                  int mma_thread_idx) {
+                                                  int mma_thread_idx, std::uint64_t* t_store = nullptr) {
   using namespace cute;
   using T = MoeFusedTraits;
   const int wg = mma_thread_idx / 128, t = mma_thread_idx % 128;
@@ -75,6 +76,9 @@ __device__ __forceinline__ void moe_store_combine(const MoeFusedParams& p, MoeFu
     *reinterpret_cast<std::uint32_t*>(stage + r * T::kEpiPitch + c) = pack_bf16x2(acc(i), acc(i + 1));
   }
   cutlass::arch::NamedBarrier::sync(128, kBarWarpgroup0 + wg);
+#if defined(XSTAGE_MOE_FUSED_TRACE)
+  if (t_store != nullptr && mma_thread_idx == 0) t_store[0] = gpu::globaltimer_ns();
+#endif
   constexpr int kChunks = T::kBlockN / 8;  // 16-byte chunks per row
   CUTE_UNROLL
   for (int it = 0; it < 64 * kChunks / 128; ++it) {
@@ -85,9 +89,20 @@ __device__ __forceinline__ void moe_store_combine(const MoeFusedParams& p, MoeFu
       const int src = moe_origin_rank(origin);
       const long long slot = moe_origin_slot(origin);
       const uint4 v = *reinterpret_cast<const uint4*>(stage + r * T::kEpiPitch + ch * 8);
-      *reinterpret_cast<uint4*>(p.comb_peer[src] + slot * p.hidden + tile.n * T::kBlockN + ch * 8) = v;
+#if defined(XSTAGE_MOE_FUSED_TRACE)
+      std::uint16_t* comb = p.comb_local != nullptr ? p.comb_local : p.comb_peer[src];
+#else
+      std::uint16_t* comb = p.comb_peer[src];
+#endif
+      *reinterpret_cast<uint4*>(comb + slot * p.hidden + tile.n * T::kBlockN + ch * 8) = v;
     }
   }
+#if defined(XSTAGE_MOE_FUSED_TRACE)
+  if (t_store != nullptr) {
+    cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);  // every thread has issued its stores
+    if (mma_thread_idx == 0) t_store[1] = gpu::globaltimer_ns();
+  }
+#endif
 }
 
 }  // namespace xstage::moe

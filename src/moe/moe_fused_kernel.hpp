@@ -28,6 +28,16 @@ struct MoeFusedWaitFailure {
 };
 const char* moe_fused_wait_name(std::uint32_t code);
 
+// One traced tile (builds with XSTAGE_MOE_FUSED_TRACE): %globaltimer stamps taken by consumer thread 0.
+struct MoeFusedTileTrace {
+  std::uint32_t stage;  // 1 Linear-1, 2 Linear-2
+  std::uint32_t row, n, pad;
+  std::uint64_t t_entry;        // the consumers reach the tile
+  std::uint64_t t_first_stage;  // its first k-step's operands are ready (MMA wait = t_first_stage - t_entry)
+  std::uint64_t t_store_begin;  // Linear-2: the Combine stores start (staging done)
+  std::uint64_t t_store_end;    // Linear-2: every consumer thread has issued its stores (T_RS = end - begin)
+};
+
 struct MoeFusedParams {
   int rank = 0, ranks = 1;
   int tokens = 0, top_k = 0, hidden = 0, h_inter = 0, experts = 0;  // experts: global
@@ -70,7 +80,18 @@ struct MoeFusedParams {
   std::uint16_t* comb_peer[kFusedMaxRanks] = {};
 
   MoeFusedWaitFailure* failure = nullptr;  // host-mapped
+
+  // Instrumentation (used only by builds with XSTAGE_MOE_FUSED_TRACE): per CTA trace_capacity records
+  // at trace[cta·trace_capacity ..], the count in trace_count[cta]; comb_local non-null redirects every
+  // Combine store to this local buffer (the local-store control: same stores, no NVLink).
+  MoeFusedTileTrace* trace = nullptr;
+  std::uint32_t* trace_count = nullptr;
+  int trace_capacity = 0;
+  std::uint16_t* comb_local = nullptr;
 };
+
+// Whether this build records tile traces (configure with -DXSTAGE_MOE_TRACE=ON).
+bool moe_fused_trace_built();
 
 // CTAs of the fused kernel on `device` (even, at most one per SM, all co-resident); 0 on error.
 int moe_fused_grid(int device);

@@ -60,6 +60,9 @@ struct MoeFused::RankState {
   std::uint32_t* l1_done = nullptr;
   std::uint64_t* arrive_base = nullptr;
   int* run_totals = nullptr;
+  MoeFusedTileTrace* trace = nullptr;
+  std::uint32_t* trace_count = nullptr;
+  std::uint16_t* comb_local = nullptr;
   MoeFusedWaitFailure* failure_host = nullptr;
   MoeFusedWaitFailure* failure_dev = nullptr;
   cudaEvent_t ev[2] = {};
@@ -161,12 +164,54 @@ MoeFused::~MoeFused() {
     cudaStreamSynchronize(s.lr->stream);
     for (void* d : {(void*)s.x, (void*)s.w1, (void*)s.w2, (void*)s.h, (void*)s.y, (void*)s.ids, (void*)s.weights,
                     (void*)s.expert_rows, (void*)s.expert_offset, (void*)s.send_row_of_slot,
-                    (void*)s.token_of_send_row, (void*)s.l1_done, (void*)s.arrive_base, (void*)s.run_totals})
+                    (void*)s.token_of_send_row, (void*)s.l1_done, (void*)s.arrive_base, (void*)s.run_totals,
+                    (void*)s.trace, (void*)s.trace_count, (void*)s.comb_local})
       cudaFree(d);
     if (s.failure_host) cudaFreeHost(s.failure_host);
     for (auto& e : s.ev)
       if (e) cudaEventDestroy(e);
   }
+}
+
+void MoeFused::set_trace(bool enabled, bool local_store_control) {
+  if ((enabled || local_store_control) && !moe_fused_trace_built()) {
+    throw InputError("trace: this build records no fused-kernel traces (configure with -DXSTAGE_MOE_TRACE=ON)");
+  }
+  trace_ = enabled;
+  local_store_control_ = local_store_control;
+  if (!enabled && !local_store_control) return;
+  // Tiles per CTA: each CTA of a pair takes one tile of each of the row's pairs.
+  const long long rows = capacity_rows_ / kFusedBlockM;
+  const long long n1 = dims_.h_inter / 64, n2 = (dims_.hidden / 128 + 1) / 2 * 2;
+  const int cap = int((rows * (n1 + n2) + grid_ - 1) / grid_ + 4);
+  for (auto& p : ranks_) {
+    RankState& s = *p;
+    XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+    if (enabled && cap > trace_capacity_) {
+      if (s.trace) XSTAGE_CUDA_CHECK(cudaFree(s.trace));
+      s.trace = device_alloc<MoeFusedTileTrace>(size_t(grid_) * cap);
+    }
+    if (enabled && !s.trace_count) s.trace_count = device_alloc<std::uint32_t>(grid_);
+    if (local_store_control && !s.comb_local) {
+      s.comb_local = device_alloc<std::uint16_t>(size_t(dims_.tokens) * dims_.top_k * dims_.hidden);
+    }
+  }
+  if (enabled) trace_capacity_ = std::max(trace_capacity_, cap);
+}
+
+std::vector<MoeFusedTileTrace> MoeFused::last_trace(int rank) const {
+  RankState& s = state_of_rank(rank);
+  std::vector<MoeFusedTileTrace> out;
+  if (!s.trace) return out;
+  std::vector<std::uint32_t> count(grid_);
+  std::vector<MoeFusedTileTrace> all(size_t(grid_) * trace_capacity_);
+  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(count.data(), s.trace_count, count.size() * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(all.data(), s.trace, all.size() * sizeof(MoeFusedTileTrace), cudaMemcpyDeviceToHost));
+  for (int c = 0; c < grid_; ++c)
+    for (std::uint32_t i = 0; i < std::min<std::uint32_t>(count[c], std::uint32_t(trace_capacity_)); ++i)
+      out.push_back(all[size_t(c) * trace_capacity_ + i]);
+  return out;
 }
 
 void MoeFused::set_schedule(const MoeFusedOptions& o) {
@@ -310,6 +355,12 @@ void MoeFused::run_rank(int li, double timeout_s) {
     p.comb_peer[r] = static_cast<std::uint16_t*>(sh.comb->ptr(r));
   }
   p.failure = s.failure_dev;
+  if (trace_) {
+    p.trace = s.trace;
+    p.trace_count = s.trace_count;
+    p.trace_capacity = trace_capacity_;
+  }
+  if (local_store_control_) p.comb_local = s.comb_local;
 
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[0], st));
   XSTAGE_CUDA_CHECK(cudaMemsetAsync(s.l1_done, 0, size_t(capacity_rows_ / kFusedBlockM) * sizeof(std::uint32_t), st));

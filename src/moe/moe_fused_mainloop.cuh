@@ -184,10 +184,11 @@ __device__ __forceinline__ void moe_load_tile(MoeFusedTma const& t, MoeFusedTrai
 }
 
 // Consumer: acc = A · B^T over k_tiles k-steps (both warpgroups; each owns 64 rows).
+// t_first_stage (traced builds): %globaltimer when the first k-step's operands are ready.
 template <class State, class Acc>
 __device__ __forceinline__ void moe_mma_tile(MoeFusedTraits::SharedStorage& smem, MoeFusedTraits::Pipeline& pipe,
                                              State& read, Acc& acc, int k_tiles, int mma_thread_idx,
-                                             std::uint64_t timeout_ns) {
+                                             std::uint64_t timeout_ns, std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   using T = MoeFusedTraits;
   typename T::TiledMma mma;
@@ -199,6 +200,9 @@ __device__ __forceinline__ void moe_mma_tile(MoeFusedTraits::SharedStorage& smem
   State release = read;
   for (int k = 0; k < k_tiles; ++k) {
     moe_consumer_wait(pipe, read, timeout_ns);
+#if defined(XSTAGE_MOE_FUSED_TRACE)
+    if (k == 0 && t_first_stage != nullptr) *t_first_stage = gpu::globaltimer_ns();
+#endif
     const int s = read.index();
     warpgroup_fence_operand(acc);
     warpgroup_arrive();

@@ -50,6 +50,9 @@ struct BenchOptions {
   std::string schedule = "interleaved";
   int lead_rows = 0;
   int experts_per_wave = 0;
+  bool trace = false;
+  bool local_store_control = false;
+  int trace_iters = 5;
   std::string gemm = "grouped";
   int iters = 30;
   int warmup = 5;
@@ -214,6 +217,50 @@ nlohmann::json check_json(const CheckResult& c, std::uint64_t seed) {
           {"tokens_checked", c.tokens_checked}, {"experts_checked", c.experts_fetched}, {"seed", seed}};
 }
 
+double percentile_of(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))];
+}
+
+// Per-tile stamps of one traced run (all ranks): Linear-2 remote-store span T_RS (issue of the Combine
+// stores, eq. 15's quantity), the MMA role's wait at tile entry for its first operands (per stage), and
+// the sum of those waits per CTA.
+nlohmann::json trace_summary(const MoeFused& fused, const MoeDims& d) {
+  std::vector<double> t_rs, wait1, wait2, mainloop2, per_cta_wait;
+  for (int r = 0; r < d.ranks; ++r) {
+    const auto tiles = fused.last_trace(r);
+    double cta_wait = 0;
+    std::uint64_t prev_entry = 0;
+    for (const auto& t : tiles) {
+      if (t.t_entry < prev_entry) {  // next CTA (records are CTA by CTA, stamps grow within a CTA)
+        per_cta_wait.push_back(cta_wait);
+        cta_wait = 0;
+      }
+      prev_entry = t.t_entry;
+      const double w = double(t.t_first_stage - t.t_entry) * 1e-3;
+      cta_wait += w;
+      if (t.stage == 1) {
+        wait1.push_back(w);
+      } else {
+        wait2.push_back(w);
+        t_rs.push_back(double(t.t_store_end - t.t_store_begin) * 1e-3);
+        mainloop2.push_back(double(t.t_store_begin - t.t_first_stage) * 1e-3);
+      }
+    }
+    if (!tiles.empty()) per_cta_wait.push_back(cta_wait);
+  }
+  auto stats = [](const std::vector<double>& v) {
+    return nlohmann::json{{"count", v.size()}, {"median_us", median_of(v)}, {"p90_us", percentile_of(v, 0.9)},
+                          {"max_us", v.empty() ? 0.0 : *std::max_element(v.begin(), v.end())}};
+  };
+  return {{"linear2_remote_store_span", stats(t_rs)},
+          {"linear2_mainloop_and_staging", stats(mainloop2)},
+          {"linear1_mma_wait_at_entry", stats(wait1)},
+          {"linear2_mma_wait_at_entry", stats(wait2)},
+          {"mma_wait_sum_per_cta", stats(per_cta_wait)}};
+}
+
 // --impl fused|both: the fused layer (each schedule of --schedule) and, for both, the separate-kernel
 // baseline on the same inputs, timed in alternation within one process run.
 void run_bench_fused(const BenchOptions& o) {
@@ -231,6 +278,10 @@ void run_bench_fused(const BenchOptions& o) {
   if ((long long)d.tokens * d.top_k >= (1LL << kOriginSlotBits)) {
     throw InputError(fmt::format("--tokens: {} x top-{} slots exceed the fused kernel's 2^{}", d.tokens, d.top_k,
                                  kOriginSlotBits));
+  }
+  if ((o.trace || o.local_store_control) && !moe_fused_trace_built()) {
+    throw InputError(std::string(o.trace ? "--trace" : "--local-store-control") +
+                     ": this build records no fused-kernel traces (configure with -DXSTAGE_MOE_TRACE=ON)");
   }
   std::vector<MoeFusedSchedule> schedules;
   if (o.schedule == "wave" || o.schedule == "both") schedules.push_back(MoeFusedSchedule::kWave);
@@ -366,6 +417,41 @@ void run_bench_fused(const BenchOptions& o) {
   }
   if (med.count("fused_wave") && med.count("fused_interleaved")) {
     j["interleaved_speedup_vs_wave"] = med["fused_wave"] / med["fused_interleaved"];
+  }
+  if (o.trace || o.local_store_control) {
+    // Instrumented runs after the timed ones: per schedule, stores to the token's rank, then (control)
+    // the same stores into a local scratch buffer. Layer times here include the tracing barrier.
+    nlohmann::json tr = nlohmann::json::array();
+    for (auto s : schedules) {
+      use(s);
+      for (int local = 0; local < (o.local_store_control ? 2 : 1); ++local) {
+        fused.set_trace(true, local == 1);
+        std::vector<double> ms;
+        for (int i = 0; i < o.trace_iters; ++i) {
+          fused.run(o.timeout_s);
+          double m = 0;
+          for (double v : fused.last_ms()) m = std::max(m, v);
+          ms.push_back(m);
+        }
+        nlohmann::json x = trace_summary(fused, d);
+        x["schedule"] = to_string(s);
+        x["combine_stores"] = local ? "local scratch (control)" : "remote (token's rank)";
+        x["layer_median_ms"] = median_of(ms);
+        x["layer_samples_ms"] = ms;
+        tr.push_back(x);
+        std::printf("trace %s, %s stores: layer %.3f ms; L2 T_RS median %.2f us (p90 %.2f), L2 mainloop+staging %.2f us, "
+                    "MMA wait at entry L1 %.2f / L2 %.2f us, wait per CTA %.1f us\n",
+                    to_string(s), local ? "local" : "remote", median_of(ms),
+                    x["linear2_remote_store_span"]["median_us"].get<double>(),
+                    x["linear2_remote_store_span"]["p90_us"].get<double>(),
+                    x["linear2_mainloop_and_staging"]["median_us"].get<double>(),
+                    x["linear1_mma_wait_at_entry"]["median_us"].get<double>(),
+                    x["linear2_mma_wait_at_entry"]["median_us"].get<double>(),
+                    x["mma_wait_sum_per_cta"]["median_us"].get<double>());
+      }
+      fused.set_trace(false, false);
+    }
+    j["trace"] = tr;
   }
   j["provenance"] = gpu::collect_provenance(gpus, 0, nullptr);
   if (!o.out.empty()) cli::write_file_atomically(o.out, j.dump(2) + "\n", true);
@@ -540,6 +626,12 @@ void add_moe(CLI::App& root) {
   b->add_option("--lead-rows", o->lead_rows, "Interleaved lead D in rows (0: eq. 16's D_knee)")->check(cli::kNonNegative);
   b->add_option("--experts-per-wave", o->experts_per_wave, "Expert-wave width (0: a quarter of the local experts)")
       ->check(cli::kNonNegative);
+  b->add_flag("--trace", o->trace,
+              "Fused: also run instrumented (per-tile remote-store span, MMA wait at tile entry); needs a build "
+              "configured with -DXSTAGE_MOE_TRACE=ON");
+  b->add_flag("--local-store-control", o->local_store_control,
+              "Fused, with --trace: also run with the Combine stores redirected to a local scratch buffer");
+  b->add_option("--trace-iters", o->trace_iters, "Instrumented runs per variant")->check(cli::kPositive);
   b->add_option("--gemm", o->gemm, "grouped (cublasGemmGroupedBatchedEx) or loop (cublasGemmEx per expert block)")
       ->check(CLI::IsMember({"grouped", "loop"}));
   b->add_option("--iters", o->iters, "Timed runs")->check(cli::kPositive);
