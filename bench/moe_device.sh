@@ -6,15 +6,7 @@
 # $OUT/moe_wave.json; a short table last.
 #   BUILD=build-moe bench/moe_device.sh
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-BUILD=${BUILD:-build}
-# The NCCL library matching the headers (2.28.9): PyTorch's, first. cuBLAS 13: the toolkit's, else the wheel's.
-nccl_lib=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],"lib"))' 2>/dev/null)
-[ -n "$nccl_lib" ] && export LD_LIBRARY_PATH=$nccl_lib:${LD_LIBRARY_PATH:-}
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia,os;p=list(nvidia.__path__)[0];print(os.path.join(p,"cu13","lib"),os.path.join(p,"cublas","lib"))' 2>/dev/null); do
-  [ -d "$d" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH}:$d
-done
-OUT=${OUT:-/tmp/xstage_out}
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 mkdir -p "$OUT/runs"
 {
   echo "== $(date -u +%FT%TZ)"; nvidia-smi -L
