@@ -8,13 +8,19 @@
 
 namespace xstage::sim {
 
-ProducerSchedule moe_producer_schedule(const std::vector<sched::MoeTile>& order, const MoeTileCosts& c) {
+ProducerSchedule moe_producer_schedule(const std::vector<sched::MoeTile>& order, const MoeTileCosts& c,
+                                       int l1_tiles_per_row, int l2_tiles_per_row) {
+  if (l1_tiles_per_row < 0) throw InputError("moe schedule: l1_tiles_per_row must be >= 0");
+  if (l2_tiles_per_row < 0) throw InputError("moe schedule: l2_tiles_per_row must be >= 0");
   ProducerSchedule s;
-  s.reserve(order.size() * 2);
+  s.reserve(order.size() * 3);
   for (const auto& t : order) {
     if (t.stage == sched::MoeStage::kLinear1) {
       s.push_back(Step::compute(c.t_l1_mma_s));
+      if (l1_tiles_per_row > 0) s.push_back(Step::signal(t.row));
     } else {
+      if (l2_tiles_per_row > 0 && t.n >= l2_tiles_per_row) continue;  // padding tile
+      if (l1_tiles_per_row > 0) s.push_back(Step::wait(t.row, l1_tiles_per_row));
       s.push_back(Step::compute(c.t_l2_mma_s));
       s.push_back(Step::burst(c.tile_bytes, c.issue_floor_s));
     }
@@ -30,6 +36,7 @@ std::vector<std::vector<sched::MoeTile>> moe_orders(MoeOrder order, const MoeOrd
   if (p.instances <= 0) bad("instances must be > 0, got " + std::to_string(p.instances));
   if (p.lead_rows <= 0) bad("lead rows must be > 0, got " + std::to_string(p.lead_rows));
   if (p.experts_per_wave <= 0) bad("experts per wave must be > 0, got " + std::to_string(p.experts_per_wave));
+  if (p.n2_real < 0 || p.n2_real > p.n2) bad("n2_real must be in [0, n2], got " + std::to_string(p.n2_real));
   std::vector<int> offsets = {0};
   for (int r : p.rows_per_expert) {
     if (r < 0) bad("rows per expert must be >= 0, got " + std::to_string(r));
@@ -86,7 +93,7 @@ MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const Moe
   MoeOrderPrediction out;
   for (auto order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
     std::vector<ProducerSchedule> schedules;
-    for (const auto& seq : moe_orders(order, p)) schedules.push_back(moe_producer_schedule(seq, costs));
+    for (const auto& seq : moe_orders(order, p)) schedules.push_back(moe_producer_schedule(seq, costs, p.n1, p.n2_real));
     const SimResult r = simulate(cfg, schedules);
     std::vector<double> stalls;
     for (const auto& b : r.bursts) stalls.push_back(std::max(0.0, b.stall_s()));
@@ -96,6 +103,7 @@ MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const Moe
     o.median_tile_stall_s = stalls.empty() ? 0.0 : stats::median(stalls);
     o.max_tile_stall_s = stalls.empty() ? 0.0 : stats::max_abs(stalls);
     o.peak_outstanding_bytes = r.peak_outstanding_bytes;
+    o.total_dependency_wait_s = r.total_dependency_wait_s;
   }
   out.predicted_speedup = out.wave.makespan_s / out.interleaved.makespan_s;
   out.choice = out.predicted_speedup > 1.0 ? MoeOrder::kInterleaved : MoeOrder::kExpertWave;

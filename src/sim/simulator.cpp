@@ -14,7 +14,9 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-enum class Phase { kIdle, kCompute, kIssue, kAwaitCompletion, kLatency, kDone };
+enum class Phase { kIdle, kCompute, kIssue, kAwaitCompletion, kLatency, kDependency, kDone };
+
+constexpr int kMaxCounters = 1 << 24;
 
 struct ProducerState {
   std::size_t step = 0;
@@ -46,6 +48,10 @@ void validate(const SimConfig& c, const std::vector<ProducerSchedule>& schedules
       if (st.kind == Step::Kind::kBurst && (!(st.bytes > 0) || !(st.issue_floor_s > 0) || !std::isfinite(st.bytes) ||
                                             !std::isfinite(st.issue_floor_s)))
         bad(where + ": burst needs bytes > 0 and issue floor > 0");
+      if ((st.kind == Step::Kind::kSignal || st.kind == Step::Kind::kWait) && (st.counter < 0 || st.counter >= kMaxCounters))
+        bad(where + ": counter must be in [0, " + std::to_string(kMaxCounters) + "), got " + std::to_string(st.counter));
+      if (st.kind == Step::Kind::kWait && st.target < 0)
+        bad(where + ": wait target must be >= 0, got " + std::to_string(st.target));
     }
 }
 
@@ -58,12 +64,25 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
   std::vector<ProducerState> ps(schedules.size());
   SimResult out;
   double t = 0.0, q = 0.0, injected = 0.0, drained = 0.0;
+  int max_counter = -1;
+  for (const auto& sched : schedules)
+    for (const auto& st : sched) max_counter = std::max(max_counter, st.counter);
+  std::vector<int> counters(static_cast<std::size_t>(max_counter + 1), 0);
 
-  // Starts steps at time t until every producer is in a phase that takes time (or done).
+  // Starts steps at time t until every producer is in a phase that takes time, is blocked on a
+  // counter, or is done; repeated while a signal may have released a producer already visited.
+  bool progressed = false;
   auto advance_producers = [&]() {
+    do {
+    progressed = false;
     for (std::size_t i = 0; i < ps.size(); ++i) {
       ProducerState& p = ps[i];
       for (;;) {
+        if (p.phase == Phase::kDependency) {
+          const Step& w = schedules[i][p.step];
+          if (counters[w.counter] < w.target) break;
+          out.total_dependency_wait_s += t - p.wait_start_s;
+        }
         if (p.phase == Phase::kCompute && p.until_s > t) break;
         if (p.phase == Phase::kLatency && p.until_s > t) break;
         if (p.phase == Phase::kIssue && p.remaining_bytes > eps_bytes) break;
@@ -87,9 +106,10 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
         } else if (p.phase == Phase::kLatency) {
           out.total_completion_wait_s += t - p.wait_start_s;
           ++p.step;
-        } else if (p.phase == Phase::kCompute) {
+        } else if (p.phase == Phase::kCompute || p.phase == Phase::kDependency) {
           ++p.step;
         }
+        progressed = true;
         // kIdle or a finished step: start the next one.
         if (p.step >= schedules[i].size()) {
           p.phase = Phase::kDone;
@@ -97,6 +117,17 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
           break;
         }
         const Step& s = schedules[i][p.step];
+        if (s.kind == Step::Kind::kSignal) {
+          ++counters[s.counter];
+          p.phase = Phase::kCompute;  // a compute span of zero length: finished at once, next pass
+          p.until_s = t;
+          continue;
+        }
+        if (s.kind == Step::Kind::kWait) {
+          p.phase = Phase::kDependency;
+          p.wait_start_s = t;
+          continue;
+        }
         if (s.kind == Step::Kind::kCompute) {
           p.phase = Phase::kCompute;
           p.until_s = t + s.duration_s;
@@ -108,6 +139,7 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
         }
       }
     }
+    } while (progressed);
   };
 
   advance_producers();

@@ -30,6 +30,9 @@ TEST(MoeCli, BadValuesNameTheOptionAndValue) {
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl magic", "--impl", "magic");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --schedule zigzag", "--schedule", "zigzag");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --lead-rows -1", "--lead-rows", "-1");
+  expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --schedule auto --platform /no/such/platform.json",
+                     "--platform", "/no/such/platform.json");
+  expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --schedule auto --sm-tflops 0", "--sm-tflops", "0");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl both --experts-per-wave -2", "--experts-per-wave", "-2");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --precision fp8", "--precision", "fp8");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --gemm magic", "--gemm", "magic");

@@ -191,3 +191,35 @@ TEST(MoeOrderPrediction, RowsPerLocalExpertFromReceivedCounts) {
   EXPECT_THROW(sim::rows_per_local_expert(received, 2, 2, 128), InputError);
   EXPECT_THROW(sim::rows_per_local_expert({-1, 0}, 2, 0, 128), InputError);
 }
+
+// Many Linear-1 tiles per row and few Linear-2 tiles (dit-moe's proportions): with a lead of one row
+// Linear-2 tiles catch up with Linear-1 tiles still being computed by other producers and wait; a
+// longer lead removes most of the wait. The X-Stage is made harmless (fast path) to isolate the effect.
+TEST(MoeOrderPrediction, ShortLeadMakesLinear2WaitForItsRow) {
+  sim::MoeOrderParams p;
+  p.rows_per_expert = std::vector<int>(8, 8);
+  p.n1 = 44;
+  p.n2 = 12;
+  p.n2_real = 11;
+  p.instances = 16;
+  p.experts_per_wave = 2;
+  const sim::MoeTileCosts costs{13e-6, 53e-6, 32768.0, 0.5e-6};
+  model::Platform fast = model::default_platform();
+  fast.drain_rate_bytes_per_s = 1e15;
+  p.lead_rows = 1;
+  const sim::MoeOrderPrediction short_lead = sim::predict_moe_orders(fast, p, costs);
+  p.lead_rows = 16;
+  const sim::MoeOrderPrediction long_lead = sim::predict_moe_orders(fast, p, costs);
+  EXPECT_GT(short_lead.interleaved.total_dependency_wait_s, 0.0);
+  EXPECT_LT(long_lead.interleaved.total_dependency_wait_s, 0.5 * short_lead.interleaved.total_dependency_wait_s);
+  EXPECT_LT(long_lead.interleaved.makespan_s, short_lead.interleaved.makespan_s);
+  // The expert-wave order does not depend on D.
+  EXPECT_DOUBLE_EQ(long_lead.wave.makespan_s, short_lead.wave.makespan_s);
+  // Skipped padding tiles: 11 of 12 Linear-2 tiles per row are simulated.
+  const auto orders = sim::moe_orders(sim::MoeOrder::kExpertWave, p);
+  std::size_t l2_steps = 0;
+  for (const auto& o : orders)
+    for (const auto& s : sim::moe_producer_schedule(o, costs, p.n1, p.n2_real))
+      l2_steps += s.kind == xstage::sim::Step::Kind::kBurst;
+  EXPECT_EQ(l2_steps, 8u * 8u * 11u);
+}

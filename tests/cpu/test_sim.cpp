@@ -157,3 +157,27 @@ TEST(ScheduleFile, BadInputNamesTheField) {
                 .find("producers[0].x: unknown field"), std::string::npos);
   EXPECT_THROW(sim::load_schedule_file("/nonexistent.json", platform), InputError);
 }
+
+TEST(Simulator, WaitBlocksUntilTheCounterReachesItsTarget) {
+  // Producer 0 computes 3 us then signals; producer 1 waits for it, then computes 1 us; producer 2
+  // signals twice and finishes at once. A wait for two signals from producers 0 and 2 ends at 3 us.
+  const std::vector<sim::ProducerSchedule> s = {
+      {sim::Step::compute(3e-6), sim::Step::signal(0)},
+      {sim::Step::wait(0, 3), sim::Step::compute(1e-6)},
+      {sim::Step::signal(0), sim::Step::signal(0)},
+  };
+  const sim::SimResult r = sim::simulate({400e9, 1e6, false, 0.0, 1.0}, s);
+  EXPECT_NEAR(r.makespan_s, 4e-6, 1e-15);
+  EXPECT_NEAR(r.total_dependency_wait_s, 3e-6, 1e-15);
+  // Signals released before the wait starts count too: no wait at all.
+  const sim::SimResult r2 = sim::simulate({400e9, 1e6, false, 0.0, 1.0},
+                                          {{sim::Step::signal(5), sim::Step::compute(1e-6)}, {sim::Step::compute(2e-6), sim::Step::wait(5, 1)}});
+  EXPECT_NEAR(r2.makespan_s, 2e-6, 1e-15);
+  EXPECT_NEAR(r2.total_dependency_wait_s, 0.0, 1e-15);
+}
+
+TEST(Simulator, UnsatisfiableWaitIsReportedAsDeadlock) {
+  EXPECT_THROW(sim::simulate({400e9, 1e6, false, 0.0, 1.0}, {{sim::Step::wait(0, 2)}, {sim::Step::signal(0)}}),
+               InputError);
+  EXPECT_THROW(sim::simulate({400e9, 1e6, false, 0.0, 1.0}, {{sim::Step::wait(-1, 1)}}), InputError);
+}

@@ -30,9 +30,12 @@
 #include "xstage/gpu/check.hpp"
 #include "xstage/gpu/provenance.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/platform.hpp"
+#include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/moe/routing.hpp"
+#include "xstage/sim/moe_schedules.hpp"
 
 namespace {
 
@@ -50,6 +53,8 @@ struct BenchOptions {
   std::string schedule = "interleaved";
   int lead_rows = 0;
   int experts_per_wave = 0;
+  std::string platform;  // --schedule auto / both: the prediction's platform (default: embedded)
+  double sm_tflops = 0;  // per SM, for the prediction's tile times (0: kFusedSmTflops)
   bool trace = false;
   bool local_store_control = false;
   int trace_iters = 5;
@@ -261,6 +266,59 @@ nlohmann::json trace_summary(const MoeFused& fused, const MoeDims& d) {
           {"mma_wait_sum_per_cta", stats(per_cta_wait)}};
 }
 
+// Per-SM GEMM rate of the fused kernel's 128 x 128 tiles, for the predicted tile times: Linear-2 tile
+// mainloops of 9.3-32.9 us in the traced runs (results/h200-x2/moe_wave_trace.json: qwen3, deepseek-v3,
+// dit-moe at T = 8192) are 4.0-5.6 TFLOP/s per SM.
+constexpr double kFusedSmTflops = 4.5;
+// Within this band of predicted speedup (wave / interleaved makespan) the orders count as tied and
+// auto takes the interleaved one: the simulator carries the X-Stage and the row dependencies, not the
+// memory-system effect of mixing Linear-1 and Linear-2 work (docs/moe_notes.md).
+constexpr double kAutoTieBand = 0.05;
+
+// Wave vs interleaved before launch: the calibrated platform and the simulator (Combine bursts into
+// the path, Linear-1 → Linear-2 row dependencies) over this routing's receive layout, per rank; the
+// slower rank's makespan decides, as the layer ends with it.
+struct SchedulePrediction {
+  nlohmann::json j;
+  MoeFusedSchedule choice = MoeFusedSchedule::kWave;
+};
+SchedulePrediction predict_schedule(const BenchOptions& o, const model::MoeShape& shape, const MoeDims& d,
+                                    const std::vector<long long>& load, int grid, int lead_rows, int experts_per_wave) {
+  const model::Platform platform = model::load_platform_or_default(o.platform);
+  const double sm_flops = (o.sm_tflops > 0 ? o.sm_tflops : kFusedSmTflops) * 1e12;
+  const model::MoeInput in = model::moe_input_for_shape(shape, grid, sm_flops, 128, 128, 2);
+  sim::MoeOrderParams p;
+  p.n1 = 2 * int(std::ceil(in.n1 / 2));
+  p.n2 = 2 * int(std::ceil(in.n2 / 2));
+  p.n2_real = int(std::ceil(in.n2));
+  p.instances = grid / 2;
+  p.lead_rows = lead_rows;
+  p.experts_per_wave = experts_per_wave;
+  const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances);
+  double wave = 0, inter = 0;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int r = 0; r < d.ranks; ++r) {
+    p.rows_per_expert = sim::rows_per_local_expert(load, d.ranks, r, 128);
+    const sim::MoeOrderPrediction pr = sim::predict_moe_orders(platform, p, costs);
+    wave = std::max(wave, pr.wave.makespan_s);
+    inter = std::max(inter, pr.interleaved.makespan_s);
+    auto one = [](const sim::MoeOrderOutcome& x) {
+      return nlohmann::json{{"makespan_us", units::s_to_us(x.makespan_s)}, {"total_stall_us", units::s_to_us(x.total_stall_s)},
+                            {"median_tile_stall_us", units::s_to_us(x.median_tile_stall_s)},
+                            {"dependency_wait_us", units::s_to_us(x.total_dependency_wait_s)}};
+    };
+    ranks.push_back({{"rank", r}, {"wave", one(pr.wave)}, {"interleaved", one(pr.interleaved)}});
+  }
+  SchedulePrediction out;
+  const double speedup = wave / inter;
+  out.choice = speedup >= 1.0 - kAutoTieBand ? MoeFusedSchedule::kInterleaved : MoeFusedSchedule::kWave;
+  out.j = {{"choice", to_string(out.choice)}, {"predicted_speedup", speedup}, {"tie_band", kAutoTieBand},
+           {"platform", platform.name}, {"sm_tflops", sm_flops / 1e12}, {"lead_rows", lead_rows},
+           {"experts_per_wave", experts_per_wave}, {"producers", grid},
+           {"wave_makespan_us", units::s_to_us(wave)}, {"interleaved_makespan_us", units::s_to_us(inter)}, {"ranks", ranks}};
+  return out;
+}
+
 // --impl fused|both: the fused layer (each schedule of --schedule) and, for both, the separate-kernel
 // baseline on the same inputs, timed in alternation within one process run.
 void run_bench_fused(const BenchOptions& o) {
@@ -286,7 +344,15 @@ void run_bench_fused(const BenchOptions& o) {
   std::vector<MoeFusedSchedule> schedules;
   if (o.schedule == "wave" || o.schedule == "both") schedules.push_back(MoeFusedSchedule::kWave);
   if (o.schedule == "interleaved" || o.schedule == "both") schedules.push_back(MoeFusedSchedule::kInterleaved);
-  if (schedules.empty()) throw InputError("--schedule: unknown schedule '" + o.schedule + "' (wave, interleaved, both)");
+  if (schedules.empty() && o.schedule != "auto")
+    throw InputError("--schedule: unknown schedule '" + o.schedule + "' (wave, interleaved, both, auto)");
+  if (!o.platform.empty()) {  // a bad file fails before any GPU work
+    try {
+      (void)model::load_platform_file(o.platform);
+    } catch (const InputError& e) {
+      throw InputError(std::string("--platform: ") + e.what());
+    }
+  }
   const std::uint64_t seed = o.seed >= 0 ? std::uint64_t(o.seed) : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
   const std::vector<Routing> routing = make_routing(o, d, seed);
   int device_count = 0;
@@ -306,6 +372,29 @@ void run_bench_fused(const BenchOptions& o) {
   fo.lead_rows = o.lead_rows;
   fo.experts_per_wave = o.experts_per_wave;
   MoeFused fused(team, d, fo);
+  std::vector<long long> load(d.experts, 0);
+  for (const auto& r : routing) {
+    const auto t = tokens_per_expert(r);
+    for (int e = 0; e < d.experts; ++e) load[e] += t[e];
+  }
+  // The prediction (auto: the choice; both: recorded beside the measurement of both orders).
+  nlohmann::json prediction;
+  if (o.schedule == "auto" || o.schedule == "both") {
+    MoeFusedOptions x = fo;
+    x.schedule = MoeFusedSchedule::kInterleaved;
+    fused.set_schedule(x);
+    const int lead = fused.schedule_param();
+    x.schedule = MoeFusedSchedule::kWave;
+    fused.set_schedule(x);
+    const SchedulePrediction sp = predict_schedule(o, *shape, d, load, fused.grid(), lead, fused.schedule_param());
+    prediction = sp.j;
+    if (o.schedule == "auto") schedules.push_back(sp.choice);
+    if (!o.json)
+      std::printf("schedule prediction: wave %.1f us, interleaved %.1f us (predicted speedup %.3f): %s%s\n",
+                sp.j["wave_makespan_us"].get<double>(), sp.j["interleaved_makespan_us"].get<double>(),
+                sp.j["predicted_speedup"].get<double>(), o.schedule == "auto" ? "running " : "auto would choose ",
+                to_string(sp.choice));
+  }
   fused.fill_random(seed, wscale);
   for (int r = 0; r < d.ranks; ++r) fused.set_routing(r, routing[r]);
   auto use = [&](MoeFusedSchedule s) {
@@ -364,11 +453,6 @@ void run_bench_fused(const BenchOptions& o) {
   const double slots = double(d.ranks) * d.tokens * d.top_k;
   const double flops = slots * 6.0 * d.hidden * d.h_inter;
   const double nvlink_bytes = 2.0 * double(remote_rows(routing, d)) * d.hidden * 2.0;  // dispatch + combine
-  std::vector<long long> load(d.experts, 0);
-  for (const auto& r : routing) {
-    const auto t = tokens_per_expert(r);
-    for (int e = 0; e < d.experts; ++e) load[e] += t[e];
-  }
   nlohmann::json j;
   j["schema"] = "xstage.moe_bench";
   j["version"] = 2;
@@ -387,6 +471,8 @@ void run_bench_fused(const BenchOptions& o) {
   j["nvlink_bytes"] = nvlink_bytes;
   j["nvlink_bytes_formula"] = "2 (dispatch + combine) * rows routed to another rank * hidden * 2 bytes, all ranks";
   j["fused_grid"] = fused.grid();
+  j["schedule_option"] = o.schedule;
+  if (!prediction.is_null()) j["schedule_prediction"] = prediction;
   j["iters"] = o.iters;
   j["warmup"] = o.warmup;
   j["sm_clock_mhz_after"] = sm_clock;
@@ -417,6 +503,11 @@ void run_bench_fused(const BenchOptions& o) {
   }
   if (med.count("fused_wave") && med.count("fused_interleaved")) {
     j["interleaved_speedup_vs_wave"] = med["fused_wave"] / med["fused_interleaved"];
+    if (!prediction.is_null()) {
+      // What auto would have cost here: its choice against the better of the two, both measured.
+      const double chosen = med[std::string("fused_") + prediction["choice"].get<std::string>()];
+      j["auto_regret"] = chosen / std::min(med["fused_wave"], med["fused_interleaved"]) - 1.0;
+    }
   }
   if (o.trace || o.local_store_control) {
     // Instrumented runs after the timed ones: per schedule, stores to the token's rank, then (control)
@@ -621,8 +712,13 @@ void add_moe(CLI::App& root) {
                 "Implementation: baseline (separate kernels, NCCL, cuBLAS), fused (one persistent kernel per GPU) "
                 "or both (timed in alternation in one run)")
       ->check(CLI::IsMember({"baseline", "fused", "both"}));
-  b->add_option("--schedule", o->schedule, "Fused tile order: wave, interleaved or both")
-      ->check(CLI::IsMember({"wave", "interleaved", "both"}));
+  b->add_option("--schedule", o->schedule,
+                "Fused tile order: wave, interleaved, both (timed in alternation; the prediction is recorded) or auto "
+                "(the order the platform model and the simulator predict faster)")
+      ->check(CLI::IsMember({"wave", "interleaved", "both", "auto"}));
+  b->add_option("--platform", o->platform, "Platform file for the schedule prediction (default: the embedded one)");
+  b->add_option("--sm-tflops", o->sm_tflops, "Per-SM GEMM rate of the prediction's tile times (default 4.5)")
+      ->check(cli::kPositive);
   b->add_option("--lead-rows", o->lead_rows, "Interleaved lead D in rows (0: eq. 16's D_knee)")->check(cli::kNonNegative);
   b->add_option("--experts-per-wave", o->experts_per_wave, "Expert-wave width (0: a quarter of the local experts)")
       ->check(cli::kNonNegative);

@@ -171,7 +171,8 @@ nlohmann::json outcome_json(const sim::MoeOrderOutcome& r) {
           {"total_stall_us", units::s_to_us(r.total_stall_s)},
           {"median_tile_stall_us", units::s_to_us(r.median_tile_stall_s)},
           {"max_tile_stall_us", units::s_to_us(r.max_tile_stall_s)},
-          {"peak_outstanding_bytes", r.peak_outstanding_bytes}};
+          {"peak_outstanding_bytes", r.peak_outstanding_bytes},
+          {"dependency_wait_us", units::s_to_us(r.total_dependency_wait_s)}};
 }
 
 nlohmann::json simulate_orders(const model::Platform& platform, const model::MoeShape& shape, const model::MoeInput& in,
@@ -181,6 +182,7 @@ nlohmann::json simulate_orders(const model::Platform& platform, const model::Moe
   // Paired CTAs take N-tiles two at a time: an odd N-tile count is padded by one tile.
   p.n1 = 2 * static_cast<int>(std::ceil(in.n1 / 2));
   p.n2 = 2 * static_cast<int>(std::ceil(in.n2 / 2));
+  p.n2_real = static_cast<int>(std::ceil(in.n2));
   p.instances = std::max(1, producers / 2);
   p.lead_rows = o.lead_rows > 0 ? o.lead_rows : static_cast<int>(std::max<std::int64_t>(1, lead_knee_rows));
   p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave
@@ -224,9 +226,11 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
     for (const char* name : {"wave", "interleaved"}) {
       const auto& r = simulated[name];
       rows.push_back({name, fmt_num(r["makespan_us"].get<double>(), 1), fmt_num(r["total_stall_us"].get<double>(), 1),
-                      fmt_num(r["median_tile_stall_us"].get<double>(), 2), fmt_num(r["max_tile_stall_us"].get<double>(), 2)});
+                      fmt_num(r["median_tile_stall_us"].get<double>(), 2), fmt_num(r["max_tile_stall_us"].get<double>(), 2),
+                      fmt_num(r["dependency_wait_us"].get<double>(), 1)});
     }
-    print_table({"order", "makespan us", "total stall us", "median tile stall us", "max tile stall us"}, rows);
+    print_table({"order", "makespan us", "total stall us", "median tile stall us", "max tile stall us", "L1->L2 wait us"},
+                rows);
     std::cout << "predicted speedup interleaved/wave " << fmt_num(simulated["predicted_speedup"].get<double>(), 3)
               << ": choose " << simulated["choice"].get<std::string>() << "\n";
   }

@@ -18,14 +18,19 @@ struct MoeTileCosts {
   double issue_floor_s;  // T_iss0 of one tile's burst at the aligned producer count
 };
 
-// One producer per worker: Linear-1 → compute; Linear-2 → compute, then its Combine burst.
-ProducerSchedule moe_producer_schedule(const std::vector<sched::MoeTile>& order, const MoeTileCosts& costs);
+// One producer per worker: Linear-1 → compute, then signal its row; Linear-2 → wait until all
+// `l1_tiles_per_row` Linear-1 tiles of its row are done (the kernel's per-row readiness counter),
+// compute, then its Combine burst. l1_tiles_per_row = 0 leaves the dependencies out. Linear-2 tiles
+// with n >= l2_tiles_per_row are the padding of an odd tile count (the kernel skips them); 0: none.
+ProducerSchedule moe_producer_schedule(const std::vector<sched::MoeTile>& order, const MoeTileCosts& costs,
+                                       int l1_tiles_per_row, int l2_tiles_per_row = 0);
 
 enum class MoeOrder { kExpertWave, kInterleaved };
 
 struct MoeOrderParams {
   std::vector<int> rows_per_expert;  // scheduler rows of each local expert (routing)
   int n1 = 0, n2 = 0;                // N-tiles per row, even
+  int n2_real = 0;                   // Linear-2 N-tiles that exist (n2 - 1 when padded to even); 0: n2
   int instances = 1;                 // G: CTA pairs; producers = 2·G
   int lead_rows = 1;                 // D (interleaved)
   int experts_per_wave = 1;          // expert-wave
@@ -51,9 +56,12 @@ MoeTileCosts moe_tile_costs(const model::Platform& platform, const model::MoeInp
 struct MoeOrderOutcome {
   double makespan_s = 0, total_stall_s = 0, median_tile_stall_s = 0, max_tile_stall_s = 0;
   double peak_outstanding_bytes = 0;
+  double total_dependency_wait_s = 0;  // Linear-2 tiles waiting for their row's Linear-1 tiles, all producers
 };
 // Both orders for one routing, and the choice (`xstage plan moe --simulate`, `xstage moe bench
 // --schedule auto`): interleaved when its predicted makespan is shorter, otherwise expert-wave.
+// The simulation carries both the X-Stage (Combine bursts into the calibrated path) and the
+// Linear-1 → Linear-2 row dependencies (a lead too short for the grid makes Linear-2 tiles wait).
 struct MoeOrderPrediction {
   MoeOrderOutcome wave, interleaved;
   double predicted_speedup = 1.0;  // wave makespan / interleaved makespan

@@ -7,6 +7,9 @@
 // shared in proportion to the producers' rates. In completion-coupled mode a producer, after
 // issuing a burst, waits until everything injected so far has drained (FIFO) plus a fixed latency
 // before its next step — the paper's counterfactual.
+// Dependencies between producers (e.g. a Linear-2 tile that reads the Linear-1 tiles of its row, which
+// other producers compute): a producer's `signal` step adds one to a counter, a `wait` step blocks the
+// producer until the counter reaches its target. Both take no time.
 #pragma once
 
 #include <vector>
@@ -14,14 +17,18 @@
 namespace xstage::sim {
 
 struct Step {
-  enum class Kind { kCompute, kBurst };
+  enum class Kind { kCompute, kBurst, kSignal, kWait };
   Kind kind;
   double duration_s = 0.0;     // compute span
   double bytes = 0.0;          // burst bytes (this producer)
   double issue_floor_s = 0.0;  // backpressure-free issue time of this burst (T_iss0 at its K, B)
+  int counter = -1;            // signal / wait: counter index (>= 0)
+  int target = 0;              // wait: proceed once the counter is >= target
 
   static Step compute(double seconds) { return {Kind::kCompute, seconds, 0.0, 0.0}; }
   static Step burst(double bytes, double issue_floor_s) { return {Kind::kBurst, 0.0, bytes, issue_floor_s}; }
+  static Step signal(int counter) { return {Kind::kSignal, 0.0, 0.0, 0.0, counter, 0}; }
+  static Step wait(int counter, int target) { return {Kind::kWait, 0.0, 0.0, 0.0, counter, target}; }
 };
 
 using ProducerSchedule = std::vector<Step>;
@@ -50,6 +57,7 @@ struct SimResult {
   double peak_outstanding_bytes = 0.0;
   double total_stall_s = 0.0;       // Σ over bursts of (issue time − floor), all producers
   double total_completion_wait_s = 0.0;  // completion-coupled waiting, all producers
+  double total_dependency_wait_s = 0.0;  // time blocked in wait steps, all producers
 };
 
 // Throws xstage::InputError for a bad configuration or schedule.
