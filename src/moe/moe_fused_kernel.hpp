@@ -31,7 +31,8 @@ const char* moe_fused_wait_name(std::uint32_t code);
 // One traced tile (builds with XSTAGE_MOE_FUSED_TRACE): %globaltimer stamps taken by consumer thread 0.
 struct MoeFusedTileTrace {
   std::uint32_t stage;  // 1 Linear-1, 2 Linear-2
-  std::uint32_t row, n, pad;
+  std::uint32_t row, n;
+  std::uint32_t cta;            // written by the host (MoeFused::last_trace); the kernel leaves it 0
   std::uint64_t t_entry;        // the consumers reach the tile
   std::uint64_t t_first_stage;  // its first k-step's operands are ready (MMA wait = t_first_stage - t_entry)
   std::uint64_t t_store_begin;  // Linear-2: the Combine stores start (staging done)

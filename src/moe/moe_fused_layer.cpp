@@ -209,8 +209,10 @@ std::vector<MoeFusedTileTrace> MoeFused::last_trace(int rank) const {
   XSTAGE_CUDA_CHECK(cudaMemcpy(count.data(), s.trace_count, count.size() * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
   XSTAGE_CUDA_CHECK(cudaMemcpy(all.data(), s.trace, all.size() * sizeof(MoeFusedTileTrace), cudaMemcpyDeviceToHost));
   for (int c = 0; c < grid_; ++c)
-    for (std::uint32_t i = 0; i < std::min<std::uint32_t>(count[c], std::uint32_t(trace_capacity_)); ++i)
+    for (std::uint32_t i = 0; i < std::min<std::uint32_t>(count[c], std::uint32_t(trace_capacity_)); ++i) {
       out.push_back(all[size_t(c) * trace_capacity_ + i]);
+      out.back().cta = std::uint32_t(c);
+    }
   return out;
 }
 

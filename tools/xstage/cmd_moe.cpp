@@ -58,6 +58,8 @@ struct BenchOptions {
   bool trace = false;
   bool local_store_control = false;
   int trace_iters = 5;
+  std::string trace_dump;  // per-tile timelines of the first CTAs (Figure 9-like plots)
+  int trace_dump_ctas = 16;
   std::string gemm = "grouped";
   int iters = 30;
   int warmup = 5;
@@ -319,6 +321,60 @@ SchedulePrediction predict_schedule(const BenchOptions& o, const model::MoeShape
   return out;
 }
 
+// Per-CTA activity of one traced run, all CTAs of all ranks: the share of the CTA's span (first tile
+// entry to last tile end) spent waiting for operands at tile entry, in mainloops (Tensor-Core work and
+// staging) and issuing Combine stores. A tile ends where the next tile of the CTA enters.
+nlohmann::json activity_summary(const MoeFused& fused, const MoeDims& d) {
+  std::vector<double> wait_share, work_share, store_share;
+  for (int r = 0; r < d.ranks; ++r) {
+    const auto tiles = fused.last_trace(r);
+    for (size_t i = 0; i < tiles.size();) {
+      size_t k = i;
+      double wait = 0, store = 0;
+      while (k < tiles.size() && tiles[k].cta == tiles[i].cta) {
+        wait += double(tiles[k].t_first_stage - tiles[k].t_entry);
+        if (tiles[k].stage == 2) store += double(tiles[k].t_store_end - tiles[k].t_store_begin);
+        ++k;
+      }
+      const auto& last = tiles[k - 1];
+      const double end = double(last.stage == 2 ? last.t_store_end : last.t_first_stage);
+      const double span = end - double(tiles[i].t_entry);
+      if (span > 0) {
+        wait_share.push_back(wait / span);
+        store_share.push_back(store / span);
+        work_share.push_back(1.0 - (wait + store) / span);
+      }
+      i = k;
+    }
+  }
+  auto stats = [](const std::vector<double>& v) {
+    return nlohmann::json{{"median", median_of(v)}, {"p10", percentile_of(v, 0.1)}, {"p90", percentile_of(v, 0.9)}};
+  };
+  return {{"ctas", wait_share.size()}, {"wait_share", stats(wait_share)}, {"work_share", stats(work_share)},
+          {"store_share", stats(store_share)}};
+}
+
+// The tiles of the first `ctas` CTAs of every rank, stamps in us from the rank's first tile entry.
+nlohmann::json timeline_json(const MoeFused& fused, const MoeDims& d, int ctas) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int r = 0; r < d.ranks; ++r) {
+    const auto tiles = fused.last_trace(r);
+    std::uint64_t t0 = ~0ull;
+    for (const auto& t : tiles) t0 = std::min(t0, t.t_entry);
+    std::map<int, nlohmann::json> by_cta;
+    auto us = [&](std::uint64_t t) { return t == 0 ? 0.0 : std::round(double(t - t0)) * 1e-3; };
+    for (const auto& t : tiles) {
+      if (int(t.cta) >= ctas) continue;
+      by_cta[int(t.cta)].push_back({t.stage, t.row, t.n, us(t.t_entry), us(t.t_first_stage), us(t.t_store_begin),
+                                    us(t.t_store_end)});
+    }
+    nlohmann::json c = nlohmann::json::object();
+    for (auto& [cta, recs] : by_cta) c[std::to_string(cta)] = recs;
+    ranks.push_back({{"rank", r}, {"ctas", c}});
+  }
+  return {{"ranks", ranks}};
+}
+
 // --impl fused|both: the fused layer (each schedule of --schedule) and, for both, the separate-kernel
 // baseline on the same inputs, timed in alternation within one process run.
 void run_bench_fused(const BenchOptions& o) {
@@ -337,6 +393,7 @@ void run_bench_fused(const BenchOptions& o) {
     throw InputError(fmt::format("--tokens: {} x top-{} slots exceed the fused kernel's 2^{}", d.tokens, d.top_k,
                                  kOriginSlotBits));
   }
+  if (!o.trace_dump.empty() && !o.trace) throw InputError("--trace-dump: needs --trace (got --trace-dump " + o.trace_dump + ")");
   if ((o.trace || o.local_store_control) && !moe_fused_trace_built()) {
     throw InputError(std::string(o.trace ? "--trace" : "--local-store-control") +
                      ": this build records no fused-kernel traces (configure with -DXSTAGE_MOE_TRACE=ON)");
@@ -513,6 +570,7 @@ void run_bench_fused(const BenchOptions& o) {
     // Instrumented runs after the timed ones: per schedule, stores to the token's rank, then (control)
     // the same stores into a local scratch buffer. Layer times here include the tracing barrier.
     nlohmann::json tr = nlohmann::json::array();
+    nlohmann::json timelines = nlohmann::json::array();
     for (auto s : schedules) {
       use(s);
       for (int local = 0; local < (o.local_store_control ? 2 : 1); ++local) {
@@ -525,6 +583,13 @@ void run_bench_fused(const BenchOptions& o) {
           ms.push_back(m);
         }
         nlohmann::json x = trace_summary(fused, d);
+        x["activity"] = activity_summary(fused, d);
+        if (!o.trace_dump.empty()) {
+          nlohmann::json tl = timeline_json(fused, d, o.trace_dump_ctas);
+          tl["schedule"] = to_string(s);
+          tl["combine_stores"] = local ? "local scratch (control)" : "remote (token's rank)";
+          timelines.push_back(tl);
+        }
         x["schedule"] = to_string(s);
         x["combine_stores"] = local ? "local scratch (control)" : "remote (token's rank)";
         x["layer_median_ms"] = median_of(ms);
@@ -543,6 +608,16 @@ void run_bench_fused(const BenchOptions& o) {
       fused.set_trace(false, false);
     }
     j["trace"] = tr;
+    if (!o.trace_dump.empty()) {
+      const nlohmann::json dump = {{"schema", "xstage.moe_timeline"}, {"version", 1},
+                                   {"shape", shape->name}, {"tokens_per_rank", d.tokens}, {"routing", o.routing},
+                                   {"ranks", d.ranks}, {"fused_grid", fused.grid()},
+                                   {"record", "[stage (1: Linear-1, 2: Linear-2), row, n, entry, operands ready, "
+                                              "stores begin, stores issued] in us from the rank's first tile entry; "
+                                              "Linear-1 has no store stamps (0)"},
+                                   {"timelines", timelines}, {"provenance", gpu::collect_provenance(gpus, 0, nullptr)}};
+      cli::write_file_atomically(o.trace_dump, dump.dump() + "\n", true);
+    }
   }
   j["provenance"] = gpu::collect_provenance(gpus, 0, nullptr);
   if (!o.out.empty()) cli::write_file_atomically(o.out, j.dump(2) + "\n", true);
@@ -728,6 +803,10 @@ void add_moe(CLI::App& root) {
   b->add_flag("--local-store-control", o->local_store_control,
               "Fused, with --trace: also run with the Combine stores redirected to a local scratch buffer");
   b->add_option("--trace-iters", o->trace_iters, "Instrumented runs per variant")->check(cli::kPositive);
+  b->add_option("--trace-dump", o->trace_dump,
+                "With --trace: write the per-tile timelines of the first CTAs of every rank (last traced run of each "
+                "variant) to this JSON file (bench/plot_moe_timeline.py plots them)");
+  b->add_option("--trace-dump-ctas", o->trace_dump_ctas, "CTAs per rank in --trace-dump")->check(cli::kPositive);
   b->add_option("--gemm", o->gemm, "grouped (cublasGemmGroupedBatchedEx) or loop (cublasGemmEx per expert block)")
       ->check(CLI::IsMember({"grouped", "loop"}));
   b->add_option("--iters", o->iters, "Timed runs")->check(cli::kPositive);
