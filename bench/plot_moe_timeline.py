@@ -2,7 +2,7 @@
 """Per-SM activity timeline of the fused MoE kernel (like the X-Stage paper's Figure 9).
 
 Reads the JSON written by `xstage moe bench --trace --trace-dump FILE` (schema xstage.moe_timeline/1)
-and draws, for one rank, one row per CTA (one CTA per SM) and one panel per traced variant:
+(optionally gzip-compressed) and draws, for one rank, one row per CTA (one CTA per SM) and one panel per traced variant:
 waiting for operands at tile entry, Linear-1 work, Linear-2 work, and the Combine store issue (T_RS).
 A tile's work runs from its operands being ready to the next tile's entry (Linear-1) or to the start
 of its stores (Linear-2). Also prints each variant's busy/wait/store shares over the plotted CTAs.
@@ -10,6 +10,7 @@ of its stores (Linear-2). Also prints each variant's busy/wait/store shares over
 usage: plot_moe_timeline.py TIMELINE_JSON OUT_PNG [--rank R] [--ctas N] [--window-us A B]
 """
 import argparse
+import gzip
 import json
 import sys
 
@@ -46,7 +47,9 @@ def main():
     ap.add_argument("--window-us", type=float, nargs=2, default=None, help="time window to draw")
     a = ap.parse_args()
     try:
-        doc = json.load(open(a.timeline))
+        opener = gzip.open if a.timeline.endswith(".gz") else open
+        with opener(a.timeline, "rt") as f:
+            doc = json.load(f)
     except (OSError, ValueError) as e:
         sys.exit(f"plot_moe_timeline: cannot read {a.timeline}: {e}")
     if doc.get("schema") != "xstage.moe_timeline":
