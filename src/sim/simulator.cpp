@@ -74,71 +74,71 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
   bool progressed = false;
   auto advance_producers = [&]() {
     do {
-    progressed = false;
-    for (std::size_t i = 0; i < ps.size(); ++i) {
-      ProducerState& p = ps[i];
-      for (;;) {
-        if (p.phase == Phase::kDependency) {
-          const Step& w = schedules[i][p.step];
-          if (counters[w.counter] < w.target) break;
-          out.total_dependency_wait_s += t - p.wait_start_s;
-        }
-        if (p.phase == Phase::kCompute && p.until_s > t) break;
-        if (p.phase == Phase::kLatency && p.until_s > t) break;
-        if (p.phase == Phase::kIssue && p.remaining_bytes > eps_bytes) break;
-        if (p.phase == Phase::kAwaitCompletion && drained < p.completion_target - eps_bytes) break;
-        if (p.phase == Phase::kDone) break;
-        if (p.phase == Phase::kIssue) {  // burst fully accepted
-          p.current.issue_end_s = t;
-          out.bursts.push_back(p.current);
-          ++p.bursts_done;
-          if (cfg.completion_coupled) {
-            p.phase = Phase::kAwaitCompletion;
-            p.completion_target = injected;
+      progressed = false;
+      for (std::size_t i = 0; i < ps.size(); ++i) {
+        ProducerState& p = ps[i];
+        for (;;) {
+          if (p.phase == Phase::kDependency) {
+            const Step& w = schedules[i][p.step];
+            if (counters[w.counter] < w.target) break;
+            out.total_dependency_wait_s += t - p.wait_start_s;
+          }
+          if (p.phase == Phase::kCompute && p.until_s > t) break;
+          if (p.phase == Phase::kLatency && p.until_s > t) break;
+          if (p.phase == Phase::kIssue && p.remaining_bytes > eps_bytes) break;
+          if (p.phase == Phase::kAwaitCompletion && drained < p.completion_target - eps_bytes) break;
+          if (p.phase == Phase::kDone) break;
+          if (p.phase == Phase::kIssue) {  // burst fully accepted
+            p.current.issue_end_s = t;
+            out.bursts.push_back(p.current);
+            ++p.bursts_done;
+            if (cfg.completion_coupled) {
+              p.phase = Phase::kAwaitCompletion;
+              p.completion_target = injected;
+              p.wait_start_s = t;
+              continue;
+            }
+            ++p.step;
+          } else if (p.phase == Phase::kAwaitCompletion) {
+            p.phase = Phase::kLatency;
+            p.until_s = t + cfg.completion_latency_s;
+            continue;
+          } else if (p.phase == Phase::kLatency) {
+            out.total_completion_wait_s += t - p.wait_start_s;
+            ++p.step;
+          } else if (p.phase == Phase::kCompute || p.phase == Phase::kDependency) {
+            ++p.step;
+          }
+          progressed = true;
+          // kIdle or a finished step: start the next one.
+          if (p.step >= schedules[i].size()) {
+            p.phase = Phase::kDone;
+            out.makespan_s = std::max(out.makespan_s, t);
+            break;
+          }
+          const Step& s = schedules[i][p.step];
+          if (s.kind == Step::Kind::kSignal) {
+            ++counters[s.counter];
+            p.phase = Phase::kCompute;  // as a compute span of zero length: finished at once
+            p.until_s = t;
+            continue;
+          }
+          if (s.kind == Step::Kind::kWait) {
+            p.phase = Phase::kDependency;
             p.wait_start_s = t;
             continue;
           }
-          ++p.step;
-        } else if (p.phase == Phase::kAwaitCompletion) {
-          p.phase = Phase::kLatency;
-          p.until_s = t + cfg.completion_latency_s;
-          continue;
-        } else if (p.phase == Phase::kLatency) {
-          out.total_completion_wait_s += t - p.wait_start_s;
-          ++p.step;
-        } else if (p.phase == Phase::kCompute || p.phase == Phase::kDependency) {
-          ++p.step;
-        }
-        progressed = true;
-        // kIdle or a finished step: start the next one.
-        if (p.step >= schedules[i].size()) {
-          p.phase = Phase::kDone;
-          out.makespan_s = std::max(out.makespan_s, t);
-          break;
-        }
-        const Step& s = schedules[i][p.step];
-        if (s.kind == Step::Kind::kSignal) {
-          ++counters[s.counter];
-          p.phase = Phase::kCompute;  // a compute span of zero length: finished at once, next pass
-          p.until_s = t;
-          continue;
-        }
-        if (s.kind == Step::Kind::kWait) {
-          p.phase = Phase::kDependency;
-          p.wait_start_s = t;
-          continue;
-        }
-        if (s.kind == Step::Kind::kCompute) {
-          p.phase = Phase::kCompute;
-          p.until_s = t + s.duration_s;
-        } else {
-          p.phase = Phase::kIssue;
-          p.remaining_bytes = s.bytes;
-          p.rate = s.bytes / s.issue_floor_s;
-          p.current = {static_cast<int>(i), p.bursts_done, t, 0.0, s.issue_floor_s};
+          if (s.kind == Step::Kind::kCompute) {
+            p.phase = Phase::kCompute;
+            p.until_s = t + s.duration_s;
+          } else {
+            p.phase = Phase::kIssue;
+            p.remaining_bytes = s.bytes;
+            p.rate = s.bytes / s.issue_floor_s;
+            p.current = {static_cast<int>(i), p.bursts_done, t, 0.0, s.issue_floor_s};
+          }
         }
       }
-    }
     } while (progressed);
   };
 
