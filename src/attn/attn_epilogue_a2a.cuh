@@ -157,7 +157,7 @@ struct AttnEpilogueA2A {
       *reinterpret_cast<__nv_bfloat162*>(&tOsO(i)) = __floats2bfloat162_rn(acc_o(i), acc_o(i + 1));
     }
     // Generic-proxy shared-memory writes → the copy engine's (async proxy) reads.
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    gpu::fence_proxy_async_shared_cta();
     __syncwarp();
     if (lane < kRowsPerWarp) {
       const int r = warp_row0 + lane;
@@ -177,7 +177,7 @@ struct AttnEpilogueA2A {
     if (is_last_tile(p, tile)) {
       // Last tile: writes complete, then ordered before the generic-proxy flag release (see top).
       bulk_wait_all();
-      asm volatile("fence.proxy.async.global;" ::: "memory");
+      gpu::fence_proxy_async_global();
       __syncwarp();
       cutlass::arch::NamedBarrier::arrive(Traits::kNumMmaThreads + 32, kA2AFinishBarrier);
     }

@@ -113,10 +113,10 @@ __global__ void __launch_bounds__(MoeFusedTraits::kNumThreads, 1)
             moe_wait_geq([&] { return ld_acquire_sys_u64(c); }, target, p.timeout_ns, p.failure, 2, p.rank, tile.expert);
           } else {
             const std::uint32_t* c = p.l1_done + tile.row;
-            moe_wait_geq([&] { return std::uint64_t(ld_acquire_gpu_u32(c)); }, std::uint64_t(n1), p.timeout_ns, p.failure,
-                         3, p.rank, tile.row);
+            moe_wait_geq([&] { return std::uint64_t(gpu::load_counter_acquire_gpu(c)); }, std::uint64_t(n1),
+                         p.timeout_ns, p.failure, 3, p.rank, tile.row);
           }
-          fence_proxy_async_global();  // peer / SwiGLU generic-proxy writes before this thread's TMA reads
+          gpu::fence_proxy_async_global();  // peer / SwiGLU generic-proxy writes before this thread's TMA reads
         }
         __syncwarp();
         moe_load_tile(tma, smem.main, pipe, write, tile, p.timeout_ns);
@@ -163,9 +163,9 @@ __global__ void __launch_bounds__(MoeFusedTraits::kNumThreads, 1)
         Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kBlockN>>{});
         moe_mma_tile(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_thread_idx, p.timeout_ns, t_first);
         moe_store_swiglu(p, tile, acc, mma_thread_idx);
-        fence_proxy_async_global();  // SwiGLU rows are read next by TMA (other CTAs' producers)
+        gpu::fence_proxy_async_global();  // SwiGLU rows are read next by TMA (other CTAs' producers)
         cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);
-        if (mma_thread_idx == 0) red_release_gpu_add_u32(p.l1_done + tile.row, 1);
+        if (mma_thread_idx == 0) gpu::arrive_counter_release_gpu(p.l1_done + tile.row, 1);
         trace_end();
       } else {
         if (tile.n >= n2) continue;
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(MoeFusedTraits::kNumThreads, 1)
 #endif
     cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);
     if (mma_thread_idx < p.ranks) {
-      st_release_sys_u32(p.done_flag_peer[mma_thread_idx] + p.rank * kFusedMaxGrid + blockIdx.x, p.epoch);
+      gpu::publish_flag_release(p.done_flag_peer[mma_thread_idx] + p.rank * kFusedMaxGrid + blockIdx.x, p.epoch);
     }
   }
 #else
@@ -199,7 +199,8 @@ __global__ void moe_fused_finish_kernel(MoeFusedParams const p, int fused_grid) 
   const int flags = p.ranks * fused_grid;
   for (int i = threadIdx.x; i < flags; i += blockDim.x) {
     const std::uint32_t* f = p.done_flag + (i / fused_grid) * kFusedMaxGrid + i % fused_grid;
-    moe_wait_geq([&] { return std::uint64_t(ld_acquire_sys_u32(f)); }, p.epoch, p.timeout_ns, p.failure, 4, p.rank, i);
+    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.epoch, p.timeout_ns, p.failure, 4,
+                 p.rank, i);
   }
   __syncthreads();
   const int el = p.experts / p.ranks;

@@ -33,11 +33,11 @@ __device__ __forceinline__ void moe_exchange_counts(const MoeFusedParams& p, Moe
       for (int d = 0; d < N; ++d) p.counts_peer[d][p.rank * E + e] = v;
     }
     __syncthreads();
-    if (threadIdx.x < N) st_release_sys_u32(p.count_flag_peer[threadIdx.x] + p.rank, p.epoch);
+    if (threadIdx.x < N) gpu::publish_flag_release(p.count_flag_peer[threadIdx.x] + p.rank, p.epoch);
   }
   if (threadIdx.x < N) {
     const std::uint32_t* f = p.count_flag + threadIdx.x;
-    moe_wait_geq([&] { return std::uint64_t(ld_acquire_sys_u32(f)); }, p.epoch, p.timeout_ns, p.failure, 1, p.rank,
+    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.epoch, p.timeout_ns, p.failure, 1, p.rank,
                  threadIdx.x);
   }
   __syncthreads();

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "moe_fused_kernel.hpp"
-#include "xstage/gpu/timer.cuh"
+#include "xstage/gpu/flags.cuh"  // the 32-bit flags, counters and proxy fences used beside these
 
 namespace xstage::moe {
 
@@ -19,29 +19,11 @@ __device__ __forceinline__ std::uint64_t ld_acquire_sys_u64(const std::uint64_t*
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ std::uint32_t ld_acquire_sys_u32(const std::uint32_t* p) {
-  std::uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ std::uint32_t ld_acquire_gpu_u32(const std::uint32_t* p) {
-  std::uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 __device__ __forceinline__ int ld_relaxed_sys_s32(const int* p) {
   int v;
   asm volatile("ld.relaxed.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ void st_release_sys_u32(std::uint32_t* p, std::uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ void red_release_gpu_add_u32(std::uint32_t* p, std::uint32_t v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-// Generic-proxy global writes (peer stores, SwiGLU stores) ordered before later TMA (async-proxy) reads.
-__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
 
 // Bounded spin until load() >= target (the caller follows it with whatever fence its readers need).
 template <class Load>

@@ -47,6 +47,10 @@ __device__ __forceinline__ void fence_proxy_async_shared_cta() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// Generic-proxy global writes (plain or peer stores) ordered before later async-proxy (TMA) reads of
+// them; on the writer side, async-proxy bulk writes ordered before a generic-proxy flag release.
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
+
 // Waits until this thread's earlier stores are performed system-wide (they have left the X-Stage).
 __device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
