@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "moe_baseline_kernels.hpp"
+#include "moe_rank_buffers.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/model/error.hpp"
-#include "xstage/moe/moe_numerics.hpp"
 
 namespace xstage::moe {
 
@@ -45,18 +45,6 @@ T* host_alloc(size_t count) {
   return static_cast<T*>(p);
 }
 
-std::vector<std::uint16_t> to_bf16(const float* x, size_t n) {
-  std::vector<std::uint16_t> b(n);
-  for (size_t i = 0; i < n; ++i) b[i] = float_to_bf16_bits(x[i]);
-  return b;
-}
-
-std::vector<float> from_bf16(const std::vector<std::uint16_t>& b) {
-  std::vector<float> f(b.size());
-  for (size_t i = 0; i < b.size(); ++i) f[i] = bf16_bits_to_float(b[i]);
-  return f;
-}
-
 // Waits for `ev` by polling, so a rank whose peer never arrives reports instead of hanging.
 void wait_event_bounded(cudaEvent_t ev, double timeout_s, int rank, const char* what) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -72,28 +60,20 @@ void wait_event_bounded(cudaEvent_t ev, double timeout_s, int rank, const char* 
   }
 }
 
-std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b) { return moe_input_seed(a, b); }
-
 enum Ev { kStart, kDispatched, kLinear1, kSwiglu, kLinear2, kCombined, kCountsReady, kEvents };
 
 }  // namespace
 
 const char* to_string(GemmPath p) { return p == GemmPath::kLoop ? "cublas_gemm_loop" : "cublas_grouped_batched"; }
 
-struct MoeBaseline::RankState {
+// Inputs, routing, dispatch plan and output: MoeRankBuffers.
+struct MoeBaseline::RankState : MoeRankBuffers {
   comm::LocalRank* lr = nullptr;
   cublasHandle_t blas = nullptr;
-  // inputs
-  std::uint16_t *x = nullptr, *w1 = nullptr, *w2 = nullptr;
-  int* ids = nullptr;
-  float* weights = nullptr;
-  // dispatch plan
-  int *expert_rows = nullptr, *expert_offset = nullptr, *send_row_of_slot = nullptr, *token_of_send_row = nullptr;
   int* recv_expert_rows = nullptr;  // [source rank][local expert]
   int *expert_rows_h = nullptr, *recv_expert_rows_h = nullptr;  // pinned copies
   // rows
   std::uint16_t *send = nullptr, *recv = nullptr, *h = nullptr, *a = nullptr, *out = nullptr, *returned = nullptr;
-  std::uint16_t* y = nullptr;
   // grouped GEMM pointer arrays: pinned staging and device copies, [3][max_groups] per linear layer
   const void** ptrs_h[2] = {nullptr, nullptr};
   const void** ptrs_d[2] = {nullptr, nullptr};
@@ -124,15 +104,7 @@ MoeBaseline::MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm) :
     XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
     XSTAGE_CUBLAS_CHECK(cublasCreate(&s.blas));
     XSTAGE_CUBLAS_CHECK(cublasSetStream(s.blas, s.lr->stream));
-    s.x = device_alloc<std::uint16_t>(T * H);
-    s.w1 = device_alloc<std::uint16_t>(size_t(el) * 2 * HI * H);
-    s.w2 = device_alloc<std::uint16_t>(size_t(el) * H * HI);
-    s.ids = device_alloc<int>(slots);
-    s.weights = device_alloc<float>(slots);
-    s.expert_rows = device_alloc<int>(dims_.experts);
-    s.expert_offset = device_alloc<int>(dims_.experts);
-    s.send_row_of_slot = device_alloc<int>(slots);
-    s.token_of_send_row = device_alloc<int>(slots);
+    alloc_rank_buffers(dims_, s);  // zeroed: never-routed slots start from a valid routing-free state
     s.recv_expert_rows = device_alloc<int>(max_groups);
     s.expert_rows_h = host_alloc<int>(dims_.experts);
     s.recv_expert_rows_h = host_alloc<int>(max_groups);
@@ -142,15 +114,11 @@ MoeBaseline::MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm) :
     s.h = device_alloc<std::uint16_t>(cap * 2 * HI);
     s.a = device_alloc<std::uint16_t>(cap * HI);
     s.out = device_alloc<std::uint16_t>(cap * H);
-    s.y = device_alloc<std::uint16_t>(T * H);
     for (int l = 0; l < 2; ++l) {
       s.ptrs_h[l] = host_alloc<const void*>(3 * max_groups);
       s.ptrs_d[l] = device_alloc<const void*>(3 * max_groups);
     }
     for (auto& e : s.ev) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
-    // Never-routed slots would leave the routing buffers undefined: start from a valid routing-free state.
-    XSTAGE_CUDA_CHECK(cudaMemset(s.ids, 0, slots * sizeof(int)));
-    XSTAGE_CUDA_CHECK(cudaMemset(s.weights, 0, slots * sizeof(float)));
     XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
   }
 }
@@ -162,10 +130,9 @@ MoeBaseline::~MoeBaseline() {
     cudaSetDevice(s.lr->device);
     cudaStreamSynchronize(s.lr->stream);
     if (s.blas) cublasDestroy(s.blas);
-    for (void* d : {(void*)s.x, (void*)s.w1, (void*)s.w2, (void*)s.ids, (void*)s.weights, (void*)s.expert_rows,
-                    (void*)s.expert_offset, (void*)s.send_row_of_slot, (void*)s.token_of_send_row,
-                    (void*)s.recv_expert_rows, (void*)s.send, (void*)s.returned, (void*)s.recv, (void*)s.h,
-                    (void*)s.a, (void*)s.out, (void*)s.y, (void*)s.ptrs_d[0], (void*)s.ptrs_d[1]})
+    free_rank_buffers(s);
+    for (void* d : {(void*)s.recv_expert_rows, (void*)s.send, (void*)s.returned, (void*)s.recv, (void*)s.h,
+                    (void*)s.a, (void*)s.out, (void*)s.ptrs_d[0], (void*)s.ptrs_d[1]})
       cudaFree(d);
     for (void* hp : {(void*)s.expert_rows_h, (void*)s.recv_expert_rows_h, (void*)s.ptrs_h[0], (void*)s.ptrs_h[1]})
       cudaFreeHost(hp);
@@ -181,64 +148,28 @@ MoeBaseline::RankState& MoeBaseline::state_of_rank(int rank) const {
 }
 
 void MoeBaseline::set_tokens(int rank, const std::vector<float>& x) {
-  RankState& s = state_of_rank(rank);
-  if (x.size() != size_t(dims_.tokens) * dims_.hidden) throw InputError("x: wrong size " + std::to_string(x.size()));
-  const auto b = to_bf16(x.data(), x.size());
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(s.x, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-  // A pageable upload may still be in flight when cudaMemcpy returns; the team's streams do not
-  // order after the default stream.
-  XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+  const RankState& s = state_of_rank(rank);
+  upload_tokens(dims_, s.lr->device, s, x);
 }
 
 void MoeBaseline::set_weights(int rank, const float* w1, const float* w2) {
-  RankState& s = state_of_rank(rank);
-  const size_t el = size_t(dims_.experts_per_rank());
-  const size_t n1 = el * 2 * dims_.h_inter * dims_.hidden, n2 = el * dims_.hidden * dims_.h_inter;
-  const auto b1 = to_bf16(w1, n1), b2 = to_bf16(w2, n2);
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(s.w1, b1.data(), n1 * 2, cudaMemcpyHostToDevice));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(s.w2, b2.data(), n2 * 2, cudaMemcpyHostToDevice));
-  XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+  const RankState& s = state_of_rank(rank);
+  upload_weights(dims_, s.lr->device, s, w1, w2);
 }
 
 void MoeBaseline::set_routing(int rank, const Routing& r) {
-  validate_routing(r, "routing of rank " + std::to_string(rank));
-  if (r.tokens != dims_.tokens || r.experts != dims_.experts || r.top_k != dims_.top_k) {
-    throw InputError("routing: shape (" + std::to_string(r.tokens) + " tokens, " + std::to_string(r.experts) +
-                     " experts, top-" + std::to_string(r.top_k) + ") does not match the layer");
-  }
-  RankState& s = state_of_rank(rank);
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(s.ids, r.expert_ids.data(), r.expert_ids.size() * sizeof(int), cudaMemcpyHostToDevice));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(s.weights, r.weights.data(), r.weights.size() * sizeof(float), cudaMemcpyHostToDevice));
-  XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+  const RankState& s = state_of_rank(rank);
+  upload_routing(dims_, s.lr->device, rank, s, r);
 }
 
 void MoeBaseline::fill_random(std::uint64_t seed, float weight_scale) {
-  const int el = dims_.experts_per_rank();
-  const size_t H = size_t(dims_.hidden), HI = size_t(dims_.h_inter);
-  for (auto& p : ranks_) {
-    RankState& s = *p;
-    XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-    cudaStream_t st = s.lr->stream;
-    XSTAGE_CUDA_CHECK(launch_fill_uniform_bf16(s.x, size_t(dims_.tokens) * H, mix_seed(seed, 1000 + s.lr->rank), 1.f, st));
-    // Seeded by global expert, so an expert's weights do not depend on the rank count.
-    for (int l = 0; l < el; ++l) {
-      const int e = s.lr->rank * el + l;
-      XSTAGE_CUDA_CHECK(launch_fill_uniform_bf16(s.w1 + size_t(l) * 2 * HI * H, 2 * HI * H, mix_seed(seed, 2 * e + 1),
-                                                 weight_scale, st));
-      XSTAGE_CUDA_CHECK(launch_fill_uniform_bf16(s.w2 + size_t(l) * H * HI, H * HI, mix_seed(seed, 2 * e + 2),
-                                                 weight_scale, st));
-    }
-    XSTAGE_CUDA_CHECK(cudaStreamSynchronize(st));
-  }
+  for (auto& p : ranks_) fill_random_inputs(dims_, p->lr->device, p->lr->rank, *p, seed, weight_scale, p->lr->stream);
 }
 
 void MoeBaseline::poison_output() {
   for (auto& p : ranks_) {
     XSTAGE_CUDA_CHECK(cudaSetDevice(p->lr->device));
-    XSTAGE_CUDA_CHECK(cudaMemset(p->y, 0xff, size_t(dims_.tokens) * dims_.hidden * 2));  // 0xffff: bf16 NaN
+    poison_output_async(dims_, *p);
     XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
   }
 }
@@ -407,32 +338,20 @@ std::vector<long long> MoeBaseline::last_received_rows() const {
 }
 
 std::vector<float> MoeBaseline::output(int rank) const {
-  RankState& s = state_of_rank(rank);
-  std::vector<std::uint16_t> b(size_t(dims_.tokens) * dims_.hidden);
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(b.data(), s.y, b.size() * 2, cudaMemcpyDeviceToHost));
-  return from_bf16(b);
+  const RankState& s = state_of_rank(rank);
+  return download_output(dims_, s.lr->device, s);
 }
 
 std::vector<float> MoeBaseline::tokens(int rank) const {
-  RankState& s = state_of_rank(rank);
-  std::vector<std::uint16_t> b(size_t(dims_.tokens) * dims_.hidden);
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(b.data(), s.x, b.size() * 2, cudaMemcpyDeviceToHost));
-  return from_bf16(b);
+  const RankState& s = state_of_rank(rank);
+  return download_tokens(dims_, s.lr->device, s);
 }
 
 void MoeBaseline::expert_weights(int e, std::vector<float>& w1, std::vector<float>& w2) const {
   const int el = dims_.experts_per_rank();
   if (e < 0 || e >= dims_.experts) throw InputError("expert: " + std::to_string(e) + " out of range");
-  RankState& s = state_of_rank(e / el);
-  const size_t n1 = size_t(2) * dims_.h_inter * dims_.hidden, n2 = size_t(dims_.hidden) * dims_.h_inter;
-  std::vector<std::uint16_t> b1(n1), b2(n2);
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(b1.data(), s.w1 + size_t(e % el) * n1, n1 * 2, cudaMemcpyDeviceToHost));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(b2.data(), s.w2 + size_t(e % el) * n2, n2 * 2, cudaMemcpyDeviceToHost));
-  w1 = from_bf16(b1);
-  w2 = from_bf16(b2);
+  const RankState& s = state_of_rank(e / el);
+  download_expert_weights(dims_, s.lr->device, s, e % el, w1, w2);
 }
 
 }  // namespace xstage::moe

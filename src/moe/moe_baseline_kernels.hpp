@@ -27,14 +27,6 @@ cudaError_t launch_swiglu(const std::uint16_t* h, int rows, int h_inter, std::ui
 cudaError_t launch_combine(const std::uint16_t* returned, const int* send_row_of_slot, const float* weights,
                            int tokens, int top_k, int hidden, std::uint16_t* y, cudaStream_t stream);
 
-// Seed of one random input buffer (x of a rank, W1/W2 of an expert) from the run seed: the baseline and
-// the fused layer fill the same values from the same seed.
-inline std::uint64_t moe_input_seed(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
-  z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
-  return z ^ (z >> 29);
-}
-
 // Fills n bf16 values with a counter-based hash of (seed, index), uniform in [-scale, scale).
 cudaError_t launch_fill_uniform_bf16(std::uint16_t* p, std::size_t n, std::uint64_t seed, float scale,
                                      cudaStream_t stream);

@@ -8,12 +8,12 @@
 
 #include "moe_baseline_kernels.hpp"
 #include "moe_fused.hpp"
+#include "moe_rank_buffers.hpp"
 #include "xstage/comm/window.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
-#include "xstage/moe/moe_numerics.hpp"
 #include "xstage/sim/moe_schedules.hpp"
 
 namespace xstage::moe {
@@ -28,18 +28,6 @@ T* device_alloc(size_t count) {
   return static_cast<T*>(p);
 }
 
-std::vector<std::uint16_t> to_bf16(const float* x, size_t n) {
-  std::vector<std::uint16_t> b(n);
-  for (size_t i = 0; i < n; ++i) b[i] = float_to_bf16_bits(x[i]);
-  return b;
-}
-
-std::vector<float> from_bf16(const std::vector<std::uint16_t>& b) {
-  std::vector<float> f(b.size());
-  for (size_t i = 0; i < b.size(); ++i) f[i] = bf16_bits_to_float(b[i]);
-  return f;
-}
-
 size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 
 }  // namespace
@@ -50,13 +38,11 @@ struct MoeFused::Shared {
   size_t off_arrive = 0, off_counts = 0, off_count_flag = 0, off_done = 0;
 };
 
-struct MoeFused::RankState {
+// Inputs, routing, dispatch plan and output: MoeRankBuffers.
+struct MoeFused::RankState : MoeRankBuffers {
   comm::LocalRank* lr = nullptr;
   int local_index = 0;
-  std::uint16_t *x = nullptr, *w1 = nullptr, *w2 = nullptr, *h = nullptr, *y = nullptr;
-  int* ids = nullptr;
-  float* weights = nullptr;
-  int *expert_rows = nullptr, *expert_offset = nullptr, *send_row_of_slot = nullptr, *token_of_send_row = nullptr;
+  std::uint16_t* h = nullptr;  // SwiGLU output [capacity rows][h_inter]
   std::uint32_t* l1_done = nullptr;
   std::uint64_t* arrive_base = nullptr;
   int* run_totals = nullptr;
@@ -131,17 +117,8 @@ MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions&
     XSTAGE_CUDA_CHECK(cudaMemset(sh.origin->ptr(r), 0, sh.origin->bytes()));
     XSTAGE_CUDA_CHECK(cudaMemset(sh.comb->ptr(r), 0, sh.comb->bytes()));
     XSTAGE_CUDA_CHECK(cudaMemset(sh.ctrl->ptr(r), 0, sh.ctrl->bytes()));
-    s.x = device_alloc<std::uint16_t>(T * H);
-    s.w1 = device_alloc<std::uint16_t>(size_t(el) * 2 * HI * H);
-    s.w2 = device_alloc<std::uint16_t>(size_t(el) * H * HI);
+    alloc_rank_buffers(dims_, s);
     s.h = device_alloc<std::uint16_t>(cap * HI);
-    s.y = device_alloc<std::uint16_t>(T * H);
-    s.ids = device_alloc<int>(T * dims_.top_k);
-    s.weights = device_alloc<float>(T * dims_.top_k);
-    s.expert_rows = device_alloc<int>(dims_.experts);
-    s.expert_offset = device_alloc<int>(dims_.experts);
-    s.send_row_of_slot = device_alloc<int>(T * dims_.top_k);
-    s.token_of_send_row = device_alloc<int>(T * dims_.top_k);
     s.l1_done = device_alloc<std::uint32_t>(cap / kFusedBlockM);
     s.arrive_base = device_alloc<std::uint64_t>(el);
     s.run_totals = device_alloc<int>(el);
@@ -162,9 +139,8 @@ MoeFused::~MoeFused() {
     RankState& s = *p;
     cudaSetDevice(s.lr->device);
     cudaStreamSynchronize(s.lr->stream);
-    for (void* d : {(void*)s.x, (void*)s.w1, (void*)s.w2, (void*)s.h, (void*)s.y, (void*)s.ids, (void*)s.weights,
-                    (void*)s.expert_rows, (void*)s.expert_offset, (void*)s.send_row_of_slot,
-                    (void*)s.token_of_send_row, (void*)s.l1_done, (void*)s.arrive_base, (void*)s.run_totals,
+    free_rank_buffers(s);
+    for (void* d : {(void*)s.h, (void*)s.l1_done, (void*)s.arrive_base, (void*)s.run_totals,
                     (void*)s.trace, (void*)s.trace_count, (void*)s.comb_local})
       cudaFree(d);
     if (s.failure_host) cudaFreeHost(s.failure_host);
@@ -241,62 +217,28 @@ MoeFused::RankState& MoeFused::state_of_rank(int rank) const {
 }
 
 void MoeFused::set_tokens(int rank, const std::vector<float>& x) {
-  RankState& s = state_of_rank(rank);
-  if (x.size() != size_t(dims_.tokens) * dims_.hidden) throw InputError("x: wrong size " + std::to_string(x.size()));
-  const auto b = to_bf16(x.data(), x.size());
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(s.x, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-  XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+  const RankState& s = state_of_rank(rank);
+  upload_tokens(dims_, s.lr->device, s, x);
 }
 
 void MoeFused::set_weights(int rank, const float* w1, const float* w2) {
-  RankState& s = state_of_rank(rank);
-  const size_t el = size_t(dims_.experts_per_rank());
-  const size_t n1 = el * 2 * dims_.h_inter * dims_.hidden, n2 = el * dims_.hidden * dims_.h_inter;
-  const auto b1 = to_bf16(w1, n1), b2 = to_bf16(w2, n2);
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(s.w1, b1.data(), n1 * 2, cudaMemcpyHostToDevice));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(s.w2, b2.data(), n2 * 2, cudaMemcpyHostToDevice));
-  XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+  const RankState& s = state_of_rank(rank);
+  upload_weights(dims_, s.lr->device, s, w1, w2);
 }
 
 void MoeFused::set_routing(int rank, const Routing& r) {
-  validate_routing(r, "routing of rank " + std::to_string(rank));
-  if (r.tokens != dims_.tokens || r.experts != dims_.experts || r.top_k != dims_.top_k) {
-    throw InputError("routing: shape (" + std::to_string(r.tokens) + " tokens, " + std::to_string(r.experts) +
-                     " experts, top-" + std::to_string(r.top_k) + ") does not match the layer");
-  }
-  RankState& s = state_of_rank(rank);
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(s.ids, r.expert_ids.data(), r.expert_ids.size() * sizeof(int), cudaMemcpyHostToDevice));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(s.weights, r.weights.data(), r.weights.size() * sizeof(float), cudaMemcpyHostToDevice));
-  XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+  const RankState& s = state_of_rank(rank);
+  upload_routing(dims_, s.lr->device, rank, s, r);
 }
 
 void MoeFused::fill_random(std::uint64_t seed, float weight_scale) {
-  const int el = dims_.experts_per_rank();
-  const size_t H = size_t(dims_.hidden), HI = size_t(dims_.h_inter);
-  for (auto& p : ranks_) {
-    RankState& s = *p;
-    XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-    cudaStream_t st = s.lr->stream;
-    XSTAGE_CUDA_CHECK(
-        launch_fill_uniform_bf16(s.x, size_t(dims_.tokens) * H, moe_input_seed(seed, 1000 + s.lr->rank), 1.f, st));
-    for (int l = 0; l < el; ++l) {
-      const int e = s.lr->rank * el + l;
-      XSTAGE_CUDA_CHECK(launch_fill_uniform_bf16(s.w1 + size_t(l) * 2 * HI * H, 2 * HI * H,
-                                                 moe_input_seed(seed, 2 * e + 1), weight_scale, st));
-      XSTAGE_CUDA_CHECK(launch_fill_uniform_bf16(s.w2 + size_t(l) * H * HI, H * HI, moe_input_seed(seed, 2 * e + 2),
-                                                 weight_scale, st));
-    }
-    XSTAGE_CUDA_CHECK(cudaStreamSynchronize(st));
-  }
+  for (auto& p : ranks_) fill_random_inputs(dims_, p->lr->device, p->lr->rank, *p, seed, weight_scale, p->lr->stream);
 }
 
 void MoeFused::poison_output() {
   for (auto& p : ranks_) {
     XSTAGE_CUDA_CHECK(cudaSetDevice(p->lr->device));
-    XSTAGE_CUDA_CHECK(cudaMemset(p->y, 0xff, size_t(dims_.tokens) * dims_.hidden * 2));
+    poison_output_async(dims_, *p);
     // The combine rows too: a slot the kernel fails to fill shows as NaN in y.
     XSTAGE_CUDA_CHECK(cudaMemset(shared_->comb->ptr(p->lr->rank), 0xff, shared_->comb->bytes()));
     XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -418,32 +360,20 @@ std::vector<long long> MoeFused::last_received_rows() const {
 }
 
 std::vector<float> MoeFused::output(int rank) const {
-  RankState& s = state_of_rank(rank);
-  std::vector<std::uint16_t> b(size_t(dims_.tokens) * dims_.hidden);
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(b.data(), s.y, b.size() * 2, cudaMemcpyDeviceToHost));
-  return from_bf16(b);
+  const RankState& s = state_of_rank(rank);
+  return download_output(dims_, s.lr->device, s);
 }
 
 std::vector<float> MoeFused::tokens(int rank) const {
-  RankState& s = state_of_rank(rank);
-  std::vector<std::uint16_t> b(size_t(dims_.tokens) * dims_.hidden);
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(b.data(), s.x, b.size() * 2, cudaMemcpyDeviceToHost));
-  return from_bf16(b);
+  const RankState& s = state_of_rank(rank);
+  return download_tokens(dims_, s.lr->device, s);
 }
 
 void MoeFused::expert_weights(int e, std::vector<float>& w1, std::vector<float>& w2) const {
   const int el = dims_.experts_per_rank();
   if (e < 0 || e >= dims_.experts) throw InputError("expert: " + std::to_string(e) + " out of range");
-  RankState& s = state_of_rank(e / el);
-  const size_t n1 = size_t(2) * dims_.h_inter * dims_.hidden, n2 = size_t(dims_.hidden) * dims_.h_inter;
-  std::vector<std::uint16_t> b1(n1), b2(n2);
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(b1.data(), s.w1 + size_t(e % el) * n1, n1 * 2, cudaMemcpyDeviceToHost));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(b2.data(), s.w2 + size_t(e % el) * n2, n2 * 2, cudaMemcpyDeviceToHost));
-  w1 = from_bf16(b1);
-  w2 = from_bf16(b2);
+  const RankState& s = state_of_rank(e / el);
+  download_expert_weights(dims_, s.lr->device, s, e % el, w1, w2);
 }
 
 }  // namespace xstage::moe
