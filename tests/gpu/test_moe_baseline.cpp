@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu_test_support.hpp"
+#include "moe_test_support.hpp"
 #include "moe_baseline.hpp"
 #include "moe_reference.hpp"
 #include "xstage/comm/team.hpp"
@@ -19,47 +20,7 @@ namespace {
 
 using namespace xstage;
 using namespace xstage::moe;
-
-enum class RoutingKind { kBalanced, kSkewed, kColdExperts, kAllToRankZero };
-
-std::vector<Routing> make_routing(const MoeDims& d, RoutingKind kind, std::mt19937_64& rng) {
-  std::vector<Routing> out;
-  for (int r = 0; r < d.ranks; ++r) {
-    const std::uint64_t seed = rng();
-    switch (kind) {
-      case RoutingKind::kBalanced: out.push_back(balanced_routing(d.tokens, d.experts, d.top_k, seed)); break;
-      case RoutingKind::kSkewed: out.push_back(skewed_routing(d.tokens, d.experts, d.top_k, 1.2, seed)); break;
-      case RoutingKind::kColdExperts:
-      case RoutingKind::kAllToRankZero: {
-        // Tokens use only experts [0, usable): the others (and, for kAllToRankZero, every expert of the
-        // ranks above 0) receive nothing.
-        const int usable = kind == RoutingKind::kAllToRankZero ? d.experts_per_rank() : d.experts - 3;
-        Routing x;
-        x.tokens = d.tokens;
-        x.experts = d.experts;
-        x.top_k = d.top_k;
-        std::uniform_real_distribution<float> u(0.05f, 1.f);
-        for (int t = 0; t < d.tokens; ++t) {
-          const int first = int(rng() % usable);
-          for (int j = 0; j < d.top_k; ++j) {
-            x.expert_ids.push_back((first + j) % usable);
-            x.weights.push_back(u(rng));
-          }
-        }
-        out.push_back(x);
-        break;
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<float> random_vec(size_t n, std::mt19937_64& rng, float scale) {
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
+using namespace xstage::moe::test;
 
 struct Case {
   const char* name;
@@ -77,32 +38,14 @@ TEST_P(MoeBaselineTest, MatchesCpuReference) {
   MoeDims d{2, 96, 256, 192, 8, 3};
   MoeBaseline layer(team, d, c.gemm);
   std::mt19937_64 rng(std::random_device{}());
-  const int el = d.experts_per_rank();
-  const size_t n1 = size_t(2) * d.h_inter * d.hidden, n2 = size_t(d.hidden) * d.h_inter;
-  const auto w1 = random_vec(n1 * d.experts, rng, 0.08f);
-  const auto w2 = random_vec(n2 * d.experts, rng, 0.08f);
-  const auto x = random_vec(size_t(d.ranks) * d.tokens * d.hidden, rng, 1.f);
-  const auto routing = make_routing(d, c.routing, rng);
-  for (int r = 0; r < d.ranks; ++r) {
-    layer.set_tokens(r, std::vector<float>(x.begin() + size_t(r) * d.tokens * d.hidden,
-                                           x.begin() + size_t(r + 1) * d.tokens * d.hidden));
-    layer.set_weights(r, &w1[n1 * r * el], &w2[n2 * r * el]);
-    layer.set_routing(r, routing[r]);
-  }
-  const auto ref = moe_reference_layer(d, MoePrecision::kBf16, x, routing, w1, w2);
+  const auto ref = load_random_inputs(layer, d, c.routing, rng);
 
   std::vector<float> first;
   for (int pass = 0; pass < 2; ++pass) {
     layer.poison_output();
     layer.run(30.0);
-    std::vector<float> got;
-    for (int r = 0; r < d.ranks; ++r) {
-      const auto y = layer.output(r);
-      got.insert(got.end(), y.begin(), y.end());
-    }
-    size_t non_finite = 0;
-    for (float v : got) non_finite += !std::isfinite(v);
-    ASSERT_EQ(non_finite, 0u) << "elements not written (still NaN) or non-finite";
+    const std::vector<float> got = all_outputs(layer, d);
+    ASSERT_EQ(count_non_finite(got), 0u) << "elements not written (still NaN) or non-finite";
     const double err = relative_l2_error(got.data(), ref.data(), ref.size());
     EXPECT_LT(err, 1e-2) << c.name << " pass " << pass << " (gemm " << to_string(layer.gemm_path()) << ")";
     if (pass == 0) {
