@@ -268,6 +268,35 @@ nlohmann::json trace_summary(const MoeFused& fused, const MoeDims& d) {
           {"mma_wait_sum_per_cta", stats(per_cta_wait)}};
 }
 
+// The layer a bench run describes: the shape, the team's devices and the dimensions. Input errors are
+// raised here, before any device is touched.
+struct BenchLayer {
+  const model::MoeShape* shape;
+  std::vector<int> gpus;
+  MoeDims d;
+};
+BenchLayer bench_layer(const BenchOptions& o) {
+  const model::MoeShape* shape = model::find_moe_shape(o.shape);
+  if (!shape) throw InputError("--shape: unknown shape '" + o.shape + "' (known: " + known_shapes() + ")");
+  std::vector<int> gpus = parse_gpus(o.gpus);
+  const MoeDims d{int(gpus.size()), o.tokens, shape->hidden, shape->h_inter, shape->experts, shape->top_k};
+  if (d.experts % d.ranks != 0) {
+    throw InputError(fmt::format("--gpus: {} GPUs do not divide the {} experts of {}", d.ranks, d.experts, o.shape));
+  }
+  return {shape, std::move(gpus), d};
+}
+
+std::uint64_t bench_seed(const BenchOptions& o) {
+  return o.seed >= 0 ? std::uint64_t(o.seed) : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
+}
+
+void require_devices(const std::vector<int>& gpus) {
+  int device_count = 0;
+  XSTAGE_CUDA_CHECK(cudaGetDeviceCount(&device_count));
+  for (int g : gpus)
+    if (g >= device_count) throw InputError(fmt::format("--gpus: {} is not a device (found {})", g, device_count));
+}
+
 // Per-SM GEMM rate of the fused kernel's 128 x 128 tiles, for the predicted tile times: Linear-2 tile
 // mainloops of 9.3-32.9 us in the traced runs (results/h200-x2/moe_wave_trace.json: qwen3, deepseek-v3,
 // dit-moe at T = 8192) are 4.0-5.6 TFLOP/s per SM.
@@ -378,16 +407,10 @@ nlohmann::json timeline_json(const MoeFused& fused, const MoeDims& d, int ctas) 
 // --impl fused|both: the fused layer (each schedule of --schedule) and, for both, the separate-kernel
 // baseline on the same inputs, timed in alternation within one process run.
 void run_bench_fused(const BenchOptions& o) {
-  const model::MoeShape* shape = model::find_moe_shape(o.shape);
-  if (!shape) throw InputError("--shape: unknown shape '" + o.shape + "' (known: " + known_shapes() + ")");
+  const auto [shape, gpus, d] = bench_layer(o);
   if (shape->hidden % 128 != 0 || shape->h_inter % 128 != 0) {
     throw InputError(fmt::format("--shape: {} has hidden {} and h_inter {}; the fused kernel needs multiples of 128",
                                  o.shape, shape->hidden, shape->h_inter));
-  }
-  const std::vector<int> gpus = parse_gpus(o.gpus);
-  MoeDims d{int(gpus.size()), o.tokens, shape->hidden, shape->h_inter, shape->experts, shape->top_k};
-  if (d.experts % d.ranks != 0) {
-    throw InputError(fmt::format("--gpus: {} GPUs do not divide the {} experts of {}", d.ranks, d.experts, o.shape));
   }
   if ((long long)d.tokens * d.top_k >= (1LL << kOriginSlotBits)) {
     throw InputError(fmt::format("--tokens: {} x top-{} slots exceed the fused kernel's 2^{}", d.tokens, d.top_k,
@@ -410,12 +433,9 @@ void run_bench_fused(const BenchOptions& o) {
       throw InputError(std::string("--platform: ") + e.what());
     }
   }
-  const std::uint64_t seed = o.seed >= 0 ? std::uint64_t(o.seed) : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
+  const std::uint64_t seed = bench_seed(o);
   const std::vector<Routing> routing = make_routing(o, d, seed);
-  int device_count = 0;
-  XSTAGE_CUDA_CHECK(cudaGetDeviceCount(&device_count));
-  for (int g : gpus)
-    if (g >= device_count) throw InputError(fmt::format("--gpus: {} is not a device (found {})", g, device_count));
+  require_devices(gpus);
 
   auto team = comm::Team::single_process(gpus);
   const float wscale = 2.f / std::sqrt(float(d.hidden));
@@ -651,21 +671,12 @@ void run_bench(const BenchOptions& o) {
   if (o.precision != "bf16") {
     throw InputError("--precision: '" + o.precision + "' is not available in the baseline yet (available: bf16)");
   }
-  const model::MoeShape* shape = model::find_moe_shape(o.shape);
-  if (!shape) throw InputError("--shape: unknown shape '" + o.shape + "' (known: " + known_shapes() + ")");
-  const std::vector<int> gpus = parse_gpus(o.gpus);
-  MoeDims d{int(gpus.size()), o.tokens, shape->hidden, shape->h_inter, shape->experts, shape->top_k};
-  if (d.experts % d.ranks != 0) {
-    throw InputError(fmt::format("--gpus: {} GPUs do not divide the {} experts of {}", d.ranks, d.experts, o.shape));
-  }
+  const auto [shape, gpus, d] = bench_layer(o);
   const GemmPath gemm = o.gemm == "loop" ? GemmPath::kLoop : GemmPath::kGrouped;
-  const std::uint64_t seed = o.seed >= 0 ? std::uint64_t(o.seed) : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
+  const std::uint64_t seed = bench_seed(o);
   // Input errors first, before any device is touched.
   const std::vector<Routing> routing = make_routing(o, d, seed);
-  int device_count = 0;
-  XSTAGE_CUDA_CHECK(cudaGetDeviceCount(&device_count));
-  for (int g : gpus)
-    if (g >= device_count) throw InputError(fmt::format("--gpus: {} is not a device (found {})", g, device_count));
+  require_devices(gpus);
 
   auto team = comm::Team::single_process(gpus);
   MoeBaseline layer(team, d, gemm);
