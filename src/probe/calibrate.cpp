@@ -112,23 +112,6 @@ bool knee_found_for(const std::vector<LabeledRecord>& pts, bool local_only, int 
 
 }  // namespace
 
-std::vector<int> parse_gpu_list(const std::string& option, const std::string& text) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string tok;
-  while (std::getline(ss, tok, ',')) {
-    char* end = nullptr;
-    const long v = std::strtol(tok.c_str(), &end, 10);
-    if (tok.empty() || *end != '\0' || v < 0 || v > 1024)
-      throw InputError(option + ": '" + text + "' is not a comma-separated list of GPU ordinals");
-    if (std::find(out.begin(), out.end(), static_cast<int>(v)) != out.end())
-      throw InputError(option + ": GPU " + tok + " listed twice in '" + text + "'");
-    out.push_back(static_cast<int>(v));
-  }
-  if (out.empty()) throw InputError(option + ": empty GPU list");
-  return out;
-}
-
 int run_calibrate(const CalibrateOptions& o) {
   namespace fs = std::filesystem;
   const auto t_start = Clock::now();

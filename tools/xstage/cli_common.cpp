@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <unistd.h>
 
 #include "xstage/model/error.hpp"
@@ -103,6 +104,23 @@ int platform_max_producers(const model::Platform& p) {
   int k = 0;
   for (const auto& f : p.issue_floor) k = std::max(k, f.producers);
   return k;
+}
+
+std::vector<int> parse_gpu_list(const std::string& option, const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(tok.c_str(), &end, 10);
+    if (tok.empty() || *end != '\0' || v < 0 || v > 1024)
+      throw InputError(option + ": '" + text + "' is not a comma-separated list of GPU ordinals");
+    if (std::find(out.begin(), out.end(), static_cast<int>(v)) != out.end())
+      throw InputError(option + ": GPU " + tok + " listed twice in '" + text + "'");
+    out.push_back(static_cast<int>(v));
+  }
+  if (out.empty()) throw InputError(option + ": empty GPU list");
+  return out;
 }
 
 }  // namespace xstage::cli

@@ -40,4 +40,8 @@ model::BurstGapInput burst_gap_input(int producers, double bytes_per_producer, d
 // calibration that ran one producer per SM).
 int platform_max_producers(const model::Platform& p);
 
+// Parses a GPU list "0,1" into {0, 1}; throws InputError naming `option` and the text on anything else
+// (empty, duplicates, negatives, non-numbers).
+std::vector<int> parse_gpu_list(const std::string& option, const std::string& text);
+
 }  // namespace xstage::cli

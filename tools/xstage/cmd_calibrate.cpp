@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "cli_common.hpp"
 #include "registry.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/probe/calibrate.hpp"
@@ -40,7 +41,7 @@ void add_calibrate(CLI::App& root) {
   cmd->add_option("--plot-script", st->opt.plot_script, "path of plot_calibration.py");
   cmd->callback([st] {
     auto& o = st->opt;
-    o.gpus = probe::parse_gpu_list("--gpus", st->gpus);
+    o.gpus = cli::parse_gpu_list("--gpus", st->gpus);
     o.path = probe::parse_store_path("--path", st->path);
     if (o.store_bytes != 4 && o.store_bytes != 8 && o.store_bytes != 16)
       throw InputError("--store-bytes: must be 4, 8 or 16, got " + std::to_string(o.store_bytes));

@@ -70,26 +70,6 @@ struct BenchOptions {
   std::string out;
 };
 
-std::vector<int> parse_gpus(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    int v = -1;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || item.empty() || v < 0) throw InputError("--gpus: bad device list '" + text + "'");
-    if (std::find(out.begin(), out.end(), v) != out.end()) throw InputError("--gpus: device " + item + " listed twice");
-    out.push_back(v);
-  }
-  if (out.empty()) throw InputError("--gpus: bad device list '" + text + "'");
-  return out;
-}
-
 std::string known_shapes() {
   std::string s;
   for (const auto& m : model::builtin_moe_shapes()) s += (s.empty() ? "" : ", ") + std::string(m.name);
@@ -278,7 +258,7 @@ struct BenchLayer {
 BenchLayer bench_layer(const BenchOptions& o) {
   const model::MoeShape* shape = model::find_moe_shape(o.shape);
   if (!shape) throw InputError("--shape: unknown shape '" + o.shape + "' (known: " + known_shapes() + ")");
-  std::vector<int> gpus = parse_gpus(o.gpus);
+  std::vector<int> gpus = cli::parse_gpu_list("--gpus", o.gpus);
   const MoeDims d{int(gpus.size()), o.tokens, shape->hidden, shape->h_inter, shape->experts, shape->top_k};
   if (d.experts % d.ranks != 0) {
     throw InputError(fmt::format("--gpus: {} GPUs do not divide the {} experts of {}", d.ranks, d.experts, o.shape));

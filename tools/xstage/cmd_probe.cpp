@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli_common.hpp"
 #include "registry.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/gpu/check.hpp"
@@ -55,7 +56,7 @@ void run_probe_cli(const ProbeCli& c) {
   cfg.threads_per_producer = c.threads;
   if (!(c.buffer_mib >= 1 && c.buffer_mib <= 65536))
     throw InputError("--buffer-mib: within 1 .. 65536, got " + std::to_string(c.buffer_mib));
-  const std::vector<int> gpus = probe::parse_gpu_list("--gpus", c.gpus);
+  const std::vector<int> gpus = cli::parse_gpu_list("--gpus", c.gpus);
 
   std::unique_ptr<comm::Team> team;
   std::vector<int> my_devices;

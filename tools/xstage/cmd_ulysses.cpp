@@ -53,25 +53,6 @@ struct Options {
   std::string out;
 };
 
-std::vector<int> parse_gpus(const std::string& s) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t pos = 0;
-      const int d = std::stoi(item, &pos);
-      if (pos != item.size() || d < 0) throw std::invalid_argument(item);
-      if (std::find(v.begin(), v.end(), d) != v.end()) throw std::invalid_argument(item);
-      v.push_back(d);
-    } catch (const std::exception&) {
-      throw xstage::InputError("--gpus: invalid value '" + s + "' (distinct device ordinals, e.g. 0,1)");
-    }
-  }
-  if (v.empty()) throw xstage::InputError("--gpus: invalid value '" + s + "' (distinct device ordinals, e.g. 0,1)");
-  return v;
-}
-
 std::vector<UlyssesVariant> parse_variants(const std::string& s) {
   if (s == "all") return all_ulysses_variants();
   std::vector<UlyssesVariant> v;
@@ -99,7 +80,7 @@ struct Series {
 };
 
 void run_ulysses(const Options& opt) {
-  const std::vector<int> gpus = parse_gpus(opt.gpus);
+  const std::vector<int> gpus = xstage::cli::parse_gpu_list("--gpus", opt.gpus);
   const std::vector<UlyssesVariant> variants = parse_variants(opt.variants);
   UlyssesConfig cfg;
   cfg.seq = opt.seq + opt.text;

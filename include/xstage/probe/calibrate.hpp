@@ -35,9 +35,6 @@ inline const std::vector<std::string>& calibrate_output_names() {
   return names;
 }
 
-// Parses "0,1" into {0, 1}; throws InputError naming `option` on anything else (empty, duplicates, negatives).
-std::vector<int> parse_gpu_list(const std::string& option, const std::string& text);
-
 // Runs the sweep and writes the files. Returns the process exit status (0, or 3 when a verification
 // failed: the data is still written). Throws InputError / DeviceError.
 int run_calibrate(const CalibrateOptions& options);
