@@ -24,6 +24,7 @@
 #include "cli_common.hpp"
 #include "registry.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/stats.hpp"
 #include "xstage/sched/attn_tile_config.hpp"
 #ifdef XSTAGE_ATTN_HAVE_PROVENANCE
 #include "xstage/gpu/provenance.hpp"
@@ -68,12 +69,6 @@ struct DeviceSet {
   void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
   float* lse = nullptr;
 };
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 void write_raw(const std::string& path, const void* data, size_t bytes) {
   std::ofstream f(path, std::ios::binary);
@@ -180,7 +175,7 @@ int run_bench(const BenchOptions& opt) {
 #ifdef XSTAGE_ATTN_HAVE_PROVENANCE
   sm_clock_mhz = xstage::gpu::measure_sm_clock_mhz(opt.device);
 #endif
-  const double med = median_of(samples_ms);
+  const double med = xstage::stats::median(samples_ms);
   const double flops = attn_forward_flops(p);
   const double tflops = flops / (med * 1e-3) / 1e12;
 

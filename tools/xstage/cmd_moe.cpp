@@ -30,6 +30,7 @@
 #include "xstage/gpu/check.hpp"
 #include "xstage/gpu/provenance.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/stats.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
@@ -113,12 +114,7 @@ std::vector<Routing> make_routing(const BenchOptions& o, const MoeDims& d, std::
   return out;
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median_of(const std::vector<double>& v) { return v.empty() ? 0.0 : stats::median(v); }
 
 struct CheckResult {
   bool passed = false;

@@ -24,6 +24,7 @@
 #include "xstage/gpu/check.hpp"
 #include "xstage/gpu/provenance.hpp"
 #include "xstage/model/audit.hpp"
+#include "xstage/model/stats.hpp"
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
 
@@ -68,12 +69,7 @@ std::vector<UlyssesVariant> parse_variants(const std::string& s) {
   return v;
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median_of(const std::vector<double>& v) { return v.empty() ? std::nan("") : xstage::stats::median(v); }
 
 struct Series {
   std::vector<double> sender_s, iter_s, clock_mhz;
