@@ -1,10 +1,12 @@
 #include "xstage/sim/moe_schedules.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "xstage/model/error.hpp"
 #include "xstage/model/stats.hpp"
+#include "xstage/model/units.hpp"
 
 namespace xstage::sim {
 
@@ -79,6 +81,12 @@ std::vector<int> rows_per_local_expert(const std::vector<long long>& received, i
   return rows;
 }
 
+void set_tile_counts(const model::MoeInput& in, MoeOrderParams& p) {
+  p.n1 = 2 * static_cast<int>(std::ceil(in.n1 / 2));
+  p.n2 = 2 * static_cast<int>(std::ceil(in.n2 / 2));
+  p.n2_real = static_cast<int>(std::ceil(in.n2));
+}
+
 MoeTileCosts moe_tile_costs(const model::Platform& platform, const model::MoeInput& in, int instances) {
   return MoeTileCosts{in.t_l1_mma_s, in.t_l2_mma_s, in.tile_bytes,
                       platform.issue_floor_s(2 * instances, in.tile_bytes).value};
@@ -108,6 +116,15 @@ MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const Moe
   out.predicted_speedup = out.wave.makespan_s / out.interleaved.makespan_s;
   out.choice = out.predicted_speedup > 1.0 ? MoeOrder::kInterleaved : MoeOrder::kExpertWave;
   return out;
+}
+
+nlohmann::json to_json(const MoeOrderOutcome& r) {
+  return {{"makespan_us", units::s_to_us(r.makespan_s)},
+          {"total_stall_us", units::s_to_us(r.total_stall_s)},
+          {"median_tile_stall_us", units::s_to_us(r.median_tile_stall_s)},
+          {"max_tile_stall_us", units::s_to_us(r.max_tile_stall_s)},
+          {"peak_outstanding_bytes", r.peak_outstanding_bytes},
+          {"dependency_wait_us", units::s_to_us(r.total_dependency_wait_s)}};
 }
 
 }  // namespace xstage::sim

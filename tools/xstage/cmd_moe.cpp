@@ -295,9 +295,7 @@ SchedulePrediction predict_schedule(const BenchOptions& o, const model::MoeShape
   const double sm_flops = (o.sm_tflops > 0 ? o.sm_tflops : kFusedSmTflops) * 1e12;
   const model::MoeInput in = model::moe_input_for_shape(shape, grid, sm_flops, 128, 128, 2);
   sim::MoeOrderParams p;
-  p.n1 = 2 * int(std::ceil(in.n1 / 2));
-  p.n2 = 2 * int(std::ceil(in.n2 / 2));
-  p.n2_real = int(std::ceil(in.n2));
+  sim::set_tile_counts(in, p);
   p.instances = grid / 2;
   p.lead_rows = lead_rows;
   p.experts_per_wave = experts_per_wave;
@@ -309,12 +307,7 @@ SchedulePrediction predict_schedule(const BenchOptions& o, const model::MoeShape
     const sim::MoeOrderPrediction pr = sim::predict_moe_orders(platform, p, costs);
     wave = std::max(wave, pr.wave.makespan_s);
     inter = std::max(inter, pr.interleaved.makespan_s);
-    auto one = [](const sim::MoeOrderOutcome& x) {
-      return nlohmann::json{{"makespan_us", units::s_to_us(x.makespan_s)}, {"total_stall_us", units::s_to_us(x.total_stall_s)},
-                            {"median_tile_stall_us", units::s_to_us(x.median_tile_stall_s)},
-                            {"dependency_wait_us", units::s_to_us(x.total_dependency_wait_s)}};
-    };
-    ranks.push_back({{"rank", r}, {"wave", one(pr.wave)}, {"interleaved", one(pr.interleaved)}});
+    ranks.push_back({{"rank", r}, {"wave", sim::to_json(pr.wave)}, {"interleaved", sim::to_json(pr.interleaved)}});
   }
   SchedulePrediction out;
   const double speedup = wave / inter;

@@ -166,23 +166,11 @@ std::vector<int> rows_of_rank0(const model::MoeShape& shape, const MoeOptions& o
   return sim::rows_per_local_expert(received, o.ranks, 0, o.block_m);
 }
 
-nlohmann::json outcome_json(const sim::MoeOrderOutcome& r) {
-  return {{"makespan_us", units::s_to_us(r.makespan_s)},
-          {"total_stall_us", units::s_to_us(r.total_stall_s)},
-          {"median_tile_stall_us", units::s_to_us(r.median_tile_stall_s)},
-          {"max_tile_stall_us", units::s_to_us(r.max_tile_stall_s)},
-          {"peak_outstanding_bytes", r.peak_outstanding_bytes},
-          {"dependency_wait_us", units::s_to_us(r.total_dependency_wait_s)}};
-}
-
 nlohmann::json simulate_orders(const model::Platform& platform, const model::MoeShape& shape, const model::MoeInput& in,
                                std::int64_t lead_knee_rows, const MoeOptions& o, int producers) {
   sim::MoeOrderParams p;
   p.rows_per_expert = rows_of_rank0(shape, o);
-  // Paired CTAs take N-tiles two at a time: an odd N-tile count is padded by one tile.
-  p.n1 = 2 * static_cast<int>(std::ceil(in.n1 / 2));
-  p.n2 = 2 * static_cast<int>(std::ceil(in.n2 / 2));
-  p.n2_real = static_cast<int>(std::ceil(in.n2));
+  sim::set_tile_counts(in, p);
   p.instances = std::max(1, producers / 2);
   p.lead_rows = o.lead_rows > 0 ? o.lead_rows : static_cast<int>(std::max<std::int64_t>(1, lead_knee_rows));
   p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave
@@ -190,8 +178,8 @@ nlohmann::json simulate_orders(const model::Platform& platform, const model::Moe
   const sim::MoeOrderPrediction pred = sim::predict_moe_orders(platform, p, sim::moe_tile_costs(platform, in, p.instances));
   return {{"routing", o.routing}, {"ranks", o.ranks}, {"tokens_per_rank", o.tokens_per_rank},
           {"producers", 2 * p.instances}, {"lead_rows", p.lead_rows}, {"experts_per_wave", p.experts_per_wave},
-          {"rows", nlohmann::json(p.rows_per_expert)}, {"wave", outcome_json(pred.wave)},
-          {"interleaved", outcome_json(pred.interleaved)}, {"predicted_speedup", pred.predicted_speedup},
+          {"rows", nlohmann::json(p.rows_per_expert)}, {"wave", sim::to_json(pred.wave)},
+          {"interleaved", sim::to_json(pred.interleaved)}, {"predicted_speedup", pred.predicted_speedup},
           {"choice", sim::to_string(pred.choice)}};
 }
 

@@ -49,6 +49,10 @@ int default_experts_per_wave(int local_experts);
 std::vector<int> rows_per_local_expert(const std::vector<long long>& received_per_expert, int ranks, int rank,
                                        int block_m);
 
+// Scheduler N-tile counts of the model's MoE input: paired CTAs take N-tiles two at a time, so an odd
+// count is padded by one tile, which the kernel skips (n2_real is the unpadded Linear-2 count).
+void set_tile_counts(const model::MoeInput& in, MoeOrderParams& p);
+
 // Tile costs of the model's MoE input on a platform (T_iss0 at the aligned producer count 2·instances).
 MoeTileCosts moe_tile_costs(const model::Platform& platform, const model::MoeInput& in, int instances);
 
@@ -69,5 +73,8 @@ struct MoeOrderPrediction {
 };
 MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const MoeOrderParams& params,
                                       const MoeTileCosts& costs);
+// Times in us: makespan_us, total_stall_us, median_tile_stall_us, max_tile_stall_us,
+// peak_outstanding_bytes, dependency_wait_us.
+nlohmann::json to_json(const MoeOrderOutcome& o);
 
 }  // namespace xstage::sim
