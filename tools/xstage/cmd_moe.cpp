@@ -209,18 +209,24 @@ double percentile_of(std::vector<double> v, double q) {
 // Per-tile stamps of one traced run (all ranks): Linear-2 remote-store span T_RS (issue of the Combine
 // stores, eq. 15's quantity), the MMA role's wait at tile entry for its first operands (per stage), and
 // the sum of those waits per CTA.
-nlohmann::json trace_summary(const MoeFused& fused, const MoeDims& d) {
+// The traced tiles of every rank (MoeFused::last_trace, CTA by CTA), read from the devices once per run.
+using RankTraces = std::vector<std::vector<MoeFusedTileTrace>>;
+RankTraces read_traces(const MoeFused& fused, const MoeDims& d) {
+  RankTraces out;
+  for (int r = 0; r < d.ranks; ++r) out.push_back(fused.last_trace(r));
+  return out;
+}
+
+nlohmann::json trace_summary(const RankTraces& traces) {
   std::vector<double> t_rs, wait1, wait2, mainloop2, per_cta_wait;
-  for (int r = 0; r < d.ranks; ++r) {
-    const auto tiles = fused.last_trace(r);
+  for (const auto& tiles : traces) {
     double cta_wait = 0;
-    std::uint64_t prev_entry = 0;
-    for (const auto& t : tiles) {
-      if (t.t_entry < prev_entry) {  // next CTA (records are CTA by CTA, stamps grow within a CTA)
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      const auto& t = tiles[i];
+      if (i > 0 && t.cta != tiles[i - 1].cta) {  // next CTA
         per_cta_wait.push_back(cta_wait);
         cta_wait = 0;
       }
-      prev_entry = t.t_entry;
       const double w = double(t.t_first_stage - t.t_entry) * 1e-3;
       cta_wait += w;
       if (t.stage == 1) {
@@ -322,10 +328,9 @@ SchedulePrediction predict_schedule(const BenchOptions& o, const model::MoeShape
 // Per-CTA activity of one traced run, all CTAs of all ranks: the share of the CTA's span (first tile
 // entry to last tile end) spent waiting for operands at tile entry, in mainloops (Tensor-Core work and
 // staging) and issuing Combine stores. A tile ends where the next tile of the CTA enters.
-nlohmann::json activity_summary(const MoeFused& fused, const MoeDims& d) {
+nlohmann::json activity_summary(const RankTraces& traces) {
   std::vector<double> wait_share, work_share, store_share;
-  for (int r = 0; r < d.ranks; ++r) {
-    const auto tiles = fused.last_trace(r);
+  for (const auto& tiles : traces) {
     for (size_t i = 0; i < tiles.size();) {
       size_t k = i;
       double wait = 0, store = 0;
@@ -353,10 +358,10 @@ nlohmann::json activity_summary(const MoeFused& fused, const MoeDims& d) {
 }
 
 // The tiles of the first `ctas` CTAs of every rank, stamps in us from the rank's first tile entry.
-nlohmann::json timeline_json(const MoeFused& fused, const MoeDims& d, int ctas) {
+nlohmann::json timeline_json(const RankTraces& traces, int ctas) {
   nlohmann::json ranks = nlohmann::json::array();
-  for (int r = 0; r < d.ranks; ++r) {
-    const auto tiles = fused.last_trace(r);
+  for (int r = 0; r < int(traces.size()); ++r) {
+    const auto& tiles = traces[r];
     std::uint64_t t0 = ~0ull;
     for (const auto& t : tiles) t0 = std::min(t0, t.t_entry);
     std::map<int, nlohmann::json> by_cta;
@@ -571,10 +576,11 @@ void run_bench_fused(const BenchOptions& o) {
           for (double v : fused.last_ms()) m = std::max(m, v);
           ms.push_back(m);
         }
-        nlohmann::json x = trace_summary(fused, d);
-        x["activity"] = activity_summary(fused, d);
+        const RankTraces traces = read_traces(fused, d);
+        nlohmann::json x = trace_summary(traces);
+        x["activity"] = activity_summary(traces);
         if (!o.trace_dump.empty()) {
-          nlohmann::json tl = timeline_json(fused, d, o.trace_dump_ctas);
+          nlohmann::json tl = timeline_json(traces, o.trace_dump_ctas);
           tl["schedule"] = to_string(s);
           tl["combine_stores"] = local ? "local scratch (control)" : "remote (token's rank)";
           timelines.push_back(tl);
