@@ -185,6 +185,32 @@ long long remote_rows(const std::vector<Routing>& routing, const MoeDims& d) {
   return n;
 }
 
+// Routed rows per global expert, summed over the ranks' routings.
+std::vector<long long> expert_load(const std::vector<Routing>& routing, int experts) {
+  std::vector<long long> load(experts, 0);
+  for (const auto& r : routing) {
+    const auto t = tokens_per_expert(r);
+    for (int e = 0; e < experts; ++e) load[e] += t[e];
+  }
+  return load;
+}
+
+// 2·h·2h_inter + 2·h_inter·h per routed row, all ranks.
+double layer_flops(const MoeDims& d) { return double(d.ranks) * d.tokens * d.top_k * 6.0 * d.hidden * d.h_inter; }
+
+// What every bench result records of the layer it ran: shape, ranks, tokens and routing.
+void put_layer_json(nlohmann::json& j, const BenchOptions& o, const model::MoeShape& shape, const MoeDims& d,
+                    const std::vector<long long>& load) {
+  j["shape"] = {{"name", shape.name}, {"source", shape.source}, {"hidden", d.hidden}, {"h_inter", d.h_inter},
+                {"experts", d.experts}, {"top_k", d.top_k}};
+  j["ranks"] = d.ranks;
+  j["tokens_per_rank"] = d.tokens;
+  j["routing"] = {{"kind", o.routing}, {"zipf_s", o.routing == "skewed" ? nlohmann::json(o.zipf_s) : nlohmann::json(nullptr)},
+                  {"max_expert_rows", *std::max_element(load.begin(), load.end())},
+                  {"mean_expert_rows", double(d.ranks) * d.tokens * d.top_k / d.experts},
+                  {"experts_without_rows", std::count(load.begin(), load.end(), 0LL)}};
+}
+
 nlohmann::json timing_json(const std::vector<double>& layer_ms, double flops, double nvlink_bytes) {
   const double med = median_of(layer_ms);
   return {{"layer_median_ms", med},
@@ -423,11 +449,7 @@ void run_bench_fused(const BenchOptions& o) {
   fo.lead_rows = o.lead_rows;
   fo.experts_per_wave = o.experts_per_wave;
   MoeFused fused(team, d, fo);
-  std::vector<long long> load(d.experts, 0);
-  for (const auto& r : routing) {
-    const auto t = tokens_per_expert(r);
-    for (int e = 0; e < d.experts; ++e) load[e] += t[e];
-  }
+  const std::vector<long long> load = expert_load(routing, d.experts);
   // The prediction (auto: the choice; both: recorded beside the measurement of both orders).
   nlohmann::json prediction;
   if (o.schedule == "auto" || o.schedule == "both") {
@@ -501,21 +523,14 @@ void run_bench_fused(const BenchOptions& o) {
   std::vector<double> sm_clock;
   for (int g : gpus) sm_clock.push_back(gpu::measure_sm_clock_mhz(g));
 
-  const double slots = double(d.ranks) * d.tokens * d.top_k;
-  const double flops = slots * 6.0 * d.hidden * d.h_inter;
+  const double flops = layer_flops(d);
   const double nvlink_bytes = 2.0 * double(remote_rows(routing, d)) * d.hidden * 2.0;  // dispatch + combine
   nlohmann::json j;
   j["schema"] = "xstage.moe_bench";
   j["version"] = 2;
   j["impl"] = o.impl;
   j["precision"] = o.precision;
-  j["shape"] = {{"name", shape->name}, {"source", shape->source}, {"hidden", d.hidden}, {"h_inter", d.h_inter},
-                {"experts", d.experts}, {"top_k", d.top_k}};
-  j["ranks"] = d.ranks;
-  j["tokens_per_rank"] = d.tokens;
-  j["routing"] = {{"kind", o.routing}, {"zipf_s", o.routing == "skewed" ? nlohmann::json(o.zipf_s) : nlohmann::json(nullptr)},
-                  {"max_expert_rows", *std::max_element(load.begin(), load.end())}, {"mean_expert_rows", slots / d.experts},
-                  {"experts_without_rows", std::count(load.begin(), load.end(), 0LL)}};
+  put_layer_json(j, o, *shape, d, load);
   j["rows_received_per_rank"] = received;
   j["flops"] = flops;
   j["flops_formula"] = "2 * ranks * tokens * top_k * hidden * h_inter * 3";
@@ -706,16 +721,8 @@ void run_bench(const BenchOptions& o) {
     jr["total_samples_ms"] = totals;
     per_rank.push_back(jr);
   }
-  const double slots = double(d.ranks) * d.tokens * d.top_k;
-  const double flops = slots * 6.0 * d.hidden * d.h_inter;  // 2·h·2h_inter + 2·h_inter·h per routed row
+  const double flops = layer_flops(d);
   const double med_layer = median_of(layer_ms);
-  std::vector<long long> load(d.experts, 0);
-  for (const auto& r : routing) {
-    const auto t = tokens_per_expert(r);
-    for (int e = 0; e < d.experts; ++e) load[e] += t[e];
-  }
-  const long long max_load = *std::max_element(load.begin(), load.end());
-  const long long cold = std::count(load.begin(), load.end(), 0LL);
 
   nlohmann::json j;
   j["schema"] = "xstage.moe_bench";
@@ -723,12 +730,7 @@ void run_bench(const BenchOptions& o) {
   j["impl"] = o.impl;
   j["gemm"] = to_string(layer.gemm_path());
   j["precision"] = o.precision;
-  j["shape"] = {{"name", shape->name}, {"source", shape->source}, {"hidden", d.hidden}, {"h_inter", d.h_inter},
-                {"experts", d.experts}, {"top_k", d.top_k}};
-  j["ranks"] = d.ranks;
-  j["tokens_per_rank"] = d.tokens;
-  j["routing"] = {{"kind", o.routing}, {"zipf_s", o.routing == "skewed" ? nlohmann::json(o.zipf_s) : nlohmann::json(nullptr)},
-                  {"max_expert_rows", max_load}, {"mean_expert_rows", slots / d.experts}, {"experts_without_rows", cold}};
+  put_layer_json(j, o, *shape, d, expert_load(routing, d.experts));
   j["flops"] = flops;
   j["check"] = {{"passed", check.passed}, {"rel_l2", check.rel_l2}, {"non_finite_outputs", check.non_finite},
                 {"tokens_checked", check.tokens_checked}, {"experts_checked", check.experts_fetched}, {"seed", seed}};
