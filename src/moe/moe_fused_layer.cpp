@@ -20,14 +20,6 @@ namespace xstage::moe {
 
 namespace {
 
-template <typename T>
-T* device_alloc(size_t count) {
-  void* p = nullptr;
-  XSTAGE_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, count) * sizeof(T)));
-  XSTAGE_CUDA_CHECK(cudaMemset(p, 0, std::max<size_t>(1, count) * sizeof(T)));
-  return static_cast<T*>(p);
-}
-
 size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 
 }  // namespace
@@ -118,10 +110,10 @@ MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions&
     XSTAGE_CUDA_CHECK(cudaMemset(sh.comb->ptr(r), 0, sh.comb->bytes()));
     XSTAGE_CUDA_CHECK(cudaMemset(sh.ctrl->ptr(r), 0, sh.ctrl->bytes()));
     alloc_rank_buffers(dims_, s);
-    s.h = device_alloc<std::uint16_t>(cap * HI);
-    s.l1_done = device_alloc<std::uint32_t>(cap / kFusedBlockM);
-    s.arrive_base = device_alloc<std::uint64_t>(el);
-    s.run_totals = device_alloc<int>(el);
+    s.h = device_alloc_zeroed<std::uint16_t>(cap * HI);
+    s.l1_done = device_alloc_zeroed<std::uint32_t>(cap / kFusedBlockM);
+    s.arrive_base = device_alloc_zeroed<std::uint64_t>(el);
+    s.run_totals = device_alloc_zeroed<int>(el);
     XSTAGE_CUDA_CHECK(cudaHostAlloc(&s.failure_host, sizeof(MoeFusedWaitFailure), cudaHostAllocMapped));
     std::memset(s.failure_host, 0, sizeof(MoeFusedWaitFailure));
     XSTAGE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&s.failure_dev), s.failure_host, 0));
@@ -165,11 +157,11 @@ void MoeFused::set_trace(bool enabled, bool local_store_control) {
     XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
     if (enabled && cap > trace_capacity_) {
       if (s.trace) XSTAGE_CUDA_CHECK(cudaFree(s.trace));
-      s.trace = device_alloc<MoeFusedTileTrace>(size_t(grid_) * cap);
+      s.trace = device_alloc_zeroed<MoeFusedTileTrace>(size_t(grid_) * cap);
     }
-    if (enabled && !s.trace_count) s.trace_count = device_alloc<std::uint32_t>(grid_);
+    if (enabled && !s.trace_count) s.trace_count = device_alloc_zeroed<std::uint32_t>(grid_);
     if (local_store_control && !s.comb_local) {
-      s.comb_local = device_alloc<std::uint16_t>(size_t(dims_.tokens) * dims_.top_k * dims_.hidden);
+      s.comb_local = device_alloc_zeroed<std::uint16_t>(size_t(dims_.tokens) * dims_.top_k * dims_.hidden);
     }
   }
   if (enabled) trace_capacity_ = std::max(trace_capacity_, cap);

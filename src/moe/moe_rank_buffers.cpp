@@ -19,14 +19,6 @@ std::uint64_t moe_input_seed(std::uint64_t a, std::uint64_t b) {
   return z ^ (z >> 29);
 }
 
-template <typename T>
-T* device_alloc_zeroed(size_t count) {
-  void* p = nullptr;
-  XSTAGE_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, count) * sizeof(T)));
-  XSTAGE_CUDA_CHECK(cudaMemset(p, 0, std::max<size_t>(1, count) * sizeof(T)));
-  return static_cast<T*>(p);
-}
-
 std::vector<std::uint16_t> to_bf16(const float* x, size_t n) {
   std::vector<std::uint16_t> b(n);
   for (size_t i = 0; i < n; ++i) b[i] = float_to_bf16_bits(x[i]);

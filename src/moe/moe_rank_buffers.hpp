@@ -6,13 +6,24 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "moe_reference.hpp"
+#include "xstage/gpu/check.hpp"
 #include "xstage/moe/routing.hpp"
 
 namespace xstage::moe {
+
+// cudaMalloc of count elements (at least one) on the current device, zero-filled.
+template <typename T>
+T* device_alloc_zeroed(size_t count) {
+  void* p = nullptr;
+  XSTAGE_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, count) * sizeof(T)));
+  XSTAGE_CUDA_CHECK(cudaMemset(p, 0, std::max<size_t>(1, count) * sizeof(T)));
+  return static_cast<T*>(p);
+}
 
 struct MoeRankBuffers {
   // inputs and output, bf16 bits
