@@ -1,5 +1,6 @@
 #include "moe_baseline.hpp"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -7,13 +8,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "moe_baseline_kernels.hpp"
+#include "moe_fp8_kernels.hpp"
 #include "moe_rank_buffers.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/moe/moe_numerics.hpp"
 
 namespace xstage::moe {
 
@@ -60,6 +65,11 @@ void wait_event_bounded(cudaEvent_t ev, double timeout_s, int rank, const char* 
   }
 }
 
+// cuBLASLt workspace per rank (FP8 GEMMs).
+constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
+
+int pad4(int n) { return (n + 3) / 4 * 4; }
+
 enum Ev { kStart, kDispatched, kLinear1, kSwiglu, kLinear2, kCombined, kCountsReady, kEvents };
 
 }  // namespace
@@ -79,9 +89,65 @@ struct MoeBaseline::RankState : MoeRankBuffers {
   const void** ptrs_d[2] = {nullptr, nullptr};
   cudaEvent_t ev[kEvents] = {};
   long long received_rows = 0;
+
+  // --- FP8 path (precision kFp8 only; null otherwise) ---
+  cublasLtHandle_t lt = nullptr;
+  void* lt_workspace = nullptr;
+  // weights: e4m3 values, block scales as quantized ([E/N][rows/128][cols/128]) and padded to the
+  // layout cuBLASLt reads ([E/N][rows/128][pad4(cols/128)])
+  std::uint8_t *w1q = nullptr, *w2q = nullptr;
+  float *w1s_raw = nullptr, *w2s_raw = nullptr, *w1s = nullptr, *w2s = nullptr;
+  // activations: x quantized [tokens][hidden] + [tokens][hidden/128]; send/recv rows and scales;
+  // the SwiGLU output [rows][h_inter] + [rows][h_inter/128]; per-group scales for cuBLASLt
+  std::uint8_t *xq = nullptr, *send_q = nullptr, *recv_q = nullptr, *aq = nullptr;
+  float *xs = nullptr, *send_s = nullptr, *recv_s = nullptr, *as = nullptr, *packed_s = nullptr;
+  int* group_table_d = nullptr;  // [max_groups][3]: first row, rows, padded row offset
+  int* group_table_h = nullptr;  // pinned staging
+  // One matmul descriptor and A (weight) layout per linear layer; B / D layouts and the heuristic's
+  // algorithm per (layer, padded group rows), made on first use.
+  cublasLtMatmulDesc_t lt_desc[2] = {nullptr, nullptr};
+  cublasLtMatrixLayout_t lt_a[2] = {nullptr, nullptr};
+  struct LtShape {
+    cublasLtMatrixLayout_t b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  std::map<std::pair<int, int>, LtShape> lt_shapes;
+
+  // The layouts and algorithm of a layer's GEMM over n rows (out [n][M] = in [n][Kd] · W^T), cached.
+  // Throws gpu::DeviceError with cuBLASLt's status when it has no algorithm for the block scaling.
+  const LtShape& lt_shape(int layer, int M, int Kd, int n) {
+    const auto key = std::make_pair(layer, n);
+    auto it = lt_shapes.find(key);
+    if (it != lt_shapes.end()) return it->second;
+    LtShape sh;
+    XSTAGE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&sh.b, CUDA_R_8F_E4M3, Kd, n, Kd));
+    XSTAGE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&sh.d, CUDA_R_16BF, M, n, M));
+    cublasLtMatmulPreference_t pref = nullptr;
+    XSTAGE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = kLtWorkspaceBytes;
+    XSTAGE_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    cublasLtMatmulHeuristicResult_t res{};
+    int found = 0;
+    const cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(lt, lt_desc[layer], lt_a[layer], sh.b, sh.d, sh.d, pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+      cublasLtMatrixLayoutDestroy(sh.b);
+      cublasLtMatrixLayoutDestroy(sh.d);
+      throw gpu::DeviceError(std::string("moe baseline fp8: cuBLASLt offers no algorithm for the block-scaled e4m3 GEMM") +
+                             " (A = weight BLK128x128_32F, B = activations VEC128_32F, bf16 D, m " + std::to_string(M) +
+                             ", n " + std::to_string(n) + ", k " + std::to_string(Kd) +
+                             "): cublasLtMatmulAlgoGetHeuristic returned " + cublasGetStatusName(status) + " with " +
+                             std::to_string(found) + " result(s)");
+    }
+    sh.algo = res.algo;
+    return lt_shapes.emplace(key, sh).first->second;
+  }
 };
 
-MoeBaseline::MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm) : team_(team), dims_(dims), gemm_(gemm) {
+MoeBaseline::MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm, MoePrecision precision)
+    : team_(team), dims_(dims), precision_(precision), gemm_(gemm) {
   validate_dims(dims_);
   if (dims_.ranks != team_.world_size()) {
     throw InputError("ranks: the layer has " + std::to_string(dims_.ranks) + " ranks, the team " +
@@ -89,6 +155,14 @@ MoeBaseline::MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm) :
   }
   if (dims_.hidden % 8 != 0) throw InputError("hidden: must be a multiple of 8, got " + std::to_string(dims_.hidden));
   if (dims_.h_inter % 8 != 0) throw InputError("h_inter: must be a multiple of 8, got " + std::to_string(dims_.h_inter));
+  const bool fp8 = precision_ == MoePrecision::kFp8;
+  if (fp8) {
+    // 128-channel activation groups and 128×128 weight blocks must tile the matrices exactly.
+    if (dims_.hidden % kFp8GroupSize != 0)
+      throw InputError("hidden: FP8 needs a multiple of 128, got " + std::to_string(dims_.hidden));
+    if (dims_.h_inter % kFp8GroupSize != 0)
+      throw InputError("h_inter: FP8 needs a multiple of 128, got " + std::to_string(dims_.h_inter));
+  }
   const int el = dims_.experts_per_rank();
   const size_t T = size_t(dims_.tokens), H = size_t(dims_.hidden), HI = size_t(dims_.h_inter);
   const size_t slots = T * dims_.top_k;
@@ -108,12 +182,60 @@ MoeBaseline::MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm) :
     s.recv_expert_rows = device_alloc<int>(max_groups);
     s.expert_rows_h = host_alloc<int>(dims_.experts);
     s.recv_expert_rows_h = host_alloc<int>(max_groups);
-    s.send = device_alloc<std::uint16_t>(slots * H);
+    // FP8: a GEMM group's row count is padded to a multiple of 4 (the scale layout cuBLASLt reads), so
+    // a group's GEMM may read and write up to 3 rows past its end: the next group's, rewritten by its own
+    // GEMM later on the stream, or these 4 spare rows after the last.
+    const size_t rows_alloc = fp8 ? cap + 4 : cap;
+    s.send = device_alloc<std::uint16_t>(fp8 ? 0 : slots * H);
     s.returned = device_alloc<std::uint16_t>(slots * H);
-    s.recv = device_alloc<std::uint16_t>(cap * H);
-    s.h = device_alloc<std::uint16_t>(cap * 2 * HI);
-    s.a = device_alloc<std::uint16_t>(cap * HI);
-    s.out = device_alloc<std::uint16_t>(cap * H);
+    s.recv = device_alloc<std::uint16_t>(fp8 ? 0 : cap * H);
+    s.h = device_alloc<std::uint16_t>(rows_alloc * 2 * HI);
+    s.a = device_alloc<std::uint16_t>(fp8 ? 0 : cap * HI);
+    s.out = device_alloc<std::uint16_t>(rows_alloc * H);
+    if (fp8) {
+      const size_t hg = H / kFp8GroupSize, ig = HI / kFp8GroupSize, kg_max = std::max(hg, ig);
+      s.w1q = device_alloc_zeroed<std::uint8_t>(size_t(el) * 2 * HI * H);
+      s.w2q = device_alloc_zeroed<std::uint8_t>(size_t(el) * H * HI);
+      s.w1s_raw = device_alloc_zeroed<float>(size_t(el) * (2 * HI / 128) * hg);
+      s.w2s_raw = device_alloc_zeroed<float>(size_t(el) * (H / 128) * ig);
+      s.w1s = device_alloc_zeroed<float>(size_t(el) * (2 * HI / 128) * pad4(int(hg)));
+      s.w2s = device_alloc_zeroed<float>(size_t(el) * (H / 128) * pad4(int(ig)));
+      s.xq = device_alloc_zeroed<std::uint8_t>(T * H);
+      s.xs = device_alloc_zeroed<float>(T * hg);
+      s.send_q = device_alloc_zeroed<std::uint8_t>(slots * H);
+      s.send_s = device_alloc_zeroed<float>(slots * hg);
+      s.recv_q = device_alloc_zeroed<std::uint8_t>(rows_alloc * H);
+      s.recv_s = device_alloc_zeroed<float>(cap * hg);
+      s.aq = device_alloc_zeroed<std::uint8_t>(rows_alloc * HI);
+      s.as = device_alloc_zeroed<float>(cap * ig);
+      s.packed_s = device_alloc_zeroed<float>(kg_max * (cap + 3 * max_groups));
+      s.group_table_d = device_alloc_zeroed<int>(3 * max_groups);
+      s.group_table_h = host_alloc<int>(3 * max_groups);
+      s.lt_workspace = device_alloc<std::uint8_t>(kLtWorkspaceBytes);
+      XSTAGE_CUBLAS_CHECK(cublasLtCreate(&s.lt));
+      // out[rows][M] = in[rows][Kd] · W[M][Kd]^T as column-major out^T = op_T(W) · in^T ("TN", the FP8
+      // layout of Hopper): cuBLASLt's A is the weight (block scales), B the activations (1×128 scales).
+      const int M_of[2] = {int(2 * HI), int(H)}, K_of[2] = {int(H), int(HI)};
+      for (int l = 0; l < 2; ++l) {
+        XSTAGE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&s.lt_desc[l], CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+        const std::int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+        const std::int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+        XSTAGE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+        XSTAGE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+        XSTAGE_CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+        XSTAGE_CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+        const void* a_scale = l == 0 ? s.w1s : s.w2s;
+        const void* b_scale = s.packed_s;
+        XSTAGE_CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+        XSTAGE_CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+        XSTAGE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&s.lt_a[l], CUDA_R_8F_E4M3, K_of[l], M_of[l], K_of[l]));
+      }
+    }
     for (int l = 0; l < 2; ++l) {
       s.ptrs_h[l] = host_alloc<const void*>(3 * max_groups);
       s.ptrs_d[l] = device_alloc<const void*>(3 * max_groups);
@@ -138,6 +260,20 @@ MoeBaseline::~MoeBaseline() {
       cudaFreeHost(hp);
     for (auto& e : s.ev)
       if (e) cudaEventDestroy(e);
+    for (auto& kv : s.lt_shapes) {
+      if (kv.second.b) cublasLtMatrixLayoutDestroy(kv.second.b);
+      if (kv.second.d) cublasLtMatrixLayoutDestroy(kv.second.d);
+    }
+    for (int l = 0; l < 2; ++l) {
+      if (s.lt_desc[l]) cublasLtMatmulDescDestroy(s.lt_desc[l]);
+      if (s.lt_a[l]) cublasLtMatrixLayoutDestroy(s.lt_a[l]);
+    }
+    if (s.lt) cublasLtDestroy(s.lt);
+    for (void* d : {(void*)s.w1q, (void*)s.w2q, (void*)s.w1s_raw, (void*)s.w2s_raw, (void*)s.w1s, (void*)s.w2s,
+                    (void*)s.xq, (void*)s.send_q, (void*)s.recv_q, (void*)s.aq, (void*)s.xs, (void*)s.send_s,
+                    (void*)s.recv_s, (void*)s.as, (void*)s.packed_s, (void*)s.group_table_d, s.lt_workspace})
+      if (d) cudaFree(d);
+    if (s.group_table_h) cudaFreeHost(s.group_table_h);
   }
 }
 
@@ -153,8 +289,21 @@ void MoeBaseline::set_tokens(int rank, const std::vector<float>& x) {
 }
 
 void MoeBaseline::set_weights(int rank, const float* w1, const float* w2) {
-  const RankState& s = state_of_rank(rank);
+  RankState& s = state_of_rank(rank);
   upload_weights(dims_, s.lr->device, s, w1, w2);
+  if (precision_ == MoePrecision::kFp8) quantize_weights(s);
+}
+
+void MoeBaseline::quantize_weights(RankState& s) {
+  const int el = dims_.experts_per_rank(), H = dims_.hidden, HI = dims_.h_inter;
+  const int hg = H / kFp8GroupSize, ig = HI / kFp8GroupSize;
+  cudaStream_t st = s.lr->stream;
+  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+  XSTAGE_CUDA_CHECK(launch_quantize_weight_blocks_fp8(s.w1, el, 2 * HI, H, s.w1q, s.w1s_raw, st));
+  XSTAGE_CUDA_CHECK(launch_quantize_weight_blocks_fp8(s.w2, el, H, HI, s.w2q, s.w2s_raw, st));
+  XSTAGE_CUDA_CHECK(launch_pad_block_scales(s.w1s_raw, el, 2 * HI / 128, hg, pad4(hg), s.w1s, st));
+  XSTAGE_CUDA_CHECK(launch_pad_block_scales(s.w2s_raw, el, H / 128, ig, pad4(ig), s.w2s, st));
+  XSTAGE_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
 void MoeBaseline::set_routing(int rank, const Routing& r) {
@@ -163,7 +312,10 @@ void MoeBaseline::set_routing(int rank, const Routing& r) {
 }
 
 void MoeBaseline::fill_random(std::uint64_t seed, float weight_scale) {
-  for (auto& p : ranks_) fill_random_inputs(dims_, p->lr->device, p->lr->rank, *p, seed, weight_scale, p->lr->stream);
+  for (auto& p : ranks_) {
+    fill_random_inputs(dims_, p->lr->device, p->lr->rank, *p, seed, weight_scale, p->lr->stream);
+    if (precision_ == MoePrecision::kFp8) quantize_weights(*p);
+  }
 }
 
 void MoeBaseline::poison_output() {
@@ -180,6 +332,10 @@ void MoeBaseline::run(double timeout_s) {
 
 void MoeBaseline::run_rank(int li, double timeout_s) {
   RankState& s = *ranks_[li];
+  if (precision_ == MoePrecision::kFp8) {
+    run_rank_fp8(s, timeout_s);
+    return;
+  }
   const int N = dims_.ranks, el = dims_.experts_per_rank(), E = dims_.experts, K = dims_.top_k;
   const int T = dims_.tokens, H = dims_.hidden, HI = dims_.h_inter;
   const int me = s.lr->rank;
@@ -297,6 +453,147 @@ void MoeBaseline::run_rank(int li, double timeout_s) {
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kLinear2], st));
 
   // --- combine: rows go back to their token's rank, into the slots they left from ---
+  XSTAGE_NCCL_CHECK(ncclGroupStart());
+  for (int d = 0; d < N; ++d) {
+    if (recv_rows[d] > 0)
+      XSTAGE_NCCL_CHECK(ncclSend(s.out + size_t(recv_off[d]) * H, size_t(recv_rows[d]) * H, ncclBfloat16, d, comm, st));
+    if (send_rows[d] > 0)
+      XSTAGE_NCCL_CHECK(ncclRecv(s.returned + size_t(send_off[d]) * H, size_t(send_rows[d]) * H, ncclBfloat16, d, comm, st));
+  }
+  XSTAGE_NCCL_CHECK(ncclGroupEnd());
+  XSTAGE_CUDA_CHECK(launch_combine(s.returned, s.send_row_of_slot, s.weights, T, K, H, s.y, st));
+  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kCombined], st));
+  wait_event_bounded(s.ev[kCombined], timeout_s, me, "the end of the layer (combine)");
+}
+
+// The FP8 forward pass of one rank: the bf16 pass's plan, count exchange and combine, with e4m3 rows
+// and their scales on the wire and cuBLASLt block-scaled GEMMs.
+void MoeBaseline::run_rank_fp8(RankState& s, double timeout_s) {
+  const int N = dims_.ranks, el = dims_.experts_per_rank(), E = dims_.experts, K = dims_.top_k;
+  const int T = dims_.tokens, H = dims_.hidden, HI = dims_.h_inter;
+  const int hg = H / kFp8GroupSize, ig = HI / kFp8GroupSize;
+  const int me = s.lr->rank;
+  cudaStream_t st = s.lr->stream;
+  ncclComm_t comm = s.lr->comm;
+
+  // --- dispatch: each token row quantized once (per 128 channels), then gathered per routing slot ---
+  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kStart], st));
+  XSTAGE_CUDA_CHECK(launch_quantize_rows_fp8(s.x, T, H, kFp8GroupSize, s.xq, s.xs, hg, st));
+  XSTAGE_CUDA_CHECK(launch_dispatch_plan(s.ids, T, K, E, s.expert_rows, s.expert_offset, s.send_row_of_slot,
+                                         s.token_of_send_row, st));
+  XSTAGE_CUDA_CHECK(launch_gather_rows_fp8(s.xq, s.xs, s.token_of_send_row, T * K, H, s.send_q, s.send_s, st));
+  XSTAGE_NCCL_CHECK(ncclGroupStart());
+  for (int d = 0; d < N; ++d) {
+    XSTAGE_NCCL_CHECK(ncclSend(s.expert_rows + size_t(d) * el, el, ncclInt32, d, comm, st));
+    XSTAGE_NCCL_CHECK(ncclRecv(s.recv_expert_rows + size_t(d) * el, el, ncclInt32, d, comm, st));
+  }
+  XSTAGE_NCCL_CHECK(ncclGroupEnd());
+  XSTAGE_CUDA_CHECK(cudaMemcpyAsync(s.expert_rows_h, s.expert_rows, size_t(E) * sizeof(int), cudaMemcpyDeviceToHost, st));
+  XSTAGE_CUDA_CHECK(cudaMemcpyAsync(s.recv_expert_rows_h, s.recv_expert_rows, size_t(N) * el * sizeof(int),
+                                    cudaMemcpyDeviceToHost, st));
+  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kCountsReady], st));
+  wait_event_bounded(s.ev[kCountsReady], timeout_s, me, "the expert counts of the dispatch");
+
+  std::vector<long long> send_rows(N, 0), send_off(N, 0), recv_rows(N, 0), recv_off(N, 0);
+  for (int d = 0; d < N; ++d)
+    for (int l = 0; l < el; ++l) send_rows[d] += s.expert_rows_h[d * el + l];
+  for (int s_ = 0; s_ < N; ++s_)
+    for (int l = 0; l < el; ++l) recv_rows[s_] += s.recv_expert_rows_h[s_ * el + l];
+  for (int r = 1; r < N; ++r) {
+    send_off[r] = send_off[r - 1] + send_rows[r - 1];
+    recv_off[r] = recv_off[r - 1] + recv_rows[r - 1];
+  }
+  const long long total_recv = recv_off[N - 1] + recv_rows[N - 1];
+  if (send_off[N - 1] + send_rows[N - 1] != (long long)T * K || total_recv > capacity_rows_) {
+    throw gpu::DeviceError("moe baseline: rank " + std::to_string(me) + " dispatch plan is inconsistent (sends " +
+                           std::to_string(send_off[N - 1] + send_rows[N - 1]) + " rows, receives " +
+                           std::to_string(total_recv) + ", capacity " + std::to_string(capacity_rows_) + ")");
+  }
+  s.received_rows = total_recv;
+
+  // e4m3 rows (H bytes) and their scales (H/128 floats): about half the bytes of the bf16 rows.
+  XSTAGE_NCCL_CHECK(ncclGroupStart());
+  for (int d = 0; d < N; ++d) {
+    if (send_rows[d] > 0) {
+      XSTAGE_NCCL_CHECK(ncclSend(s.send_q + size_t(send_off[d]) * H, size_t(send_rows[d]) * H, ncclUint8, d, comm, st));
+      XSTAGE_NCCL_CHECK(ncclSend(s.send_s + size_t(send_off[d]) * hg, size_t(send_rows[d]) * hg, ncclFloat32, d, comm, st));
+    }
+    if (recv_rows[d] > 0) {
+      XSTAGE_NCCL_CHECK(ncclRecv(s.recv_q + size_t(recv_off[d]) * H, size_t(recv_rows[d]) * H, ncclUint8, d, comm, st));
+      XSTAGE_NCCL_CHECK(ncclRecv(s.recv_s + size_t(recv_off[d]) * hg, size_t(recv_rows[d]) * hg, ncclFloat32, d, comm, st));
+    }
+  }
+  XSTAGE_NCCL_CHECK(ncclGroupEnd());
+  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kDispatched], st));
+
+  // --- GEMM groups: one per non-empty (source rank, local expert) block, in arrival order; a group's
+  // scales sit at a padded row offset (each group pad4(rows) rows) in the per-group scale layout ---
+  struct Group {
+    int expert;
+    long long row;
+    int rows;
+    long long pad_off;
+  };
+  std::vector<Group> groups;
+  int max_rows = 0;
+  long long pad_total = 0;
+  for (int src = 0; src < N; ++src) {
+    long long row = recv_off[src];
+    for (int l = 0; l < el; ++l) {
+      const int n = s.recv_expert_rows_h[src * el + l];
+      if (n > 0) {
+        groups.push_back({l, row, n, pad_total});
+        pad_total += pad4(n);
+        max_rows = std::max(max_rows, n);
+      }
+      row += n;
+    }
+  }
+  const int G = int(groups.size());
+  for (int g = 0; g < G; ++g) {
+    s.group_table_h[3 * g] = int(groups[g].row);
+    s.group_table_h[3 * g + 1] = groups[g].rows;
+    s.group_table_h[3 * g + 2] = int(groups[g].pad_off);
+  }
+  if (G > 0)
+    XSTAGE_CUDA_CHECK(cudaMemcpyAsync(s.group_table_d, s.group_table_h, size_t(3) * G * sizeof(int),
+                                      cudaMemcpyHostToDevice, st));
+
+  // out[row0 .. row0 + pad4(rows))[M] = in[..][Kd] · W_e^T with the group's scales (the padded rows
+  // past the group are rewritten by the next group's GEMM, or land in the spare rows).
+  auto linear = [&](int layer, const std::uint8_t* wq, const float* ws, int M, int Kd, const std::uint8_t* in,
+                    std::uint16_t* out) {
+    const int kg = Kd / kFp8GroupSize;
+    const size_t w_stride = size_t(M) * Kd, ws_stride = size_t(M / 128) * pad4(kg);
+    const float alpha = 1.f, beta = 0.f;
+    for (int g = 0; g < G; ++g) {
+      const int n = pad4(groups[g].rows);
+      const RankState::LtShape& shape = s.lt_shape(layer, M, Kd, n);
+      const void* a = wq + size_t(groups[g].expert) * w_stride;
+      const void* a_scale = ws + size_t(groups[g].expert) * ws_stride;
+      const void* b = in + size_t(groups[g].row) * Kd;
+      const void* b_scale = s.packed_s + size_t(kg) * groups[g].pad_off;
+      void* d = out + size_t(groups[g].row) * M;
+      XSTAGE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.lt_desc[layer], CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                         &a_scale, sizeof(a_scale)));
+      XSTAGE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.lt_desc[layer], CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                         &b_scale, sizeof(b_scale)));
+      XSTAGE_CUBLAS_CHECK(cublasLtMatmul(s.lt, s.lt_desc[layer], &alpha, a, s.lt_a[layer], b, shape.b, &beta, d, shape.d,
+                                         d, shape.d, &shape.algo, s.lt_workspace, kLtWorkspaceBytes, st));
+    }
+  };
+
+  // --- linear-1 (the received scales into the per-group layout first), SwiGLU + quantization, linear-2 ---
+  XSTAGE_CUDA_CHECK(launch_pack_group_scales(s.recv_s, hg, s.group_table_d, G, max_rows, s.packed_s, st));
+  linear(0, s.w1q, s.w1s, 2 * HI, H, s.recv_q, s.h);
+  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kLinear1], st));
+  XSTAGE_CUDA_CHECK(launch_swiglu_fp8(s.h, int(total_recv), HI, s.aq, s.as, st));
+  XSTAGE_CUDA_CHECK(launch_pack_group_scales(s.as, ig, s.group_table_d, G, max_rows, s.packed_s, st));
+  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kSwiglu], st));
+  linear(1, s.w2q, s.w2s, H, HI, s.aq, s.out);
+  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kLinear2], st));
+
+  // --- combine: as the bf16 path ---
   XSTAGE_NCCL_CHECK(ncclGroupStart());
   for (int d = 0; d < N; ++d) {
     if (recv_rows[d] > 0)

@@ -9,6 +9,14 @@
 // Received rows stay in arrival order ([source rank][local expert][rows]) through every stage, so no
 // permutation is needed: the GEMM groups point into that layout and the results go back in it.
 // Expert e lives on team rank e / (E/N), as local expert e % (E/N).
+//
+// FP8 (MoePrecision::kFp8, W8A8 DeepSeek style, the CPU reference's rule with l2_group 128): the
+// weights are quantized once (after set_weights / fill_random) to e4m3 with one scale per 128×128
+// block; each token row is quantized per 128 channels before the dispatch, which then carries the e4m3
+// rows and their scales (about half the bytes of bf16); Linear-1 and Linear-2 are cuBLASLt FP8 GEMMs
+// (VEC128_32F scales for the activations, BLK128x128_32F for the weights, FP32 accumulation, bf16
+// output), one cublasLtMatmul per (source rank, local expert) group; the SwiGLU kernel also quantizes
+// its output per 128 channels. Combine and reduction are the bf16 path's.
 #pragma once
 
 #include <atomic>
@@ -37,13 +45,16 @@ struct MoeStageTimes {
 class MoeBaseline {
  public:
   // Allocates every buffer for the worst case of any routing (all rows of all ranks to one rank).
-  // Requires hidden and h_inter multiples of 8 (16-byte rows); throws xstage::InputError otherwise.
-  MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm = GemmPath::kGrouped);
+  // Requires hidden and h_inter multiples of 8 (16-byte rows), of 128 for kFp8; throws
+  // xstage::InputError otherwise. `gemm` applies to the bf16 path (FP8 always uses cuBLASLt).
+  MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm = GemmPath::kGrouped,
+              MoePrecision precision = MoePrecision::kBf16);
   ~MoeBaseline();
   MoeBaseline(const MoeBaseline&) = delete;
   MoeBaseline& operator=(const MoeBaseline&) = delete;
 
   const MoeDims& dims() const { return dims_; }
+  MoePrecision precision() const { return precision_; }
   // The GEMM path in use: kGrouped falls back to kLoop when cuBLAS refuses the grouped call.
   GemmPath gemm_path() const { return gemm_.load(); }
 
@@ -74,9 +85,12 @@ class MoeBaseline {
   struct RankState;
   void run_rank(int local_index, double timeout_s);
   RankState& state_of_rank(int rank) const;
+  void quantize_weights(RankState& s);  // FP8: the bf16 weights -> e4m3 and padded block scales
+  void run_rank_fp8(RankState& s, double timeout_s);
 
   comm::Team& team_;
   MoeDims dims_;
+  MoePrecision precision_;
   std::atomic<GemmPath> gemm_;  // ranks' threads may switch it to kLoop
   long long capacity_rows_ = 0;
   std::vector<std::unique_ptr<RankState>> ranks_;  // one per local rank

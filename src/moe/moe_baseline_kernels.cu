@@ -2,6 +2,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "moe_baseline_kernels.hpp"
+#include "moe_fp8.cuh"
 #include "xstage/moe/moe_numerics.hpp"
 
 namespace xstage::moe {
@@ -131,6 +132,78 @@ __global__ void fill_uniform_kernel(std::uint16_t* p, std::size_t n, std::uint64
   }
 }
 
+// One block per row: the row's e4m3 bytes (16-byte copies) and its scales.
+__global__ void gather_fp8_kernel(const uint4* __restrict__ q, const float* __restrict__ s,
+                                  const int* __restrict__ token_of_send_row, int vec_per_row, int scales_per_row,
+                                  uint4* __restrict__ send_q, float* __restrict__ send_s) {
+  const int row = blockIdx.x;
+  const size_t t = size_t(token_of_send_row[row]);
+  for (int i = threadIdx.x; i < vec_per_row; i += blockDim.x) send_q[size_t(row) * vec_per_row + i] = q[t * vec_per_row + i];
+  for (int i = threadIdx.x; i < scales_per_row; i += blockDim.x) send_s[size_t(row) * scales_per_row + i] = s[t * scales_per_row + i];
+}
+
+// One warp per row; each lane takes 16 consecutive channels per pass (512 per warp pass): gate and up
+// as two 16-byte loads each, the bf16 SwiGLU products, then fp8_quantize_16 over 128-channel groups
+// (8 lanes a group). h_inter is a multiple of 128, so a group is never split by the row's end.
+__global__ void swiglu_fp8_kernel(const std::uint16_t* __restrict__ h, long long rows, int h_inter,
+                                  std::uint8_t* __restrict__ q, float* __restrict__ s) {
+  const int lane = threadIdx.x % 32;
+  const long long warps = (long long)gridDim.x * (blockDim.x / 32);
+  const int groups = h_inter / kFp8GroupSize;
+  for (long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
+    const uint4* gate = reinterpret_cast<const uint4*>(h + r * 2 * h_inter);
+    const uint4* up = reinterpret_cast<const uint4*>(h + r * 2 * h_inter + h_inter);
+    uint4* dst = reinterpret_cast<uint4*>(q + r * h_inter);
+    for (int base = 0; base < h_inter; base += 512) {
+      const int c = base + lane * 16;
+      const bool in = c < h_inter;
+      uint4 a[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+      if (in) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const uint4 g = gate[c / 8 + half], u = up[c / 8 + half];
+          const unsigned gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
+          unsigned o[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            o[i] = unsigned(float_to_bf16_bits(swiglu_bf16(bf16_lo(gw[i]), bf16_lo(uw[i])))) |
+                   (unsigned(float_to_bf16_bits(swiglu_bf16(bf16_hi(gw[i]), bf16_hi(uw[i])))) << 16);
+          }
+          a[half] = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+      }
+      float scale;
+      const uint4 v = fp8_quantize_16<kFp8GroupSize>(a[0], a[1], scale);
+      if (in) {
+        dst[c / 16] = v;
+        if (c % kFp8GroupSize == 0) s[r * groups + c / kFp8GroupSize] = scale;
+      }
+    }
+  }
+}
+
+// grid (ceil(pad4(max_rows) / 128), groups), 128 threads: thread i of a block writes row i of every
+// k-group of its group.
+__global__ void pack_group_scales_kernel(const float* __restrict__ s, int kgroups, const int* __restrict__ table,
+                                         float* __restrict__ dst) {
+  const int g = blockIdx.y;
+  const int first = table[3 * g], rows = table[3 * g + 1], pad_off = table[3 * g + 2];
+  const int pad = (rows + 3) / 4 * 4;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= pad) return;
+  float* out = dst + size_t(kgroups) * pad_off;
+  for (int k = 0; k < kgroups; ++k) out[size_t(k) * pad + i] = i < rows ? s[size_t(first + i) * kgroups + k] : 0.f;
+}
+
+__global__ void pad_block_scales_kernel(const float* __restrict__ src, long long n_out, int col_blocks,
+                                        int col_blocks_pad, float* __restrict__ dst) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n_out; i += (long long)gridDim.x * blockDim.x) {
+    const long long row = i / col_blocks_pad;
+    const int c = int(i % col_blocks_pad);
+    dst[i] = c < col_blocks ? src[row * col_blocks + c] : 0.f;
+  }
+}
+
 int grid_for(long long work, int threads) {
   const long long b = (work + threads - 1) / threads;
   return int(b < 132 * 16 ? (b > 0 ? b : 1) : 132 * 16);
@@ -171,6 +244,42 @@ cudaError_t launch_combine(const std::uint16_t* returned, const int* send_row_of
   const int vec = hidden / 8;
   combine_kernel<<<tokens, vec < 256 ? ((vec + 31) / 32) * 32 : 256, 0, stream>>>(
       reinterpret_cast<const uint4*>(returned), send_row_of_slot, weights, top_k, vec, reinterpret_cast<uint4*>(y));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows_fp8(const std::uint8_t* q, const float* s, const int* token_of_send_row, int rows,
+                                   int hidden, std::uint8_t* send_q, float* send_s, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (hidden % kFp8GroupSize != 0) return cudaErrorInvalidValue;
+  gather_fp8_kernel<<<rows, 64, 0, stream>>>(reinterpret_cast<const uint4*>(q), s, token_of_send_row, hidden / 16,
+                                             hidden / kFp8GroupSize, reinterpret_cast<uint4*>(send_q), send_s);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu_fp8(const std::uint16_t* h, int rows, int h_inter, std::uint8_t* q, float* s,
+                              cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  if (h_inter <= 0 || h_inter % kFp8GroupSize != 0) return cudaErrorInvalidValue;
+  const long long want = (rows + 7) / 8;  // 8 warps (rows) per 256-thread block
+  swiglu_fp8_kernel<<<int(want < 132 * 16 ? want : 132 * 16), 256, 0, stream>>>(h, rows, h_inter, q, s);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_pack_group_scales(const float* s, int kgroups, const int* table, int groups, int max_rows,
+                                     float* dst, cudaStream_t stream) {
+  if (groups <= 0 || max_rows <= 0) return cudaSuccess;
+  if (groups > 65535) return cudaErrorInvalidValue;
+  const int pad = (max_rows + 3) / 4 * 4;
+  pack_group_scales_kernel<<<dim3((pad + 127) / 128, groups), 128, 0, stream>>>(s, kgroups, table, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_pad_block_scales(const float* src, int matrices, int row_blocks, int col_blocks,
+                                    int col_blocks_pad, float* dst, cudaStream_t stream) {
+  const long long n = (long long)matrices * row_blocks * col_blocks_pad;
+  if (n <= 0) return cudaSuccess;
+  if (col_blocks_pad < col_blocks) return cudaErrorInvalidValue;
+  pad_block_scales_kernel<<<grid_for(n, 256), 256, 0, stream>>>(src, n, col_blocks, col_blocks_pad, dst);
   return cudaGetLastError();
 }
 

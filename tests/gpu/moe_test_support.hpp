@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "moe_reference.hpp"
+#include "xstage/moe/moe_numerics.hpp"
 #include "xstage/moe/routing.hpp"
 
 namespace xstage::moe::test {
@@ -69,6 +70,61 @@ std::vector<float> load_random_inputs(Layer& layer, const MoeDims& d, RoutingKin
     layer.set_routing(r, routing[r]);
   }
   return moe_reference_layer(d, MoePrecision::kBf16, x, routing, w1, w2);
+}
+
+// The inputs load_random_inputs_kept made, kept so the caller can run the reference at any precision.
+struct MoeTestInputs {
+  std::vector<float> x, w1, w2;
+  std::vector<Routing> routing;
+  std::vector<float> reference(const MoeDims& d, MoePrecision p, int l2_group = kFp8GroupSize) const {
+    return moe_reference_layer(d, p, x, routing, w1, w2, l2_group);
+  }
+};
+
+// Each 128-channel group of every row of a row-major [rows][cols] matrix times 2^u, u uniform in
+// ±spread; block_rows 128 makes it one factor per 128×128 block (weights), 1 one per row group (tokens).
+inline void spread_blocks(std::vector<float>& m, size_t rows, size_t cols, size_t block_rows, float spread,
+                          std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> u(-spread, spread);
+  const size_t gc = (cols + 127) / 128;
+  std::vector<float> f(gc);
+  for (size_t r = 0; r < rows; ++r) {
+    if (r % block_rows == 0)
+      for (auto& v : f) v = std::exp2(u(rng));
+    for (size_t c = 0; c < cols; ++c) m[r * cols + c] *= f[c / 128];
+  }
+}
+
+// As load_random_inputs (same distributions, same routing kinds), returning the inputs instead of the
+// bf16 reference, with every value already a bf16 value (what the layer holds: the FP8 reference
+// quantizes the weights it is given, so unrounded weights would differ from the layer's by a double
+// rounding). block_spread > 0: each 128×128 weight block and each 128-channel group of a token row
+// scaled by 2^u, u uniform in ±block_spread, so FP8 scales differ from block to block and a scale
+// applied to the wrong block shows.
+template <class Layer>
+MoeTestInputs load_random_inputs_kept(Layer& layer, const MoeDims& d, RoutingKind kind, std::mt19937_64& rng,
+                                      float block_spread = 0.f) {
+  const int el = d.experts_per_rank();
+  const size_t n1 = size_t(2) * d.h_inter * d.hidden, n2 = size_t(d.hidden) * d.h_inter;
+  MoeTestInputs in;
+  in.w1 = random_vec(n1 * d.experts, rng, 0.08f);
+  in.w2 = random_vec(n2 * d.experts, rng, 0.08f);
+  in.x = random_vec(size_t(d.ranks) * d.tokens * d.hidden, rng, 1.f);
+  if (block_spread > 0.f) {
+    spread_blocks(in.w1, size_t(d.experts) * 2 * d.h_inter, d.hidden, 128, block_spread, rng);
+    spread_blocks(in.w2, size_t(d.experts) * d.hidden, d.h_inter, 128, block_spread, rng);
+    spread_blocks(in.x, size_t(d.ranks) * d.tokens, d.hidden, 1, block_spread, rng);
+  }
+  for (auto* v : {&in.w1, &in.w2, &in.x})
+    for (auto& e : *v) e = round_bf16(e);
+  in.routing = make_routing(d, kind, rng);
+  for (int r = 0; r < d.ranks; ++r) {
+    layer.set_tokens(r, std::vector<float>(in.x.begin() + size_t(r) * d.tokens * d.hidden,
+                                           in.x.begin() + size_t(r + 1) * d.tokens * d.hidden));
+    layer.set_weights(r, &in.w1[n1 * r * el], &in.w2[n2 * r * el]);
+    layer.set_routing(r, in.routing[r]);
+  }
+  return in;
 }
 
 // Every rank's output, rank after rank.

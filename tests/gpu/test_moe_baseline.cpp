@@ -1,6 +1,7 @@
 // The separate-kernel MoE baseline against the CPU reference: fresh random inputs each run, output
 // poisoned (NaN) first, balanced and skewed routing, experts (and a whole rank) without tokens, both
-// GEMM paths, and run-to-run determinism.
+// GEMM paths, and run-to-run determinism. The FP8 (W8A8) variant against the CPU FP8 reference
+// (l2_group 128) and the bf16 one, and its rejection of shapes that 128-channel groups do not tile.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "moe_baseline.hpp"
 #include "moe_reference.hpp"
 #include "xstage/comm/team.hpp"
+#include "xstage/model/error.hpp"
 #include "xstage/moe/routing.hpp"
 
 namespace {
@@ -72,5 +74,83 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"balanced_loop", RoutingKind::kBalanced, GemmPath::kLoop},
                       Case{"skewed_loop", RoutingKind::kSkewed, GemmPath::kLoop}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+struct Fp8Case {
+  const char* name;
+  RoutingKind routing;
+};
+
+class MoeBaselineFp8Test : public ::testing::TestWithParam<Fp8Case> {};
+
+// Only the accumulation order differs from the FP8 reference (FP32 tensor-core sums against double;
+// a bf16 rounding of a GEMM output may then land one step away and, in Linear-1, move an e4m3 code of
+// the SwiGLU output). Against the bf16 reference the gap is the quantization itself (about 6e-2 here).
+TEST_P(MoeBaselineFp8Test, MatchesCpuFp8Reference) {
+  REQUIRE_GPUS(2);
+  const Fp8Case c = GetParam();
+  auto team = comm::Team::single_process({0, 1});
+  // hidden 256 (2 groups) and h_inter 384 (3 groups): the weight scales' K blocks need padding to 4.
+  MoeDims d{2, 192, 256, 384, 8, 2};
+  MoeBaseline layer(team, d, GemmPath::kGrouped, MoePrecision::kFp8);
+  ASSERT_EQ(layer.precision(), MoePrecision::kFp8);
+  std::mt19937_64 rng(std::random_device{}());
+  // Scales differing by up to 2^±1.5 between blocks, so a scale applied to the wrong block shows.
+  const MoeTestInputs in = load_random_inputs_kept(layer, d, c.routing, rng, /*block_spread=*/1.5f);
+  const auto ref_fp8 = in.reference(d, MoePrecision::kFp8, kFp8GroupSize);
+  const auto ref_bf16 = in.reference(d, MoePrecision::kBf16);
+
+  std::vector<float> first;
+  for (int pass = 0; pass < 2; ++pass) {
+    layer.poison_output();
+    layer.run(30.0);
+    const std::vector<float> got = all_outputs(layer, d);
+    ASSERT_EQ(count_non_finite(got), 0u) << "elements not written (still NaN) or non-finite";
+    const double err = relative_l2_error(got.data(), ref_fp8.data(), ref_fp8.size());
+    const double err_bf16 = relative_l2_error(got.data(), ref_bf16.data(), ref_bf16.size());
+    EXPECT_LT(err, 1e-2) << c.name << " pass " << pass << " vs the FP8 reference";
+    EXPECT_LT(err_bf16, 0.08) << c.name << " pass " << pass << " vs the bf16 reference";
+    if (pass == 0) {
+      std::printf("[moe fp8] %s: rel_l2 vs fp8 ref %.3e, vs bf16 ref %.3e (fp8 ref vs bf16 ref %.3e), rows %lld + %lld\n",
+                  c.name, err, err_bf16, relative_l2_error(ref_fp8.data(), ref_bf16.data(), ref_bf16.size()),
+                  layer.last_received_rows()[0], layer.last_received_rows()[1]);
+      first = got;
+    } else {
+      EXPECT_EQ(got, first) << "second run differs from the first: not deterministic";
+    }
+  }
+  const auto rows = layer.last_received_rows();
+  EXPECT_EQ(rows[0] + rows[1], (long long)d.ranks * d.tokens * d.top_k);
+  for (const auto& t : layer.last_stage_times()) {
+    EXPECT_GT(t.total_ms, 0.0);
+    EXPECT_GT(t.dispatch_ms, 0.0);
+    EXPECT_GT(t.swiglu_ms, 0.0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Routings, MoeBaselineFp8Test,
+                         ::testing::Values(Fp8Case{"balanced", RoutingKind::kBalanced},
+                                           Fp8Case{"skewed", RoutingKind::kSkewed},
+                                           Fp8Case{"cold_experts", RoutingKind::kColdExperts}),
+                         [](const ::testing::TestParamInfo<Fp8Case>& i) { return std::string(i.param.name); });
+
+// FP8 needs hidden and h_inter multiples of 128 (the bf16 path takes multiples of 8).
+TEST(MoeBaselineFp8Shapes, RejectsShapesNotTiledBy128) {
+  REQUIRE_GPUS(1);
+  auto team = comm::Team::single_process({0});
+  auto expect_rejected = [&](const MoeDims& d, const std::string& field, const std::string& value) {
+    try {
+      MoeBaseline layer(team, d, GemmPath::kGrouped, MoePrecision::kFp8);
+      ADD_FAILURE() << "accepted " << field << " " << value;
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(field), std::string::npos) << what;
+      EXPECT_NE(what.find(value), std::string::npos) << what;
+    }
+  };
+  expect_rejected(MoeDims{1, 16, 192, 256, 4, 2}, "hidden", "192");
+  expect_rejected(MoeDims{1, 16, 256, 200, 4, 2}, "h_inter", "200");
+  // The same shapes are fine for bf16.
+  EXPECT_NO_THROW(MoeBaseline(team, MoeDims{1, 16, 192, 200, 4, 2}, GemmPath::kGrouped, MoePrecision::kBf16));
+}
 
 }  // namespace
