@@ -114,8 +114,12 @@ MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const Moe
     o.total_dependency_wait_s = r.total_dependency_wait_s;
   }
   out.predicted_speedup = out.wave.makespan_s / out.interleaved.makespan_s;
-  out.choice = out.predicted_speedup > 1.0 ? MoeOrder::kInterleaved : MoeOrder::kExpertWave;
+  out.choice = choose_moe_order(out.predicted_speedup);
   return out;
+}
+
+MoeOrder choose_moe_order(double predicted_speedup) {
+  return predicted_speedup >= 1.0 - kMoeOrderTieBand ? MoeOrder::kInterleaved : MoeOrder::kExpertWave;
 }
 
 nlohmann::json to_json(const MoeOrderOutcome& r) {

@@ -155,7 +155,7 @@ TEST(MoeSchedule, ExpertOfRowSkipsEmptyExperts) {
 
 // The choice `plan moe --simulate` and `moe bench --schedule auto` make: concentrated Combine bursts
 // on a slow path stall the wave order, so interleaving wins; on a path far faster than the bursts
-// neither order stalls and the tie keeps the expert-wave order.
+// neither order stalls, and a tie (within kMoeOrderTieBand) takes the interleaved order.
 TEST(MoeOrderPrediction, InterleavedWinsOnlyWhenTheWaveStalls) {
   sim::MoeOrderParams p;
   p.rows_per_expert = {6, 6, 6, 6, 6, 6, 6, 6};
@@ -179,7 +179,15 @@ TEST(MoeOrderPrediction, InterleavedWinsOnlyWhenTheWaveStalls) {
   const sim::MoeOrderPrediction f = sim::predict_moe_orders(fast, p, costs);
   EXPECT_NEAR(f.wave.total_stall_s, 0.0, 1e-12);
   EXPECT_NEAR(f.predicted_speedup, 1.0, 1e-9);
-  EXPECT_EQ(f.choice, sim::MoeOrder::kExpertWave);
+  EXPECT_EQ(f.choice, sim::MoeOrder::kInterleaved);
+}
+
+TEST(MoeOrderPrediction, TieBandDecidesTheOrder) {
+  EXPECT_EQ(sim::choose_moe_order(1.2), sim::MoeOrder::kInterleaved);
+  EXPECT_EQ(sim::choose_moe_order(1.0), sim::MoeOrder::kInterleaved);
+  EXPECT_EQ(sim::choose_moe_order(1.0 - sim::kMoeOrderTieBand), sim::MoeOrder::kInterleaved);
+  EXPECT_EQ(sim::choose_moe_order(1.0 - sim::kMoeOrderTieBand - 1e-6), sim::MoeOrder::kExpertWave);
+  EXPECT_EQ(sim::choose_moe_order(0.5), sim::MoeOrder::kExpertWave);
 }
 
 TEST(MoeOrderPrediction, RowsPerLocalExpertFromReceivedCounts) {

@@ -62,8 +62,16 @@ struct MoeOrderOutcome {
   double peak_outstanding_bytes = 0;
   double total_dependency_wait_s = 0;  // Linear-2 tiles waiting for their row's Linear-1 tiles, all producers
 };
+// Within this band of predicted speedup (wave / interleaved makespan) the orders count as tied and the
+// choice is the interleaved one: the simulator carries the X-Stage and the row dependencies, not the
+// memory-system effect of mixing Linear-1 and Linear-2 work, which measured on H200 favours
+// interleaving (docs/moe_notes.md).
+inline constexpr double kMoeOrderTieBand = 0.05;
+// The order to run for a predicted speedup: interleaved unless it is predicted slower by more than the band.
+MoeOrder choose_moe_order(double predicted_speedup);
+
 // Both orders for one routing, and the choice (`xstage plan moe --simulate`, `xstage moe bench
-// --schedule auto`): interleaved when its predicted makespan is shorter, otherwise expert-wave.
+// --schedule auto`): choose_moe_order of the predicted speedup.
 // The simulation carries both the X-Stage (Combine bursts into the calibrated path) and the
 // Linear-1 → Linear-2 row dependencies (a lead too short for the grid makes Linear-2 tiles wait).
 struct MoeOrderPrediction {
