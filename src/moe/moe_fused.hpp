@@ -1,11 +1,12 @@
-// The fused expert-parallel MoE layer (bf16, Hopper): one persistent kernel per GPU does Dispatch ->
+// The fused expert-parallel MoE layer (Hopper; bf16 or FP8 e4m3 W8A8): one persistent kernel per GPU does Dispatch ->
 // Linear-1 -> SwiGLU -> Linear-2 -> Combine with in-kernel communication (peer stores, release/acquire
 // flags), in the tile order of the expert-wave or the interleaved scheduler (sched/moe_schedule.hpp);
 // a small kernel after it waits for every rank and reduces each token's k rows. Single-process teams
 // (one thread per GPU; buffers reached through CUDA peer pointers).
 //
 // Per run and rank: dispatch plan (the baseline's launch_dispatch_plan) -> fused kernel -> completion
-// kernel, all on the rank's stream. Same inputs, routing, roundings and output as MoeBaseline.
+// kernel, all on the rank's stream. Same inputs, routing, roundings and output as MoeBaseline; FP8
+// quantizes as the reference with l2_group = 64 does (weights once, when they are set).
 #pragma once
 
 #include <cstdint>
@@ -29,12 +30,16 @@ class MoeFused {
  public:
   // Requires hidden and h_inter multiples of 128, at most kFusedMaxExperts experts and kFusedMaxRanks
   // ranks, a single-process team; throws xstage::InputError naming the field otherwise.
-  MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions& options = {});
+  MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions& options = {},
+           MoePrecision precision = MoePrecision::kBf16);
   ~MoeFused();
   MoeFused(const MoeFused&) = delete;
   MoeFused& operator=(const MoeFused&) = delete;
 
   const MoeDims& dims() const { return dims_; }
+  MoePrecision precision() const { return precision_; }
+  // FP8 activation group of the Linear-2 input (the reference's l2_group for this layer).
+  static constexpr int kFp8L2Group = 64;
   MoeFusedSchedule schedule() const { return options_.schedule; }
   int schedule_param() const;  // D or experts per wave, as launched
   void set_schedule(const MoeFusedOptions& options);
@@ -64,11 +69,13 @@ class MoeFused {
   struct RankState;
   struct Shared;
   void run_rank(int local_index, double timeout_s);
+  void quantize_weights(int local_index);  // FP8: the rank's e4m3 weights and block scales
   RankState& state_of_rank(int rank) const;
 
   comm::Team& team_;
   MoeDims dims_;
   MoeFusedOptions options_;
+  MoePrecision precision_;
   long long capacity_rows_ = 0;
   int grid_ = 0;
   std::uint32_t epoch_ = 0;

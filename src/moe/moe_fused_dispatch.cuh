@@ -2,7 +2,8 @@
 //  1. count exchange: CTA 0 stores this rank's per-expert row counts into counts[rank][*] of every rank,
 //     then publishes count_flag[rank] = epoch (st.release.sys) there; every CTA waits (bounded) for the
 //     flags of all sources and builds the receive layout in shared memory (moe_fused_layout.hpp);
-//  2. dispatch: warps copy token rows (16-byte stores) into the owners' receive buffers at their layout
+//  2. dispatch: warps copy token rows (16-byte stores; FP8: quantized on the way, with their scales)
+//     into the owners' receive buffers at their layout
 //     rows, write each row's origin (source, slot) there, and after each run of rows of one expert add
 //     the row count to the owner's arrival counter of that expert (__syncwarp, red.release.sys).
 // Arrival counters only grow: a run's Linear-1 tiles wait for arrive_base + this run's rows, and the
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 
+#include "moe_fp8.cuh"
 #include "moe_fused_kernel.hpp"
 #include "moe_fused_sync.cuh"
 #include "xstage/moe/moe_fused_layout.hpp"
@@ -104,16 +106,35 @@ __device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeL
       while (j < K - 1 && p.expert_ids[token * K + j] != e) ++j;
       const long long dst = (long long)L.offs[o * (el + 1) + l] * kFusedBlockM + L.before[e] + pos;
       const uint4* src = reinterpret_cast<const uint4*>(p.x + (long long)token * p.hidden);
-      uint4* d = reinterpret_cast<uint4*>(p.recv_peer[o] + dst * p.hidden);
-      int v = lane;
-      for (; v + 96 < vec; v += 128) {
-        const uint4 a = __ldg(src + v), b = __ldg(src + v + 32), cc = __ldg(src + v + 64), dd = __ldg(src + v + 96);
-        d[v] = a;
-        d[v + 32] = b;
-        d[v + 64] = cc;
-        d[v + 96] = dd;
+      if (!p.fp8) {
+        uint4* d = reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(p.recv_peer[o]) + dst * p.hidden);
+        int v = lane;
+        for (; v + 96 < vec; v += 128) {
+          const uint4 a = __ldg(src + v), b = __ldg(src + v + 32), cc = __ldg(src + v + 64), dd = __ldg(src + v + 96);
+          d[v] = a;
+          d[v + 32] = b;
+          d[v + 64] = cc;
+          d[v + 96] = dd;
+        }
+        for (; v < vec; v += 32) d[v] = __ldg(src + v);
+      } else {
+        // e4m3 row and its per-128 scales (8 lanes per group; hidden is a multiple of 128, so a group's
+        // lanes are all in or all out of a 512-channel pass).
+        uint4* d = reinterpret_cast<uint4*>(static_cast<std::uint8_t*>(p.recv_peer[o]) + dst * p.hidden);
+        float* ds = p.recv_scale_peer[o] + dst * (p.hidden / kFp8GroupSize);
+        for (int base = 0; base < p.hidden; base += 512) {
+          const int c = base + lane * 16;
+          const bool in = c < p.hidden;
+          const uint4 zero = make_uint4(0, 0, 0, 0);
+          const uint4 lo = in ? __ldg(src + c / 8) : zero, hi = in ? __ldg(src + c / 8 + 1) : zero;
+          float scale;
+          const uint4 q = fp8_quantize_16<kFp8GroupSize>(lo, hi, scale);
+          if (in) {
+            d[c / 16] = q;
+            if (c % kFp8GroupSize == 0) ds[c / kFp8GroupSize] = scale;
+          }
+        }
       }
-      for (; v < vec; v += 32) d[v] = __ldg(src + v);
       if (lane == 0) p.origin_peer[o][dst] = moe_origin(p.rank, token * K + j);
       ++pending;
     }

@@ -4,6 +4,9 @@
 //  chunks); gate and up are rounded to bf16, h = bf16(silu(gate) · up) (the reference's roundings), stored
 //  to the local SwiGLU buffer. Rows past the expert's count are computed on padding and never read
 //  back into a result.
+//  FP8 SwiGLU: the same bf16 h values, then quantized to e4m3 per row and 64-channel group (the tile's
+//  width: the 4 lanes of a quad hold a row's 64 columns, so the group maximum is two shuffles) with
+//  the reference's scale rule; the scale goes to h_scale[row][n].
 //  Combine (Linear-2): the tile is rounded to bf16 into shared memory (64 rows per warpgroup), then
 //  each row goes back to the rank and top-k slot it came from as 16-byte stores into that rank's
 //  combine buffer comb[slot][hidden] (no atomics: every slot is written by one tile column once).
@@ -16,6 +19,7 @@
 
 #include "moe_fused_kernel.hpp"
 #include "moe_fused_mainloop.cuh"
+#include "moe_fp8.cuh"
 #include "moe_fused_sync.cuh"
 #include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/moe/moe_numerics.hpp"
@@ -44,29 +48,53 @@ __device__ __forceinline__ float swiglu_bf16_fast(float gate_bf16, float up_bf16
   return round_bf16(__fdividef(gate_bf16, 1.f + __expf(-gate_bf16)) * up_bf16);
 }
 
-template <class Acc>
+template <class T, class Acc>
 __device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, const sched::MoeTile& tile, const Acc& acc,
                                                  int mma_thread_idx) {
   using namespace cute;
-  using T = MoeFusedTraits;
   constexpr int kHalf = decltype(size(acc))::value / 2;
-  std::uint16_t* base = p.h + (long long)tile.row * T::kBlockM * p.h_inter + tile.n * (T::kBlockN / 2);
-  CUTE_UNROLL
-  for (int i = 0; i < kHalf; i += 2) {
-    const int r = acc_row(mma_thread_idx, i), c = acc_col(mma_thread_idx, i);
-    const float h0 = swiglu_bf16_fast(round_bf16(acc(i)), round_bf16(acc(i + kHalf)));
-    const float h1 = swiglu_bf16_fast(round_bf16(acc(i + 1)), round_bf16(acc(i + 1 + kHalf)));
-    *reinterpret_cast<std::uint32_t*>(base + (long long)r * p.h_inter + c) = pack_bf16x2(h0, h1);
+  const long long row0 = (long long)tile.row * T::kBlockM;
+  if constexpr (!T::kFp8) {
+    std::uint16_t* base = static_cast<std::uint16_t*>(p.h) + row0 * p.h_inter + tile.n * (T::kBlockN / 2);
+    CUTE_UNROLL
+    for (int i = 0; i < kHalf; i += 2) {
+      const int r = acc_row(mma_thread_idx, i), c = acc_col(mma_thread_idx, i);
+      const float h0 = swiglu_bf16_fast(round_bf16(acc(i)), round_bf16(acc(i + kHalf)));
+      const float h1 = swiglu_bf16_fast(round_bf16(acc(i + 1)), round_bf16(acc(i + 1 + kHalf)));
+      *reinterpret_cast<std::uint32_t*>(base + (long long)r * p.h_inter + c) = pack_bf16x2(h0, h1);
+    }
+  } else {
+    // Values i with (i / 2) % 2 == rs belong to row acc_row(t, 2·rs); kHalf / 2 of them per row.
+    float h[kHalf];
+    float amax[2] = {0.f, 0.f};
+    CUTE_UNROLL
+    for (int i = 0; i < kHalf; ++i) {
+      h[i] = swiglu_bf16_fast(round_bf16(acc(i)), round_bf16(acc(i + kHalf)));
+      amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fabsf(h[i]));
+    }
+    const int groups = p.h_inter / (T::kBlockN / 2);
+    std::uint8_t* base = static_cast<std::uint8_t*>(p.h) + row0 * p.h_inter + tile.n * (T::kBlockN / 2);
+    CUTE_UNROLL
+    for (int rs = 0; rs < 2; ++rs) {
+      const float scale = fp8_scale_for_amax(group_amax<4>(amax[rs]));  // the quad holds the row's 64 columns
+      const float inv = fp8_inverse_scale(scale);
+      const int r = acc_row(mma_thread_idx, 2 * rs);
+      if (mma_thread_idx % 4 == 0) p.h_scale[(row0 + r) * groups + tile.n] = scale;
+      CUTE_UNROLL
+      for (int i = 2 * rs; i < kHalf; i += 4) {
+        const std::uint16_t q = __nv_cvt_float2_to_fp8x2(make_float2(h[i] * inv, h[i + 1] * inv), __NV_SATFINITE, __NV_E4M3);
+        *reinterpret_cast<std::uint16_t*>(base + (long long)r * p.h_inter + acc_col(mma_thread_idx, i)) = q;
+      }
+    }
   }
 }
 
 // t_store (traced builds): [begin, end] of the tile's Combine stores, stamped by consumer thread 0.
-template <class Acc>
-__device__ __forceinline__ void moe_store_combine(const MoeFusedParams& p, MoeFusedTraits::SharedStorage& smem,
+template <class T, class Acc>
+__device__ __forceinline__ void moe_store_combine(const MoeFusedParams& p, typename T::SharedStorage& smem,
                                                   const sched::MoeTile& tile, int valid_rows, const Acc& acc,
                                                   int mma_thread_idx, std::uint64_t* t_store = nullptr) {
   using namespace cute;
-  using T = MoeFusedTraits;
   const int wg = mma_thread_idx / 128, t = mma_thread_idx % 128;
   std::uint16_t* stage = reinterpret_cast<std::uint16_t*>(smem.epi.data());
   cutlass::arch::NamedBarrier::sync(128, kBarWarpgroup0 + wg);  // this warpgroup's previous copy-out is done

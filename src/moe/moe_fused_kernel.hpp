@@ -46,10 +46,17 @@ struct MoeFusedParams {
   int schedule_param = 1;   // interleaved: lead rows D; wave: experts per wave
   std::uint64_t timeout_ns = 4'000'000'000ull;
 
+  // Element type of the GEMM operands (recv, h, w1, w2): bf16, or FP8 e4m3 with float scales (x is
+  // quantized per 128 channels as it is dispatched, h per 64 in the SwiGLU epilogue; weights carry one
+  // scale per 128 x 128 block).
+  bool fp8 = false;
+
   // local inputs and plan (launch_dispatch_plan)
-  const std::uint16_t* x = nullptr;   // [tokens][hidden]
-  const std::uint16_t* w1 = nullptr;  // [el][2·h_inter][hidden]
-  const std::uint16_t* w2 = nullptr;  // [el][hidden][h_inter]
+  const std::uint16_t* x = nullptr;   // [tokens][hidden] bf16
+  const void* w1 = nullptr;           // [el][2·h_inter][hidden]
+  const void* w2 = nullptr;           // [el][hidden][h_inter]
+  const float* w1_scale = nullptr;    // FP8: [el][2·h_inter / 128][hidden / 128]
+  const float* w2_scale = nullptr;    // FP8: [el][hidden / 128][h_inter / 128]
   const int* expert_ids = nullptr;    // [tokens·top_k]
   const float* weights = nullptr;     // [tokens·top_k]
   const int* expert_rows = nullptr;   // [experts] (plan: this rank's rows per global expert)
@@ -57,8 +64,10 @@ struct MoeFusedParams {
   const int* token_of_send_row = nullptr;
 
   // local work buffers
-  std::uint16_t* recv = nullptr;  // [recv_rows][hidden] (peers write it)
-  std::uint16_t* h = nullptr;     // [recv_rows][h_inter] SwiGLU output
+  void* recv = nullptr;           // [recv_rows][hidden] (peers write it)
+  void* h = nullptr;              // [recv_rows][h_inter] SwiGLU output
+  float* recv_scale = nullptr;    // FP8: [recv_rows][hidden / 128] (peers write it)
+  float* h_scale = nullptr;       // FP8: [recv_rows][h_inter / 64]
   long long recv_rows = 0;        // capacity (recv_capacity_rows)
   const int* origin = nullptr;    // [recv_rows]: src·tokens·top_k + slot (peers write it)
   std::uint32_t* l1_done = nullptr;        // [recv_rows / BM] zeroed before each run
@@ -72,7 +81,8 @@ struct MoeFusedParams {
   std::uint16_t* y = nullptr;                 // [tokens][hidden]
 
   // the same buffers on every rank (index: team rank), usable from this GPU
-  std::uint16_t* recv_peer[kFusedMaxRanks] = {};
+  void* recv_peer[kFusedMaxRanks] = {};
+  float* recv_scale_peer[kFusedMaxRanks] = {};
   int* origin_peer[kFusedMaxRanks] = {};
   std::uint64_t* arrive_peer[kFusedMaxRanks] = {};
   int* counts_peer[kFusedMaxRanks] = {};

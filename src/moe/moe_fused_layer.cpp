@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "moe_baseline_kernels.hpp"
+#include "moe_fp8_kernels.hpp"
 #include "moe_fused.hpp"
 #include "moe_rank_buffers.hpp"
 #include "xstage/comm/window.hpp"
@@ -26,7 +27,7 @@ size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 
 // Peer-reachable buffers (one allocation per rank each) and the layout of the control block.
 struct MoeFused::Shared {
-  std::unique_ptr<comm::PeerBuffers> recv, origin, comb, ctrl;
+  std::unique_ptr<comm::PeerBuffers> recv, recv_scale, origin, comb, ctrl;  // recv_scale: FP8 only
   size_t off_arrive = 0, off_counts = 0, off_count_flag = 0, off_done = 0;
 };
 
@@ -34,7 +35,10 @@ struct MoeFused::Shared {
 struct MoeFused::RankState : MoeRankBuffers {
   comm::LocalRank* lr = nullptr;
   int local_index = 0;
-  std::uint16_t* h = nullptr;  // SwiGLU output [capacity rows][h_inter]
+  void* h = nullptr;  // SwiGLU output [capacity rows][h_inter] (bf16 or e4m3)
+  float* h_scale = nullptr;  // FP8: [capacity rows][h_inter / 64]
+  std::uint8_t *w1q = nullptr, *w2q = nullptr;  // FP8 weights (layout of w1, w2)
+  float *w1s = nullptr, *w2s = nullptr;          // FP8 block scales
   std::uint32_t* l1_done = nullptr;
   std::uint64_t* arrive_base = nullptr;
   int* run_totals = nullptr;
@@ -46,8 +50,8 @@ struct MoeFused::RankState : MoeRankBuffers {
   cudaEvent_t ev[2] = {};
 };
 
-MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions& options)
-    : team_(team), dims_(dims), options_(options) {
+MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions& options, MoePrecision precision)
+    : team_(team), dims_(dims), options_(options), precision_(precision) {
   validate_dims(dims_);
   if (dims_.ranks != team_.world_size()) {
     throw InputError("ranks: the layer has " + std::to_string(dims_.ranks) + " ranks, the team " +
@@ -92,7 +96,10 @@ MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions&
   sh.off_count_flag = align8(sh.off_counts + size_t(dims_.ranks) * dims_.experts * sizeof(int));
   sh.off_done = align8(sh.off_count_flag + size_t(dims_.ranks) * sizeof(std::uint32_t));
   const size_t ctrl_bytes = sh.off_done + size_t(dims_.ranks) * kFusedMaxGrid * sizeof(std::uint32_t);
-  sh.recv = std::make_unique<comm::PeerBuffers>(team_, cap * H * 2);
+  const bool fp8 = precision_ == MoePrecision::kFp8;
+  const size_t esize = fp8 ? 1 : 2;  // bytes per GEMM operand element
+  sh.recv = std::make_unique<comm::PeerBuffers>(team_, cap * H * esize);
+  if (fp8) sh.recv_scale = std::make_unique<comm::PeerBuffers>(team_, cap * (H / 128) * sizeof(float));
   sh.origin = std::make_unique<comm::PeerBuffers>(team_, cap * sizeof(int));
   sh.comb = std::make_unique<comm::PeerBuffers>(team_, std::max<size_t>(1, T * dims_.top_k * H * 2));
   sh.ctrl = std::make_unique<comm::PeerBuffers>(team_, ctrl_bytes);
@@ -106,11 +113,19 @@ MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions&
     XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
     const int r = s.lr->rank;
     XSTAGE_CUDA_CHECK(cudaMemset(sh.recv->ptr(r), 0, sh.recv->bytes()));
+    if (fp8) XSTAGE_CUDA_CHECK(cudaMemset(sh.recv_scale->ptr(r), 0, sh.recv_scale->bytes()));
     XSTAGE_CUDA_CHECK(cudaMemset(sh.origin->ptr(r), 0, sh.origin->bytes()));
     XSTAGE_CUDA_CHECK(cudaMemset(sh.comb->ptr(r), 0, sh.comb->bytes()));
     XSTAGE_CUDA_CHECK(cudaMemset(sh.ctrl->ptr(r), 0, sh.ctrl->bytes()));
     alloc_rank_buffers(dims_, s);
-    s.h = device_alloc_zeroed<std::uint16_t>(cap * HI);
+    s.h = device_alloc_zeroed<std::uint8_t>(cap * HI * esize);
+    if (fp8) {
+      s.h_scale = device_alloc_zeroed<float>(cap * (HI / kFp8L2Group));
+      s.w1q = device_alloc_zeroed<std::uint8_t>(size_t(el) * 2 * HI * H);
+      s.w2q = device_alloc_zeroed<std::uint8_t>(size_t(el) * H * HI);
+      s.w1s = device_alloc_zeroed<float>(size_t(el) * (2 * HI / 128) * (H / 128));
+      s.w2s = device_alloc_zeroed<float>(size_t(el) * (H / 128) * (HI / 128));
+    }
     s.l1_done = device_alloc_zeroed<std::uint32_t>(cap / kFusedBlockM);
     s.arrive_base = device_alloc_zeroed<std::uint64_t>(el);
     s.run_totals = device_alloc_zeroed<int>(el);
@@ -132,7 +147,7 @@ MoeFused::~MoeFused() {
     cudaSetDevice(s.lr->device);
     cudaStreamSynchronize(s.lr->stream);
     free_rank_buffers(s);
-    for (void* d : {(void*)s.h, (void*)s.l1_done, (void*)s.arrive_base, (void*)s.run_totals,
+    for (void* d : {s.h, (void*)s.h_scale, (void*)s.w1q, (void*)s.w2q, (void*)s.w1s, (void*)s.w2s, (void*)s.l1_done, (void*)s.arrive_base, (void*)s.run_totals,
                     (void*)s.trace, (void*)s.trace_count, (void*)s.comb_local})
       cudaFree(d);
     if (s.failure_host) cudaFreeHost(s.failure_host);
@@ -216,6 +231,17 @@ void MoeFused::set_tokens(int rank, const std::vector<float>& x) {
 void MoeFused::set_weights(int rank, const float* w1, const float* w2) {
   const RankState& s = state_of_rank(rank);
   upload_weights(dims_, s.lr->device, s, w1, w2);
+  quantize_weights(s.local_index);
+}
+
+void MoeFused::quantize_weights(int li) {
+  if (precision_ != MoePrecision::kFp8) return;
+  RankState& s = *ranks_[li];
+  const int el = dims_.experts_per_rank(), H = dims_.hidden, HI = dims_.h_inter;
+  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+  XSTAGE_CUDA_CHECK(launch_quantize_weight_blocks_fp8(s.w1, el, 2 * HI, H, s.w1q, s.w1s, s.lr->stream));
+  XSTAGE_CUDA_CHECK(launch_quantize_weight_blocks_fp8(s.w2, el, H, HI, s.w2q, s.w2s, s.lr->stream));
+  XSTAGE_CUDA_CHECK(cudaStreamSynchronize(s.lr->stream));
 }
 
 void MoeFused::set_routing(int rank, const Routing& r) {
@@ -224,7 +250,10 @@ void MoeFused::set_routing(int rank, const Routing& r) {
 }
 
 void MoeFused::fill_random(std::uint64_t seed, float weight_scale) {
-  for (auto& p : ranks_) fill_random_inputs(dims_, p->lr->device, p->lr->rank, *p, seed, weight_scale, p->lr->stream);
+  for (auto& p : ranks_) {
+    fill_random_inputs(dims_, p->lr->device, p->lr->rank, *p, seed, weight_scale, p->lr->stream);
+    quantize_weights(p->local_index);
+  }
 }
 
 void MoeFused::poison_output() {
@@ -259,16 +288,21 @@ void MoeFused::run_rank(int li, double timeout_s) {
   p.epoch = epoch_;
   p.schedule_param = schedule_param();
   p.timeout_ns = std::uint64_t(std::min(timeout_s, 10.0) * 1e9);
+  p.fp8 = precision_ == MoePrecision::kFp8;
   p.x = s.x;
-  p.w1 = s.w1;
-  p.w2 = s.w2;
+  p.w1 = p.fp8 ? static_cast<const void*>(s.w1q) : s.w1;
+  p.w2 = p.fp8 ? static_cast<const void*>(s.w2q) : s.w2;
+  p.w1_scale = s.w1s;
+  p.w2_scale = s.w2s;
   p.expert_ids = s.ids;
   p.weights = s.weights;
   p.expert_rows = s.expert_rows;
   p.expert_offset = s.expert_offset;
   p.token_of_send_row = s.token_of_send_row;
-  p.recv = static_cast<std::uint16_t*>(sh.recv->ptr(me));
+  p.recv = sh.recv->ptr(me);
   p.h = s.h;
+  p.h_scale = s.h_scale;
+  if (p.fp8) p.recv_scale = static_cast<float*>(sh.recv_scale->ptr(me));
   p.recv_rows = capacity_rows_;
   p.origin = static_cast<const int*>(sh.origin->ptr(me));
   p.l1_done = s.l1_done;
@@ -282,7 +316,8 @@ void MoeFused::run_rank(int li, double timeout_s) {
   p.comb = static_cast<std::uint16_t*>(sh.comb->ptr(me));
   p.y = s.y;
   for (int r = 0; r < N; ++r) {
-    p.recv_peer[r] = static_cast<std::uint16_t*>(sh.recv->ptr(r));
+    p.recv_peer[r] = sh.recv->ptr(r);
+    if (p.fp8) p.recv_scale_peer[r] = static_cast<float*>(sh.recv_scale->ptr(r));
     p.origin_peer[r] = static_cast<int*>(sh.origin->ptr(r));
     p.arrive_peer[r] = reinterpret_cast<std::uint64_t*>(ctrl(r, sh.off_arrive));
     p.counts_peer[r] = reinterpret_cast<int*>(ctrl(r, sh.off_counts));

@@ -1,11 +1,13 @@
-// Mainloop of the fused MoE kernel: 128 x 128 output tiles, BK = 64, TMA loads (128-byte swizzle) into
-// a kStages-deep pipeline, two consumer warpgroups of 64 rows each on SM90 GMMA (64x128x16, both
-// operands from shared memory).
+// Mainloop of the fused MoE kernel: 128 x 128 output tiles, one 128-byte row of K per operand row and
+// k-step (bf16: BK = 64; FP8 e4m3: BK = 128), TMA loads (128-byte swizzle) into a kStages-deep pipeline,
+// two consumer warpgroups of 64 rows each on SM90 GMMA (both operands from shared memory).
 //   Linear-1 tile (row block p, N-tile n): A = received rows, B = [W1 gate rows n·64..+64 ;
 //   W1 up rows h_inter + n·64..+64] (two 64-row TMA boxes into one 128-row B tile), so accumulator
 //   columns j (gate) and 64 + j (up) sit in the same thread for SwiGLU.
 //   Linear-2 tile: A = SwiGLU rows of block p, B = W2 rows n·128..+128.
-// Both stages move 32 KiB per k-step, so one pipeline serves both.
+// Both stages move 32 KiB per k-step in both precisions, so one pipeline serves every tile.
+// FP8 (W8A8): each k-step's GMMAs accumulate into a scratch accumulator that is then promoted into the
+// FP32 tile accumulator with its scales (moe_mma_tile_fp8; DeepSeek-style two-level accumulation).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -19,9 +21,11 @@
 
 namespace xstage::moe {
 
-struct MoeFusedTraits {
-  using Element = cutlass::bfloat16_t;
-  static constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 64, kStages = 5;
+template <bool kIsFp8>
+struct MoeFusedTraitsT {
+  static constexpr bool kFp8 = kIsFp8;
+  using Element = std::conditional_t<kIsFp8, cutlass::float_e4m3_t, cutlass::bfloat16_t>;
+  static constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 128 / int(sizeof(Element)), kStages = 5;
   static constexpr int kNumMmaThreads = 256;
   static constexpr int kNumThreads = kNumMmaThreads + 128;
   static constexpr int kProducerRegisters = 40;
@@ -62,39 +66,47 @@ struct MoeFusedTraits {
   struct SharedStorage {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutA>, 1024> a;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutB>, 1024> b;
-    cute::array_aligned<Element, kBlockM * kEpiPitch, 128> epi;  // Combine staging, 64 rows per warpgroup
+    cute::array_aligned<cutlass::bfloat16_t, kBlockM * kEpiPitch, 128> epi;  // Combine staging (bf16), 64 rows per warpgroup
     typename Pipeline::SharedStorage pipe;
   };
 };
+using MoeFusedTraits = MoeFusedTraitsT<false>;
+static_assert(sizeof(MoeFusedTraitsT<false>::SharedStorage) == sizeof(MoeFusedTraitsT<true>::SharedStorage),
+              "both precisions use the same shared memory (one grid size)");
+static_assert(MoeFusedTraitsT<false>::kStageBytes == MoeFusedTraitsT<true>::kStageBytes);
 
 // TMA descriptors of one launch (kernel parameters, __grid_constant__).
-struct MoeFusedTma {
-  MoeFusedTraits::TmaA recv;      // [recv_rows][hidden]
-  MoeFusedTraits::TmaBHalf w1;    // [el·2·h_inter][hidden]
-  MoeFusedTraits::TmaA h;         // [recv_rows][h_inter]
-  MoeFusedTraits::TmaB w2;        // [el·hidden][h_inter]
+template <class T>
+struct MoeFusedTmaT {
+  typename T::TmaA recv;      // [recv_rows][hidden]
+  typename T::TmaBHalf w1;    // [el·2·h_inter][hidden]
+  typename T::TmaA h;         // [recv_rows][h_inter]
+  typename T::TmaB w2;        // [el·hidden][h_inter]
   int32_t recv_rows, hidden, h_inter, w1_rows, w2_rows;
 };
 
-inline MoeFusedTma make_moe_fused_tma(const MoeFusedParams& p) {
+template <class T>
+inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedParams& p) {
   using namespace cute;
-  using T = MoeFusedTraits;
-  using E = T::Element;
+  using E = typename T::Element;
   const int el = p.experts / p.ranks;
-  MoeFusedTma t{};
+  MoeFusedTmaT<T> t{};
   t.recv_rows = int32_t(p.recv_rows);
   t.hidden = p.hidden;
   t.h_inter = p.h_inter;
   t.w1_rows = el * 2 * p.h_inter;
   t.w2_rows = el * p.hidden;
-  auto g = [](const std::uint16_t* ptr, int rows, int cols) {
-    return make_tensor(make_gmem_ptr(reinterpret_cast<E const*>(ptr)), T::GShape{rows, cols},
-                       T::GStride{int64_t(cols), _1{}});
+  auto g = [](const void* ptr, int rows, int cols) {
+    return make_tensor(make_gmem_ptr(static_cast<E const*>(ptr)), typename T::GShape{rows, cols},
+                       typename T::GStride{int64_t(cols), _1{}});
   };
-  t.recv = make_tma_copy(SM90_TMA_LOAD{}, g(p.recv, t.recv_rows, p.hidden), T::SmemLayoutAStage{}, T::TileA{}, _1{});
-  t.w1 = make_tma_copy(SM90_TMA_LOAD{}, g(p.w1, t.w1_rows, p.hidden), T::SmemLayoutBHalf{}, T::TileBHalf{}, _1{});
-  t.h = make_tma_copy(SM90_TMA_LOAD{}, g(p.h, t.recv_rows, p.h_inter), T::SmemLayoutAStage{}, T::TileA{}, _1{});
-  t.w2 = make_tma_copy(SM90_TMA_LOAD{}, g(p.w2, t.w2_rows, p.h_inter), T::SmemLayoutBStage{}, T::TileB{}, _1{});
+  using LA = typename T::SmemLayoutAStage;
+  using LB = typename T::SmemLayoutBStage;
+  using LBH = typename T::SmemLayoutBHalf;
+  t.recv = make_tma_copy(SM90_TMA_LOAD{}, g(p.recv, t.recv_rows, p.hidden), LA{}, typename T::TileA{}, _1{});
+  t.w1 = make_tma_copy(SM90_TMA_LOAD{}, g(p.w1, t.w1_rows, p.hidden), LBH{}, typename T::TileBHalf{}, _1{});
+  t.h = make_tma_copy(SM90_TMA_LOAD{}, g(p.h, t.recv_rows, p.h_inter), LA{}, typename T::TileA{}, _1{});
+  t.w2 = make_tma_copy(SM90_TMA_LOAD{}, g(p.w2, t.w2_rows, p.h_inter), LB{}, typename T::TileB{}, _1{});
   return t;
 }
 
@@ -126,32 +138,31 @@ __device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s
 
 // Producer (one warp; lane 0 issues): the k-loop loads of one tile. Dependencies are awaited by the
 // caller before this is called.
-template <class State>
-__device__ __forceinline__ void moe_load_tile(MoeFusedTma const& t, MoeFusedTraits::SharedStorage& smem,
-                                              MoeFusedTraits::Pipeline& pipe, State& write, sched::MoeTile const& tile,
+template <class T, class State>
+__device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename T::SharedStorage& smem,
+                                              typename T::Pipeline& pipe, State& write, sched::MoeTile const& tile,
                                               std::uint64_t timeout_ns) {
   using namespace cute;
-  using T = MoeFusedTraits;
   const bool issuer = cute::elect_one_sync();
-  Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), T::SmemLayoutA{});
+  Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
   if (tile.stage == sched::MoeStage::kLinear1) {
     Tensor mA = t.recv.get_tma_tensor(make_shape(t.recv_rows, t.hidden));
-    Tensor gA = local_tile(mA, T::TileA{}, make_coord(tile.row, _));  // (BM, BK, k)
+    Tensor gA = local_tile(mA, typename T::TileA{}, make_coord(tile.row, _));  // (BM, BK, k)
     auto [tAg, tAs] = tma_partition(t.recv, _0{}, Layout<_1>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
     Tensor mB = t.w1.get_tma_tensor(make_shape(t.w1_rows, t.hidden));
     // 64-row tile indices of this expert's gate rows n·64 and up rows h_inter + n·64.
     const int gate_tile = tile.expert * (2 * t.h_inter / 64) + tile.n;
     const int up_tile = gate_tile + t.h_inter / 64;
-    Tensor gBg = local_tile(mB, T::TileBHalf{}, make_coord(gate_tile, _));
-    Tensor gBu = local_tile(mB, T::TileBHalf{}, make_coord(up_tile, _));
+    Tensor gBg = local_tile(mB, typename T::TileBHalf{}, make_coord(gate_tile, _));
+    Tensor gBu = local_tile(mB, typename T::TileBHalf{}, make_coord(up_tile, _));
     const int k_tiles = t.hidden / T::kBlockK;
     for (int k = 0; k < k_tiles; ++k) {
       moe_producer_acquire(pipe, write, timeout_ns);
       const int s = write.index();
       auto* bar = pipe.producer_get_barrier(write);
-      Tensor sBg = make_tensor(make_smem_ptr(smem.b.data() + s * T::kBlockN * T::kBlockK), T::SmemLayoutBHalf{});
+      Tensor sBg = make_tensor(make_smem_ptr(smem.b.data() + s * T::kBlockN * T::kBlockK), typename T::SmemLayoutBHalf{});
       Tensor sBu = make_tensor(make_smem_ptr(smem.b.data() + s * T::kBlockN * T::kBlockK + (T::kBlockN / 2) * T::kBlockK),
-                               T::SmemLayoutBHalf{});
+                               typename T::SmemLayoutBHalf{});
       auto [tBgg, tBsg] = tma_partition(t.w1, _0{}, Layout<_1>{}, group_modes<0, 2>(sBg), group_modes<0, 2>(gBg));
       auto [tBgu, tBsu] = tma_partition(t.w1, _0{}, Layout<_1>{}, group_modes<0, 2>(sBu), group_modes<0, 2>(gBu));
       if (issuer) {
@@ -163,11 +174,11 @@ __device__ __forceinline__ void moe_load_tile(MoeFusedTma const& t, MoeFusedTrai
     }
   } else {
     Tensor mA = t.h.get_tma_tensor(make_shape(t.recv_rows, t.h_inter));
-    Tensor gA = local_tile(mA, T::TileA{}, make_coord(tile.row, _));
+    Tensor gA = local_tile(mA, typename T::TileA{}, make_coord(tile.row, _));
     auto [tAg, tAs] = tma_partition(t.h, _0{}, Layout<_1>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
-    Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), T::SmemLayoutB{});
+    Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
     Tensor mB = t.w2.get_tma_tensor(make_shape(t.w2_rows, t.h_inter));
-    Tensor gB = local_tile(mB, T::TileB{}, make_coord(tile.expert * (t.hidden / T::kBlockN) + tile.n, _));
+    Tensor gB = local_tile(mB, typename T::TileB{}, make_coord(tile.expert * (t.hidden / T::kBlockN) + tile.n, _));
     auto [tBg, tBs] = tma_partition(t.w2, _0{}, Layout<_1>{}, group_modes<0, 2>(sB), group_modes<0, 2>(gB));
     const int k_tiles = t.h_inter / T::kBlockK;
     for (int k = 0; k < k_tiles; ++k) {
@@ -185,15 +196,14 @@ __device__ __forceinline__ void moe_load_tile(MoeFusedTma const& t, MoeFusedTrai
 
 // Consumer: acc = A · B^T over k_tiles k-steps (both warpgroups; each owns 64 rows).
 // t_first_stage (traced builds): %globaltimer when the first k-step's operands are ready.
-template <class State, class Acc>
-__device__ __forceinline__ void moe_mma_tile(MoeFusedTraits::SharedStorage& smem, MoeFusedTraits::Pipeline& pipe,
+template <class T, class State, class Acc>
+__device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
                                              State& read, Acc& acc, int k_tiles, int mma_thread_idx,
                                              std::uint64_t timeout_ns, std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
-  using T = MoeFusedTraits;
   typename T::TiledMma mma;
-  Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), T::SmemLayoutA{});
-  Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), T::SmemLayoutB{});
+  Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
   auto thr = mma.get_thread_slice(mma_thread_idx);
   Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, MMA_M, MMA_K, stages)
   Tensor tCrB = thr.partition_fragment_B(sB);
@@ -224,6 +234,79 @@ __device__ __forceinline__ void moe_mma_tile(MoeFusedTraits::SharedStorage& smem
   warpgroup_wait<0>();
   warpgroup_fence_operand(acc);
   pipe.consumer_release(release);
+}
+
+// Scales of one FP8 tile as seen by one consumer thread: the activation scales of its two accumulator
+// rows (r0 and r0 + 8: a0, a1, indexed by k-step·kGroups + group) and the weight block scales of its
+// accumulator columns below and above the tile's middle (b_lo, b_hi, indexed by k-step; Linear-1: the
+// gate and the up block, Linear-2: the same block twice). a0/a1 are written during the kernel (by the
+// peers' dispatch or the SwiGLU epilogue) and read through L2 (ld.global.cg); b_lo/b_hi are weights.
+struct MoeFp8TileScales {
+  const float* a0;
+  const float* a1;
+  const float* b_lo;
+  const float* b_hi;
+};
+
+// Consumer, FP8: total = Σ_k Σ_g s_a(row, k·G + g) · s_b(col, k) · (A · B^T over the g-th K/G slice of
+// k-step k). Each slice's GMMAs run into a scratch accumulator (zeroed by its first GMMA), which is
+// then promoted into `total` in FP32. A k-step's activation scales are loaded once its operands have
+// arrived (that wait is what orders them after the inputs' producers) and before its GMMAs are issued,
+// so their latency hides behind the GMMAs.
+template <class T, int kGroups, class State, class Acc>
+__device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
+                                                 State& read, Acc& total, int k_tiles, int mma_thread_idx,
+                                                 MoeFp8TileScales const& sc, std::uint64_t timeout_ns,
+                                                 std::uint64_t* t_first_stage = nullptr) {
+  using namespace cute;
+  static_assert(T::kFp8, "the promoted mainloop is the FP8 one");
+  typename T::TiledMma mma;
+  Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
+  auto thr = mma.get_thread_slice(mma_thread_idx);
+  Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, MMA_M, MMA_K, stages)
+  Tensor tCrB = thr.partition_fragment_B(sB);
+  Tensor acc = make_fragment_like(total);
+  constexpr int kSteps = decltype(size<2>(tCrA))::value;  // GMMAs per k-step
+  static_assert(kSteps % kGroups == 0, "whole GMMAs per scale group");
+  constexpr int kSize = decltype(size(total))::value;
+  clear(total);
+  for (int k = 0; k < k_tiles; ++k) {
+    const float b_lo = __ldg(sc.b_lo + k), b_hi = __ldg(sc.b_hi + k);
+    moe_consumer_wait(pipe, read, timeout_ns);
+#if defined(XSTAGE_MOE_FUSED_TRACE)
+    if (k == 0 && t_first_stage != nullptr) *t_first_stage = gpu::globaltimer_ns();
+#endif
+    // Activation scales only now: the full barrier orders them after the producer's acquire of the
+    // tile's inputs (read earlier, they may predate the peer's or the SwiGLU epilogue's writes).
+    float a0[kGroups], a1[kGroups];
+    CUTE_UNROLL
+    for (int g = 0; g < kGroups; ++g) {
+      a0[g] = __ldcg(sc.a0 + k * kGroups + g);
+      a1[g] = __ldcg(sc.a1 + k * kGroups + g);
+    }
+    const int s = read.index();
+    CUTE_UNROLL
+    for (int g = 0; g < kGroups; ++g) {
+      warpgroup_fence_operand(acc);
+      warpgroup_arrive();
+      mma.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int kk = g * (kSteps / kGroups); kk < (g + 1) * (kSteps / kGroups); ++kk) {
+        gemm(mma, tCrA(_, _, kk, s), tCrB(_, _, kk, s), acc);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc);
+      if (g == kGroups - 1) pipe.consumer_release(read);  // the stage's operands are no longer read
+      // Value i sits in row set (i / 2) % 2 (r0 or r0 + 8) and column half i / (kSize / 2).
+      const float f[4] = {a0[g] * b_lo, a0[g] * b_hi, a1[g] * b_lo, a1[g] * b_hi};
+      CUTE_UNROLL
+      for (int i = 0; i < kSize; ++i) total(i) += acc(i) * f[2 * ((i / 2) % 2) + (i / (kSize / 2))];
+    }
+    ++read;
+  }
 }
 
 }  // namespace xstage::moe

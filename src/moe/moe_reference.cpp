@@ -32,9 +32,9 @@ void validate_dims(const MoeDims& d) {
   }
 }
 
-void quantize_activation_fp8(const float* x, int n, std::uint8_t* q, float* scales) {
-  for (int g = 0; g < fp8_groups(n); ++g) {
-    const int c0 = g * kFp8GroupSize, c1 = std::min(n, c0 + kFp8GroupSize);
+void quantize_activation_fp8(const float* x, int n, std::uint8_t* q, float* scales, int group) {
+  for (int g = 0; g < fp8_groups(n, group); ++g) {
+    const int c0 = g * group, c1 = std::min(n, c0 + group);
     float amax = 0.f;
     for (int c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(x[c]));
     const float s = fp8_scale_for_amax(amax);
@@ -43,8 +43,8 @@ void quantize_activation_fp8(const float* x, int n, std::uint8_t* q, float* scal
   }
 }
 
-void dequantize_activation_fp8(const std::uint8_t* q, const float* scales, int n, float* x) {
-  for (int c = 0; c < n; ++c) x[c] = fp8_dequantize(q[c], scales[c / kFp8GroupSize]);
+void dequantize_activation_fp8(const std::uint8_t* q, const float* scales, int n, float* x, int group) {
+  for (int c = 0; c < n; ++c) x[c] = fp8_dequantize(q[c], scales[c / group]);
 }
 
 void quantize_weight_fp8(const float* w, int rows, int cols, std::uint8_t* q, float* scales) {
@@ -79,21 +79,20 @@ PreparedLinear prepare_linear(const float* w, int rows, int cols, MoePrecision p
   l.rows = rows;
   l.cols = cols;
   l.w.resize(size_t(rows) * cols);
-  if (p == MoePrecision::kBf16) {
-    for (size_t i = 0; i < l.w.size(); ++i) l.w[i] = round_bf16(w[i]);
-    return l;
-  }
+  for (size_t i = 0; i < l.w.size(); ++i) l.w[i] = round_bf16(w[i]);  // the layer's weights are bf16
+  if (p == MoePrecision::kBf16) return l;
+  // FP8: the bf16 weights quantized (as the layers do on the device), then held decoded.
   std::vector<std::uint8_t> q(l.w.size());
   l.block_scale.resize(size_t(fp8_groups(rows)) * fp8_groups(cols));
-  quantize_weight_fp8(w, rows, cols, q.data(), l.block_scale.data());
+  quantize_weight_fp8(l.w.data(), rows, cols, q.data(), l.block_scale.data());
   for (size_t i = 0; i < q.size(); ++i) l.w[i] = e4m3_to_float(q[i]);
   return l;
 }
 
 // out[n] = bf16(Σ_c in[c]·W[n][c]). bf16: plain dot product (accumulated in double, a higher-precision
-// stand-in for the tensor cores' FP32). FP8: the input is quantized per 128 channels and each 128-deep
-// partial sum is promoted and scaled by s_in[g]·s_w[n/128][g].
-void linear(const PreparedLinear& l, MoePrecision p, const float* in, float* out) {
+// stand-in for the tensor cores' FP32). FP8: the input is quantized per in_group channels and each
+// in_group-deep partial sum is promoted and scaled by s_in[g]·s_w[n/128][c/128].
+void linear(const PreparedLinear& l, MoePrecision p, const float* in, float* out, int in_group) {
   if (p == MoePrecision::kBf16) {
     for (int n = 0; n < l.rows; ++n) {
       const float* row = &l.w[size_t(n) * l.cols];
@@ -103,20 +102,20 @@ void linear(const PreparedLinear& l, MoePrecision p, const float* in, float* out
     }
     return;
   }
-  const int groups = fp8_groups(l.cols);
+  const int groups = fp8_groups(l.cols, in_group), wgroups = fp8_groups(l.cols);
   std::vector<std::uint8_t> q(l.cols);
   std::vector<float> s_in(groups), qf(l.cols);
-  quantize_activation_fp8(in, l.cols, q.data(), s_in.data());
+  quantize_activation_fp8(in, l.cols, q.data(), s_in.data(), in_group);
   for (int c = 0; c < l.cols; ++c) qf[c] = e4m3_to_float(q[c]);
   for (int n = 0; n < l.rows; ++n) {
     const float* row = &l.w[size_t(n) * l.cols];
-    const float* s_w = &l.block_scale[size_t(n / kFp8GroupSize) * groups];
+    const float* s_w = &l.block_scale[size_t(n / kFp8GroupSize) * wgroups];
     double acc = 0;
     for (int g = 0; g < groups; ++g) {
-      const int c0 = g * kFp8GroupSize, c1 = std::min(l.cols, c0 + kFp8GroupSize);
+      const int c0 = g * in_group, c1 = std::min(l.cols, c0 + in_group);
       double part = 0;
       for (int c = c0; c < c1; ++c) part += double(qf[c]) * row[c];
-      acc += part * (double(s_in[g]) * s_w[g]);
+      acc += part * (double(s_in[g]) * s_w[c0 / kFp8GroupSize]);
     }
     out[n] = round_bf16(float(acc));
   }
@@ -128,11 +127,15 @@ PreparedExpert prepare_expert(const float* w1, const float* w2, int hidden, int 
   return PreparedExpert{prepare_linear(w1, 2 * h_inter, hidden, p), prepare_linear(w2, hidden, h_inter, p)};
 }
 
-void moe_reference_expert(const MoeDims& d, MoePrecision p, const PreparedExpert& e, const float* x_row, float* out_row) {
+void moe_reference_expert(const MoeDims& d, MoePrecision p, const PreparedExpert& e, const float* x_row, float* out_row,
+                          int l2_group) {
+  if (l2_group <= 0 || kFp8GroupSize % l2_group != 0) {
+    throw InputError("l2_group: must divide " + std::to_string(kFp8GroupSize) + ", got " + std::to_string(l2_group));
+  }
   std::vector<float> h(2 * size_t(d.h_inter)), a(d.h_inter);
-  linear(e.w1, p, x_row, h.data());
+  linear(e.w1, p, x_row, h.data(), kFp8GroupSize);
   for (int i = 0; i < d.h_inter; ++i) a[i] = swiglu_bf16(h[i], h[d.h_inter + i]);
-  linear(e.w2, p, a.data(), out_row);
+  linear(e.w2, p, a.data(), out_row, l2_group);
 }
 
 void moe_reference_combine(int hidden, int top_k, const float* const* expert_out, const float* weights, float* y_row) {
@@ -146,20 +149,20 @@ void moe_reference_combine(int hidden, int top_k, const float* const* expert_out
 
 void moe_reference_token(const MoeDims& d, MoePrecision p, const float* x_row, const int* expert_ids,
                          const float* weights, const std::function<const PreparedExpert&(int)>& expert,
-                         float* y_row) {
+                         float* y_row, int l2_group) {
   std::vector<float> xin(d.hidden), o(size_t(d.top_k) * d.hidden);
   std::vector<const float*> rows(d.top_k);
   for (int c = 0; c < d.hidden; ++c) xin[c] = round_bf16(x_row[c]);  // the layer's input is bf16
   for (int j = 0; j < d.top_k; ++j) {
     rows[j] = &o[size_t(j) * d.hidden];
-    moe_reference_expert(d, p, expert(expert_ids[j]), xin.data(), &o[size_t(j) * d.hidden]);
+    moe_reference_expert(d, p, expert(expert_ids[j]), xin.data(), &o[size_t(j) * d.hidden], l2_group);
   }
   moe_reference_combine(d.hidden, d.top_k, rows.data(), weights, y_row);
 }
 
 std::vector<float> moe_reference_layer(const MoeDims& d, MoePrecision p, const std::vector<float>& x,
                                        const std::vector<Routing>& routing, const std::vector<float>& w1,
-                                       const std::vector<float>& w2) {
+                                       const std::vector<float>& w2, int l2_group) {
   validate_dims(d);
   const size_t w1_per = size_t(2) * d.h_inter * d.hidden, w2_per = size_t(d.hidden) * d.h_inter;
   if (x.size() != size_t(d.ranks) * d.tokens * d.hidden) throw InputError("x: wrong size " + std::to_string(x.size()));
@@ -186,7 +189,7 @@ std::vector<float> moe_reference_layer(const MoeDims& d, MoePrecision p, const s
     for (int t = 0; t < d.tokens; ++t) {
       const size_t row = (size_t(r) * d.tokens + t) * d.hidden;
       moe_reference_token(d, p, &x[row], &routing[r].expert_ids[size_t(t) * d.top_k],
-                          &routing[r].weights[size_t(t) * d.top_k], expert, &y[row]);
+                          &routing[r].weights[size_t(t) * d.top_k], expert, &y[row], l2_group);
     }
   }
   return y;

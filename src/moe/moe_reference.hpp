@@ -9,14 +9,17 @@
 // rounded as the GPU path rounds: GEMM outputs (gate, up, expert output) to bf16, the SwiGLU product to
 // bf16, the top-k weighted sum in float (k in routing order) and the result to bf16.
 // FP8 (W8A8, DeepSeek style): activations entering each GEMM quantized to e4m3 with one scale per token
-// per 128 channels, weights with one scale per 128×128 block; each 128-deep partial product is promoted
-// to FP32 and scaled (see moe_numerics.hpp for the scale and rounding rules).
+// per 128 channels, weights with one scale per 128×128 block; each partial product over one activation
+// group is promoted to FP32 and scaled (see moe_numerics.hpp for the scale and rounding rules). The
+// Linear-2 input (the SwiGLU output) may use a finer group (l2_group = 64: the fused kernel quantizes it
+// in its Linear-1 epilogue, whose tiles are 64 channels wide); 128 is the separate-kernel path's.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
+#include "xstage/moe/moe_numerics.hpp"
 #include "xstage/moe/routing.hpp"
 
 namespace xstage::moe {
@@ -38,9 +41,10 @@ struct MoeDims {
 void validate_dims(const MoeDims& d);
 
 // --- FP8 quantization (host loops over the rules of moe_numerics.hpp) -----------------------------
-// One row of n activations: q[n] e4m3 bits, scales[fp8_groups(n)].
-void quantize_activation_fp8(const float* x, int n, std::uint8_t* q, float* scales);
-void dequantize_activation_fp8(const std::uint8_t* q, const float* scales, int n, float* x);
+// One row of n activations: q[n] e4m3 bits, scales[fp8_groups(n, group)] (group: 128, or 64).
+void quantize_activation_fp8(const float* x, int n, std::uint8_t* q, float* scales, int group = kFp8GroupSize);
+void dequantize_activation_fp8(const std::uint8_t* q, const float* scales, int n, float* x,
+                               int group = kFp8GroupSize);
 // A rows×cols weight matrix (row-major): q[rows·cols], scales[fp8_groups(rows)][fp8_groups(cols)].
 void quantize_weight_fp8(const float* w, int rows, int cols, std::uint8_t* q, float* scales);
 void dequantize_weight_fp8(const std::uint8_t* q, const float* scales, int rows, int cols, float* w);
@@ -59,8 +63,10 @@ struct PreparedExpert {
 PreparedExpert prepare_expert(const float* w1, const float* w2, int hidden, int h_inter, MoePrecision p);
 
 // One expert's output row for one token (bf16 values): out_row[hidden] = W2·swiglu(W1·x_row), with the
-// GPU path's roundings; x_row must already hold bf16 values.
-void moe_reference_expert(const MoeDims& d, MoePrecision p, const PreparedExpert& e, const float* x_row, float* out_row);
+// GPU path's roundings; x_row must already hold bf16 values. l2_group: FP8 activation group of the
+// Linear-2 input (a divisor of 128).
+void moe_reference_expert(const MoeDims& d, MoePrecision p, const PreparedExpert& e, const float* x_row, float* out_row,
+                          int l2_group = kFp8GroupSize);
 // The combine rule: y_row = bf16(Σ_j weights[j]·expert_out[j]), j = 0..top_k-1 in order, float sums.
 void moe_reference_combine(int hidden, int top_k, const float* const* expert_out, const float* weights, float* y_row);
 
@@ -68,13 +74,13 @@ void moe_reference_combine(int hidden, int top_k, const float* const* expert_out
 // global expert e (called only for the token's experts).
 void moe_reference_token(const MoeDims& d, MoePrecision p, const float* x_row, const int* expert_ids,
                          const float* weights, const std::function<const PreparedExpert&(int)>& expert,
-                         float* y_row);
+                         float* y_row, int l2_group = kFp8GroupSize);
 
 // The whole layer. x: [ranks][tokens][hidden]; routing: one per rank (tokens × top_k over `experts`);
 // w1: [experts][2·h_inter][hidden]; w2: [experts][hidden][h_inter]. Returns y [ranks][tokens][hidden].
 std::vector<float> moe_reference_layer(const MoeDims& d, MoePrecision p, const std::vector<float>& x,
                                        const std::vector<Routing>& routing, const std::vector<float>& w1,
-                                       const std::vector<float>& w2);
+                                       const std::vector<float>& w2, int l2_group = kFp8GroupSize);
 
 // Relative L2 error ‖got − ref‖ / ‖ref‖ (infinity when got holds a non-finite value).
 double relative_l2_error(const float* got, const float* ref, std::size_t n);

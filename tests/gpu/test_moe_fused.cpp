@@ -1,9 +1,12 @@
 // The fused MoE layer (one persistent kernel per GPU: in-kernel dispatch, GEMMs with SwiGLU, combine)
 // against the CPU reference: fresh random inputs each run, output and combine rows poisoned (NaN) first,
 // balanced and skewed routing, experts (and a whole rank) without tokens, an odd Linear-2 tile count,
-// both schedules, and run-to-run determinism (also across the epochs of repeated runs).
+// both schedules, both precisions (bf16; FP8 e4m3 W8A8 against the reference that quantizes as the
+// kernel does, and no less accurate than the separate-kernel FP8 path's rule), and run-to-run
+// determinism (also across the epochs of repeated runs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -29,7 +32,51 @@ struct Case {
   MoeFusedSchedule schedule;
   int tokens;
   int lead_rows;  // interleaved D (0: D_knee)
+  MoePrecision precision = MoePrecision::kBf16;
 };
+
+// Fresh random inputs as load_random_inputs makes them, loaded into `layer`; the CPU reference outputs
+// of the bf16 layer and of the FP8 layer with the fused kernel's Linear-2 group (64) and with the
+// separate-kernel path's (128).
+struct Fp8References {
+  std::vector<float> bf16, fp8_fused, fp8_separate;
+};
+// Each 64-channel group of a token row and each 128 x 128 weight block gets its own magnitude (2^-3 to
+// 2^3), so a scale applied to the wrong row, group or block shows as a large error (with uniform data
+// every group's scale is nearly the same and such a mistake would hide).
+void vary_group_magnitudes(std::vector<float>& v, size_t rows, size_t cols, size_t group_rows, size_t group_cols,
+                           std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> e(-3, 3);
+  for (size_t r0 = 0; r0 < rows; r0 += group_rows)
+    for (size_t c0 = 0; c0 < cols; c0 += group_cols) {
+      const float f = std::ldexp(1.f, e(rng));
+      for (size_t r = r0; r < std::min(rows, r0 + group_rows); ++r)
+        for (size_t c = c0; c < std::min(cols, c0 + group_cols); ++c) v[r * cols + c] *= f;
+    }
+}
+
+Fp8References load_random_inputs_fp8(MoeFused& layer, const MoeDims& d, RoutingKind kind, std::mt19937_64& rng) {
+  const int el = d.experts_per_rank();
+  const size_t n1 = size_t(2) * d.h_inter * d.hidden, n2 = size_t(d.hidden) * d.h_inter;
+  auto w1 = random_vec(n1 * d.experts, rng, 0.08f);
+  auto w2 = random_vec(n2 * d.experts, rng, 0.08f);
+  auto x = random_vec(size_t(d.ranks) * d.tokens * d.hidden, rng, 1.f);
+  vary_group_magnitudes(w1, size_t(d.experts) * 2 * d.h_inter, d.hidden, 128, 128, rng);
+  vary_group_magnitudes(w2, size_t(d.experts) * d.hidden, d.h_inter, 128, 128, rng);
+  vary_group_magnitudes(x, size_t(d.ranks) * d.tokens, d.hidden, 1, 64, rng);
+  const auto routing = make_routing(d, kind, rng);
+  for (int r = 0; r < d.ranks; ++r) {
+    layer.set_tokens(r, std::vector<float>(x.begin() + size_t(r) * d.tokens * d.hidden,
+                                           x.begin() + size_t(r + 1) * d.tokens * d.hidden));
+    layer.set_weights(r, &w1[n1 * r * el], &w2[n2 * r * el]);
+    layer.set_routing(r, routing[r]);
+  }
+  Fp8References out;
+  out.bf16 = moe_reference_layer(d, MoePrecision::kBf16, x, routing, w1, w2);
+  out.fp8_fused = moe_reference_layer(d, MoePrecision::kFp8, x, routing, w1, w2, MoeFused::kFp8L2Group);
+  out.fp8_separate = moe_reference_layer(d, MoePrecision::kFp8, x, routing, w1, w2, kFp8GroupSize);
+  return out;
+}
 
 class MoeFusedTest : public ::testing::TestWithParam<Case> {};
 
@@ -43,9 +90,12 @@ TEST_P(MoeFusedTest, MatchesCpuReference) {
   MoeFusedOptions opt;
   opt.schedule = c.schedule;
   opt.lead_rows = c.lead_rows;
-  MoeFused layer(team, d, opt);
+  MoeFused layer(team, d, opt, c.precision);
   std::mt19937_64 rng(std::random_device{}());
-  const auto ref = load_random_inputs(layer, d, c.routing, rng);
+  const bool fp8 = c.precision == MoePrecision::kFp8;
+  Fp8References refs;
+  if (fp8) refs = load_random_inputs_fp8(layer, d, c.routing, rng);
+  const std::vector<float> ref = fp8 ? refs.fp8_fused : load_random_inputs(layer, d, c.routing, rng);
 
   std::vector<float> first;
   for (int pass = 0; pass < 3; ++pass) {
@@ -55,6 +105,16 @@ TEST_P(MoeFusedTest, MatchesCpuReference) {
     ASSERT_EQ(count_non_finite(got), 0u) << "elements not written (still NaN) or non-finite, pass " << pass;
     const double err = relative_l2_error(got.data(), ref.data(), ref.size());
     EXPECT_LT(err, 1e-2) << c.name << " pass " << pass;
+    if (pass == 0 && fp8) {
+      // Against the bf16 layer, the FP8 error must stay within the separate-kernel path's (128-channel
+      // Linear-2 groups) with a margin for the rounding of different values.
+      const double e_fused = relative_l2_error(got.data(), refs.bf16.data(), ref.size());
+      const double e_separate = relative_l2_error(refs.fp8_separate.data(), refs.bf16.data(), ref.size());
+      std::printf("[moe fused] %s: FP8 error vs bf16 layer %.3e (separate-kernel rule %.3e)\n", c.name, e_fused,
+                  e_separate);
+      EXPECT_GT(e_fused, 1e-4) << "FP8 output equals the bf16 layer's: not quantized?";
+      EXPECT_LT(e_fused, 1.25 * e_separate);
+    }
     if (pass == 0) {
       const auto rows = layer.last_received_rows();
       std::printf("[moe fused] %s: schedule %s (param %d, grid %d), rel_l2 %.3e, rows received %lld + %lld\n", c.name,
@@ -80,7 +140,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"all_to_rank0_interleaved", RoutingKind::kAllToRankZero, MoeFusedSchedule::kInterleaved, 96, 0},
                       Case{"all_to_rank0_wave", RoutingKind::kAllToRankZero, MoeFusedSchedule::kWave, 96, 0},
                       Case{"multi_block_interleaved_d1", RoutingKind::kBalanced, MoeFusedSchedule::kInterleaved, 700, 1},
-                      Case{"multi_block_wave", RoutingKind::kSkewed, MoeFusedSchedule::kWave, 700, 0}),
+                      Case{"multi_block_wave", RoutingKind::kSkewed, MoeFusedSchedule::kWave, 700, 0},
+                      Case{"fp8_balanced_interleaved", RoutingKind::kBalanced, MoeFusedSchedule::kInterleaved, 96, 0,
+                           MoePrecision::kFp8},
+                      Case{"fp8_skewed_wave", RoutingKind::kSkewed, MoeFusedSchedule::kWave, 96, 0, MoePrecision::kFp8},
+                      Case{"fp8_cold_experts_interleaved", RoutingKind::kColdExperts, MoeFusedSchedule::kInterleaved, 96,
+                           0, MoePrecision::kFp8},
+                      Case{"fp8_multi_block_interleaved_d1", RoutingKind::kBalanced, MoeFusedSchedule::kInterleaved,
+                           700, 1, MoePrecision::kFp8},
+                      Case{"fp8_multi_block_wave", RoutingKind::kSkewed, MoeFusedSchedule::kWave, 700, 0,
+                           MoePrecision::kFp8}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -124,8 +124,20 @@ struct CheckResult {
   int experts_fetched = 0;
 };
 
+// The reference rule of each layer: its precision and, for FP8, the Linear-2 input's scale group.
+MoePrecision precision_of(const MoeFused& l) { return l.precision(); }
+int l2_group_of(const MoeFused&) { return MoeFused::kFp8L2Group; }
+MoePrecision precision_of(const MoeBaseline&) { return MoePrecision::kBf16; }
+int l2_group_of(const MoeBaseline&) { return kFp8GroupSize; }
+
+MoePrecision parse_precision(const std::string& p) {
+  if (p == "bf16") return MoePrecision::kBf16;
+  if (p == "fp8") return MoePrecision::kFp8;
+  throw InputError("--precision: unknown precision '" + p + "' (bf16, fp8)");
+}
+
 // All outputs must be finite (they were poisoned with NaN); sampled tokens of every rank must match the
-// CPU reference. Each needed expert's weights come back from its GPU once.
+// CPU reference of the layer's precision. Each needed expert's weights come back from its GPU once.
 template <class Layer>
 CheckResult check_against_reference(const Layer& layer, const std::vector<Routing>& routing, int per_rank) {
   const MoeDims& d = layer.dims();
@@ -148,13 +160,14 @@ CheckResult check_against_reference(const Layer& layer, const std::vector<Routin
   for (auto& [e, users] : by_expert) {
     std::vector<float> w1, w2;
     layer.expert_weights(e, w1, w2);
-    const PreparedExpert pe = prepare_expert(w1.data(), w2.data(), d.hidden, d.h_inter, MoePrecision::kBf16);
+    const PreparedExpert pe = prepare_expert(w1.data(), w2.data(), d.hidden, d.h_inter, precision_of(layer));
     ++c.experts_fetched;
     for (auto [r, i] : users) {
       auto& row = expert_out[{r, i, e}];
       if (!row.empty()) continue;
       row.resize(d.hidden);
-      moe_reference_expert(d, MoePrecision::kBf16, pe, &x[r][size_t(picked[r][i]) * d.hidden], row.data());
+      moe_reference_expert(d, precision_of(layer), pe, &x[r][size_t(picked[r][i]) * d.hidden], row.data(),
+                           l2_group_of(layer));
     }
   }
   std::vector<float> got, ref;
@@ -196,6 +209,14 @@ std::vector<long long> expert_load(const std::vector<Routing>& routing, int expe
 }
 
 // 2·h·2h_inter + 2·h_inter·h per routed row, all ranks.
+// Bytes of one dispatched row: bf16, or e4m3 values and their per-128 scales. Combine rows are bf16.
+double dispatch_row_bytes(int hidden, MoePrecision p) {
+  return p == MoePrecision::kFp8 ? hidden + 4.0 * fp8_groups(hidden) : 2.0 * hidden;
+}
+constexpr const char* kNvlinkBytesFormula =
+    "rows routed to another rank, all ranks * (dispatch row: hidden * 2 bytes bf16, or hidden + 4 * hidden / 128 "
+    "FP8 + combine row: hidden * 2 bytes)";
+
 double layer_flops(const MoeDims& d) { return double(d.ranks) * d.tokens * d.top_k * 6.0 * d.hidden * d.h_inter; }
 
 // What every bench result records of the layer it ran: shape, ranks, tokens and routing.
@@ -309,10 +330,6 @@ void require_devices(const std::vector<int>& gpus) {
 // mainloops of 9.3-32.9 us in the traced runs (results/h200-x2/moe_wave_trace.json: qwen3, deepseek-v3,
 // dit-moe at T = 8192) are 4.0-5.6 TFLOP/s per SM.
 constexpr double kFusedSmTflops = 4.5;
-// Within this band of predicted speedup (wave / interleaved makespan) the orders count as tied and
-// auto takes the interleaved one: the simulator carries the X-Stage and the row dependencies, not the
-// memory-system effect of mixing Linear-1 and Linear-2 work (docs/moe_notes.md).
-constexpr double kAutoTieBand = 0.05;
 
 // Wave vs interleaved before launch: the calibrated platform and the simulator (Combine bursts into
 // the path, Linear-1 → Linear-2 row dependencies) over this routing's receive layout, per rank; the
@@ -343,8 +360,9 @@ SchedulePrediction predict_schedule(const BenchOptions& o, const model::MoeShape
   }
   SchedulePrediction out;
   const double speedup = wave / inter;
-  out.choice = speedup >= 1.0 - kAutoTieBand ? MoeFusedSchedule::kInterleaved : MoeFusedSchedule::kWave;
-  out.j = {{"choice", to_string(out.choice)}, {"predicted_speedup", speedup}, {"tie_band", kAutoTieBand},
+  out.choice = sim::choose_moe_order(speedup) == sim::MoeOrder::kInterleaved ? MoeFusedSchedule::kInterleaved
+                                                                            : MoeFusedSchedule::kWave;
+  out.j = {{"choice", to_string(out.choice)}, {"predicted_speedup", speedup}, {"tie_band", sim::kMoeOrderTieBand},
            {"platform", platform.name}, {"sm_tflops", sm_flops / 1e12}, {"lead_rows", lead_rows},
            {"experts_per_wave", experts_per_wave}, {"producers", grid},
            {"wave_makespan_us", units::s_to_us(wave)}, {"interleaved_makespan_us", units::s_to_us(inter)}, {"ranks", ranks}};
@@ -448,7 +466,8 @@ void run_bench_fused(const BenchOptions& o) {
   MoeFusedOptions fo;
   fo.lead_rows = o.lead_rows;
   fo.experts_per_wave = o.experts_per_wave;
-  MoeFused fused(team, d, fo);
+  const MoePrecision precision = parse_precision(o.precision);
+  MoeFused fused(team, d, fo, precision);
   const std::vector<long long> load = expert_load(routing, d.experts);
   // The prediction (auto: the choice; both: recorded beside the measurement of both orders).
   nlohmann::json prediction;
@@ -524,7 +543,7 @@ void run_bench_fused(const BenchOptions& o) {
   for (int g : gpus) sm_clock.push_back(gpu::measure_sm_clock_mhz(g));
 
   const double flops = layer_flops(d);
-  const double nvlink_bytes = 2.0 * double(remote_rows(routing, d)) * d.hidden * 2.0;  // dispatch + combine
+  const double nvlink_bytes = double(remote_rows(routing, d)) * (dispatch_row_bytes(d.hidden, precision) + d.hidden * 2.0);
   nlohmann::json j;
   j["schema"] = "xstage.moe_bench";
   j["version"] = 2;
@@ -535,7 +554,7 @@ void run_bench_fused(const BenchOptions& o) {
   j["flops"] = flops;
   j["flops_formula"] = "2 * ranks * tokens * top_k * hidden * h_inter * 3";
   j["nvlink_bytes"] = nvlink_bytes;
-  j["nvlink_bytes_formula"] = "2 (dispatch + combine) * rows routed to another rank * hidden * 2 bytes, all ranks";
+  j["nvlink_bytes_formula"] = kNvlinkBytesFormula;
   j["fused_grid"] = fused.grid();
   j["schedule_option"] = o.schedule;
   if (!prediction.is_null()) j["schedule_prediction"] = prediction;
@@ -649,8 +668,8 @@ void run_bench_fused(const BenchOptions& o) {
 
 void run_bench(const BenchOptions& o) {
   if (o.impl == "fused" || o.impl == "both") {
-    if (o.precision != "bf16") {
-      throw InputError("--precision: '" + o.precision + "' is not available in the fused kernel yet (available: bf16)");
+    if (o.impl == "both" && o.precision != "bf16") {
+      throw InputError("--precision: '" + o.precision + "' is not available in the baseline yet (available: bf16)");
     }
     run_bench_fused(o);
     return;
@@ -770,7 +789,7 @@ void add_moe(CLI::App& root) {
   b->add_option("--tokens", o->tokens, "Tokens per rank (T)")->required()->check(cli::kPositive);
   b->add_option("--routing", o->routing, "balanced, skewed (Zipf) or an xstage.routing/1 file");
   b->add_option("--zipf", o->zipf_s, "Zipf exponent of skewed routing")->check(cli::kPositive);
-  b->add_option("--precision", o->precision, "bf16 (fp8: later)")->check(CLI::IsMember({"bf16", "fp8"}));
+  b->add_option("--precision", o->precision, "bf16, or fp8 (e4m3 W8A8: per-128-channel activation and 128x128 weight-block scales)")->check(CLI::IsMember({"bf16", "fp8"}));
   b->add_option("--impl", o->impl,
                 "Implementation: baseline (separate kernels, NCCL, cuBLAS), fused (one persistent kernel per GPU) "
                 "or both (timed in alternation in one run)")

@@ -111,11 +111,15 @@ XSTAGE_MOE_HD float e4m3_to_float(std::uint8_t b) {
 // fill e4m3's range. A group of zeros gets scale 1 (anything would do; 1 keeps decode exact).
 XSTAGE_MOE_HD float fp8_scale_for_amax(float amax) { return amax > 0.f ? amax / kE4m3Max : 1.f; }
 
-// Quantize one value with its group's scale.
-XSTAGE_MOE_HD std::uint8_t fp8_quantize(float x, float scale) { return float_to_e4m3(x / scale); }
+// Quantize one value with its group's scale: x times the scale's reciprocal (one IEEE division per
+// group, then a multiply per value: host and device compute the same bits, and a kernel quantizing a
+// row pays no division per element).
+XSTAGE_MOE_HD float fp8_inverse_scale(float scale) { return 1.f / scale; }
+XSTAGE_MOE_HD std::uint8_t fp8_quantize_inv(float x, float inv_scale) { return float_to_e4m3(x * inv_scale); }
+XSTAGE_MOE_HD std::uint8_t fp8_quantize(float x, float scale) { return fp8_quantize_inv(x, fp8_inverse_scale(scale)); }
 XSTAGE_MOE_HD float fp8_dequantize(std::uint8_t q, float scale) { return e4m3_to_float(q) * scale; }
 
 // Number of scale groups along a dimension of n channels (the last group may be partial).
-XSTAGE_MOE_HD int fp8_groups(int n) { return (n + kFp8GroupSize - 1) / kFp8GroupSize; }
+XSTAGE_MOE_HD int fp8_groups(int n, int group = kFp8GroupSize) { return (n + group - 1) / group; }
 
 }  // namespace xstage::moe

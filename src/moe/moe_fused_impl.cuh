@@ -1,0 +1,210 @@
+// The fused MoE kernel template (both precisions; see moe_fused.cu for the design). Included by
+// moe_fused.cu (bf16) and moe_fused_fp8.cu (FP8 e4m3), one translation unit per precision.
+#pragma once
+
+#include <mutex>
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "moe_fused_dispatch.cuh"
+#include "moe_fused_epilogue.cuh"
+#include "moe_fused_kernel.hpp"
+#include "moe_fused_mainloop.cuh"
+#include "moe_fused_sync.cuh"
+#include "xstage/moe/moe_numerics.hpp"
+#include "xstage/sched/moe_schedule.hpp"
+
+namespace xstage::moe {
+
+// The completion/reduction kernel launch (moe_fused.cu), after the fused kernel of `grid` CTAs.
+cudaError_t launch_moe_fused_finish(const MoeFusedParams& p, int grid, cudaStream_t stream);
+// The FP8 kernels (moe_fused_fp8.cu).
+cudaError_t launch_moe_fused_fp8(const MoeFusedParams& p, MoeFusedSchedule schedule, int grid, cudaStream_t stream);
+
+namespace fused_detail {
+
+template <class T>
+struct MoeFusedKernelStorage {
+  typename T::SharedStorage main;
+  MoeLayoutSmem layout;
+};
+
+// Linear-2 N-tiles rounded up to even (CTA pairs); the padding tile of an odd count is skipped.
+__host__ __device__ inline int l2_tiles(int hidden) { return hidden / MoeFusedTraits::kBlockN; }
+__host__ __device__ inline int l2_tiles_even(int hidden) { return (l2_tiles(hidden) + 1) / 2 * 2; }
+__host__ __device__ inline int l1_tiles(int h_inter) { return h_inter / (MoeFusedTraits::kBlockN / 2); }
+
+template <class T, class Schedule>
+__global__ void __launch_bounds__(T::kNumThreads, 1)
+    moe_fused_kernel(CUTE_GRID_CONSTANT MoeFusedParams const p, CUTE_GRID_CONSTANT MoeFusedTmaT<T> const tma) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace cute;
+  using Pipeline = typename T::Pipeline;
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& smem = *reinterpret_cast<MoeFusedKernelStorage<T>*>(smem_raw);
+
+  const int warp_idx = cutlass::canonical_warp_idx_sync();
+  const bool is_producer = cutlass::canonical_warp_group_idx() == 0;
+  if (warp_idx == 0 && cute::elect_one_sync()) {
+    prefetch_tma_descriptor(tma.recv.get_tma_descriptor());
+    prefetch_tma_descriptor(tma.w1.get_tma_descriptor());
+    prefetch_tma_descriptor(tma.h.get_tma_descriptor());
+    prefetch_tma_descriptor(tma.w2.get_tma_descriptor());
+  }
+  typename Pipeline::Params pp;
+  pp.transaction_bytes = T::kStageBytes;
+  pp.role = is_producer ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = T::kNumMmaThreads;
+  pp.initializing_warp = 0;
+  Pipeline pipe(smem.main.pipe, pp, Shape<_1, _1, _1>{});
+
+  moe_exchange_counts(p, smem.layout);  // ends with __syncthreads (barriers initialized too)
+  moe_dispatch(p, smem.layout);
+  __syncthreads();
+
+  const int el = p.experts / p.ranks;
+  const int n1 = l1_tiles(p.h_inter), n2 = l2_tiles(p.hidden);
+  const sched::MoeRowLayout layout{&smem.layout.offs[p.rank * (el + 1)], el, n1 / 2, l2_tiles_even(p.hidden) / 2};
+  const int instance = blockIdx.x / 2, instances = gridDim.x / 2, role = blockIdx.x % 2;
+
+  if (is_producer) {
+    cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegisters>();
+    if (warp_idx == 0) {
+      const int lane = threadIdx.x % 32;
+      Schedule schedule(layout, instance, instances, role, p.schedule_param);
+      auto write = cutlass::make_producer_start_state<Pipeline>();
+      sched::MoeTile tile;
+      while (schedule.next(tile)) {
+        if (tile.stage == sched::MoeStage::kLinear2 && tile.n >= n2) continue;
+        if (lane == 0) {
+          if (tile.stage == sched::MoeStage::kLinear1) {
+            const std::uint64_t* c = p.arrive + tile.expert;
+            const std::uint64_t target = p.arrive_base[tile.expert] + std::uint64_t(smem.layout.tot[p.rank * el + tile.expert]);
+            moe_wait_geq([&] { return ld_acquire_sys_u64(c); }, target, p.timeout_ns, p.failure, 2, p.rank, tile.expert);
+          } else {
+            const std::uint32_t* c = p.l1_done + tile.row;
+            moe_wait_geq([&] { return std::uint64_t(gpu::load_counter_acquire_gpu(c)); }, std::uint64_t(n1),
+                         p.timeout_ns, p.failure, 3, p.rank, tile.row);
+          }
+          gpu::fence_proxy_async_global();  // peer / SwiGLU generic-proxy writes before this thread's TMA reads
+        }
+        __syncwarp();
+        moe_load_tile<T>(tma, smem.main, pipe, write, tile, p.timeout_ns);
+      }
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegisters>();
+    const int mma_thread_idx = int(threadIdx.x) - 128;
+    Schedule schedule(layout, instance, instances, role, p.schedule_param);
+    typename Pipeline::PipelineState read;
+    typename T::TiledMma mma;
+    sched::MoeTile tile{};
+    // Accumulators are declared per tile kind: nothing but the schedule state lives across tiles, so
+    // the register allocator never has to spill an accumulator that an in-flight GMMA still writes.
+#if defined(XSTAGE_MOE_FUSED_TRACE)
+    std::uint32_t traced = 0;
+    MoeFusedTileTrace rec{};
+    auto trace_begin = [&] {
+      if (mma_thread_idx == 0) {
+        rec = MoeFusedTileTrace{};
+        rec.stage = std::uint32_t(tile.stage);
+        rec.row = tile.row;
+        rec.n = tile.n;
+        rec.t_entry = gpu::globaltimer_ns();
+      }
+    };
+    auto trace_end = [&] {
+      if (mma_thread_idx == 0 && p.trace != nullptr && traced < std::uint32_t(p.trace_capacity)) {
+        p.trace[std::size_t(blockIdx.x) * p.trace_capacity + traced] = rec;
+        ++traced;
+      }
+    };
+    std::uint64_t* const t_first = p.trace != nullptr ? &rec.t_first_stage : nullptr;
+    std::uint64_t* const t_store = p.trace != nullptr ? &rec.t_store_begin : nullptr;
+#else
+    auto trace_begin = [] {};
+    auto trace_end = [] {};
+    std::uint64_t* const t_first = nullptr;
+    std::uint64_t* const t_store = nullptr;
+#endif
+    while (schedule.next(tile)) {
+      if (tile.stage == sched::MoeStage::kLinear1) {
+        trace_begin();
+        Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kBlockN>>{});
+        if constexpr (T::kFp8) {
+          const int kb = p.hidden / T::kBlockK;  // 128-channel groups = k-steps
+          const long long r0 = (long long)tile.row * T::kBlockM + acc_row(mma_thread_idx, 0);
+          const float* w1s = p.w1_scale + (long long)tile.expert * (2 * p.h_inter / 128) * kb;
+          const MoeFp8TileScales sc{p.recv_scale + r0 * kb, p.recv_scale + (r0 + 8) * kb,
+                                    w1s + (tile.n / 2) * kb, w1s + (p.h_inter / 128 + tile.n / 2) * kb};
+          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_thread_idx, sc, p.timeout_ns, t_first);
+        } else {
+          moe_mma_tile<T>(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_thread_idx, p.timeout_ns, t_first);
+        }
+        moe_store_swiglu<T>(p, tile, acc, mma_thread_idx);
+        gpu::fence_proxy_async_global();  // SwiGLU rows are read next by TMA (other CTAs' producers)
+        cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);
+        if (mma_thread_idx == 0) gpu::arrive_counter_release_gpu(p.l1_done + tile.row, 1);
+        trace_end();
+      } else {
+        if (tile.n >= n2) continue;
+        trace_begin();
+        Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kBlockN>>{});
+        if constexpr (T::kFp8) {
+          const int kb = p.h_inter / T::kBlockK, hg = p.h_inter / (T::kBlockN / 2);  // k-steps; 64-channel groups
+          const long long r0 = (long long)tile.row * T::kBlockM + acc_row(mma_thread_idx, 0);
+          const float* w2s = p.w2_scale + ((long long)tile.expert * (p.hidden / 128) + tile.n) * kb;
+          const MoeFp8TileScales sc{p.h_scale + r0 * hg, p.h_scale + (r0 + 8) * hg, w2s, w2s};
+          moe_mma_tile_fp8<T, 2>(smem.main, pipe, read, acc, kb, mma_thread_idx, sc, p.timeout_ns, t_first);
+        } else {
+          moe_mma_tile<T>(smem.main, pipe, read, acc, p.h_inter / T::kBlockK, mma_thread_idx, p.timeout_ns, t_first);
+        }
+        const int valid = smem.layout.tot[p.rank * el + tile.expert] - tile.m * T::kBlockM;
+        moe_store_combine<T>(p, smem.main, tile, valid, acc, mma_thread_idx, t_store);
+        trace_end();
+      }
+    }
+#if defined(XSTAGE_MOE_FUSED_TRACE)
+    if (mma_thread_idx == 0 && p.trace_count != nullptr) p.trace_count[blockIdx.x] = traced;
+#endif
+    cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);
+    if (mma_thread_idx < p.ranks) {
+      gpu::publish_flag_release(p.done_flag_peer[mma_thread_idx] + p.rank * kFusedMaxGrid + blockIdx.x, p.epoch);
+    }
+  }
+#else
+  __trap();  // built for another architecture: the launcher refuses devices other than sm_90a
+#endif
+}
+
+template <class T, class Schedule>
+cudaError_t launch_fused(const MoeFusedParams& p, int grid, cudaStream_t stream) {
+  auto kernel = moe_fused_kernel<T, Schedule>;
+  constexpr int smem_bytes = int(sizeof(MoeFusedKernelStorage<T>));
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  static std::once_flag once[64];
+  static cudaError_t attr_error[64] = {};
+  std::call_once(once[device % 64], [&] {
+    attr_error[device % 64] = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  });
+  if (attr_error[device % 64] != cudaSuccess) return attr_error[device % 64];
+  const MoeFusedTmaT<T> tma = make_moe_fused_tma<T>(p);
+  kernel<<<grid, T::kNumThreads, smem_bytes, stream>>>(p, tma);
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  return launch_moe_fused_finish(p, grid, stream);
+}
+
+template <class T>
+cudaError_t launch_fused_schedule(const MoeFusedParams& p, MoeFusedSchedule schedule, int grid, cudaStream_t stream) {
+  return schedule == MoeFusedSchedule::kWave ? launch_fused<T, sched::ExpertWaveMoeScheduler>(p, grid, stream)
+                                             : launch_fused<T, sched::InterleavedMoeScheduler>(p, grid, stream);
+}
+
+}  // namespace fused_detail
+
+}  // namespace xstage::moe
