@@ -62,6 +62,23 @@ void expect_exact_cover(const std::vector<std::vector<MoeTile>>& ord, const Layo
   EXPECT_EQ(seen.size(), static_cast<std::size_t>(rows) * (n1 + n2));
 }
 
+// An odd Linear-2 N-tile count is padded to an even one; the kernel skips the padding tile. With as many
+// instances as pairs per row (a multiple, as 66 instances over dit-moe's 6 Linear-2 pairs), the pair of a
+// cursor rotates with its row, so every instance's role-1 CTA draws the padding tile equally often
+// instead of one instance drawing it in every row (and doing no Linear-2 work).
+TEST(MoeSchedule, PaddingTileRotatesOverInstances) {
+  const int pairs = 6, rows = 12, instances = pairs;
+  Layout l{{0, rows}};
+  const auto ord = orders(instances, [&](int g, int r) { return ExpertWaveMoeScheduler(l.view(2, 2 * pairs), g, instances, r, 1); });
+  for (int g = 0; g < instances; ++g) {
+    int padding = 0;
+    for (const auto& t : ord[2 * g + 1])
+      if (t.stage == MoeStage::kLinear2 && t.n == 2 * pairs - 1) ++padding;
+    EXPECT_EQ(padding, rows / pairs) << "instance " << g;
+  }
+  expect_exact_cover(ord, l, 2, 2 * pairs);
+}
+
 // Every worker runs its order in sequence; a Linear-2 tile of row p waits for all n1 Linear-1 tiles
 // of row p. Returns false on deadlock (a full round with no progress before everything is done).
 bool runs_to_completion(const std::vector<std::vector<MoeTile>>& ord, int n1) {

@@ -6,7 +6,8 @@
 // tokens); rows are numbered expert by expert, O_e is expert e's first row, P the total. Each row has
 // n1 Linear-1 N-tiles and n2 Linear-2 N-tiles, mapped in pairs to two paired CTAs (role r ∈ {0, 1}
 // takes N-tile 2·j + r), so a row has P_i = n_i / 2 pairs per stage (n_i even). G scheduler
-// instances (CTA pairs) take pair cursors g, g + G, g + 2G, ... of each stream.
+// instances (CTA pairs) take pair cursors g, g + G, g + 2G, ... of each stream; cursor c of row p is
+// pair j = (c mod P_i + p) mod P_i (rotated by the row: MoeRowLayout::make_tile).
 // Dependencies: a Linear-2 tile of row p reads every Linear-1 tile of row p (the SwiGLU output);
 // the kernel enforces them with per-row readiness counters, the schedules only order the work.
 #pragma once
@@ -66,11 +67,14 @@ struct MoeRowLayout {
     }
     return lo;
   }
+  // The pair of a cursor is rotated by its row, (cursor mod P + p) mod P: with a stride of instances that
+  // is a multiple of P, an unrotated instance would take the same pair in every row, and the CTAs of
+  // the last pair would always draw the padding tile of an odd N-tile count (and no work with it).
   XSTAGE_SCHED_HD MoeTile make_tile(MoeStage stage, long long cursor, int role) const {
     const int pairs = stage == MoeStage::kLinear1 ? pairs_l1 : pairs_l2;
     const int p = static_cast<int>(cursor_div(cursor, pairs));
     const int e = expert_of_row(p);
-    return MoeTile{stage, e, p - offsets[e], 2 * cursor_mod(cursor, pairs) + role, p};
+    return MoeTile{stage, e, p - offsets[e], 2 * ((cursor_mod(cursor, pairs) + p % pairs) % pairs) + role, p};
   }
 };
 
