@@ -7,6 +7,7 @@
 # $OUT/matrix/manifest.tsv, then bench/moe_matrix_merge.py writes $OUT/moe_matrix.{json,md,png}.
 #   BUILD=build-moe bench/moe_matrix.sh
 # Knobs (environment): SHAPES, TOKENS ("1024 8192"), BASELINE_SHAPES (empty: none), BASELINE_TOKENS (8192),
+# PRECISION (bf16 or fp8; fp8 results are named moe_matrix_fp8.*),
 # GPUS (0,1), ITERS (20), WARMUP (2), CHECK_TOKENS (2), RUN_TIMEOUT (90 s per run), MATRIX_BUDGET_S (300):
 # once that much wall time is spent no further run starts (the rest are logged as skipped), so the whole
 # script takes at most MATRIX_BUDGET_S + RUN_TIMEOUT plus the merge.
@@ -24,33 +25,48 @@ WARMUP=${WARMUP:-2}
 CHECK_TOKENS=${CHECK_TOKENS:-2}
 RUN_TIMEOUT=${RUN_TIMEOUT:-90}
 MATRIX_BUDGET_S=${MATRIX_BUDGET_S:-300}
+PRECISION=${PRECISION:-bf16}
+case $PRECISION in
+  bf16) name=moe_matrix ;;
+  fp8) name=moe_matrix_fp8 ;;
+  *) echo "moe_matrix: PRECISION must be bf16 or fp8, got '$PRECISION'" >&2; exit 2 ;;
+esac
 
 if [ ! -x "$BUILD/xstage" ]; then
   echo "moe_matrix: $BUILD/xstage not found (set BUILD to the carried build folder)" >&2
   exit 2
 fi
 dir=$OUT/matrix
-log=$OUT/moe_matrix_log.txt
+log=$OUT/${name}_log.txt
 manifest=$dir/manifest.tsv
 mkdir -p "$dir"
 rm -f "$dir"/run_*.json "$manifest"  # results of an earlier invocation would be merged with this plan's
 
 # Plan, most wanted first, so a budget cut drops the least wanted: T = BASELINE_TOKENS of every shape
-# (balanced and skewed), then the baseline runs, then the other token counts. Entry: shape tokens routing impl.
+# (balanced and skewed), then the other token counts. Entry: shape tokens routing impl. A shape of
+# BASELINE_SHAPES times the baseline beside both orders in its balanced run at BASELINE_TOKENS (--impl both);
+# a shape of BASELINE_SHAPES outside SHAPES gets that run alone.
 plan=()
+wants_baseline() { [[ " $BASELINE_SHAPES " == *" $1 "* ]]; }
 add_fused_runs() {
-  local s r
+  local s r impl
   for s in $SHAPES; do
-    for r in balanced skewed; do plan+=("$s $1 $r fused"); done
+    for r in balanced skewed; do
+      impl=fused
+      [ "$1" = "$BASELINE_TOKENS" ] && [ "$r" = balanced ] && wants_baseline "$s" && impl=both
+      plan+=("$s $1 $r $impl")
+    done
   done
 }
 for t in $TOKENS; do [ "$t" = "$BASELINE_TOKENS" ] && add_fused_runs "$t"; done
-for s in $BASELINE_SHAPES; do plan+=("$s $BASELINE_TOKENS balanced both"); done
+for s in $BASELINE_SHAPES; do
+  [[ " $SHAPES " == *" $s "* && " $TOKENS " == *" $BASELINE_TOKENS "* ]] || plan+=("$s $BASELINE_TOKENS balanced both")
+done
 for t in $TOKENS; do [ "$t" != "$BASELINE_TOKENS" ] && add_fused_runs "$t"; done
 n=${#plan[@]}
 
 {
-  echo "== $(date -u +%FT%TZ) moe_matrix: $n runs, budget $MATRIX_BUDGET_S s, $RUN_TIMEOUT s per run"
+  echo "== $(date -u +%FT%TZ) moe_matrix ($PRECISION): $n runs, budget $MATRIX_BUDGET_S s, $RUN_TIMEOUT s per run"
   nvidia-smi -L
   nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
   ldd "$BUILD/xstage" | grep -E "cublas|nccl|not found"
@@ -69,7 +85,7 @@ for entry in "${plan[@]}"; do
     continue
   fi
   cmd=("$BUILD/xstage" moe bench --gpus "$GPUS" --shape "$shape" --tokens "$tokens" --routing "$routing"
-       --precision bf16 --impl "$impl" --schedule both --iters "$ITERS" --warmup "$WARMUP"
+       --precision "$PRECISION" --impl "$impl" --schedule both --iters "$ITERS" --warmup "$WARMUP"
        --check-tokens "$CHECK_TOKENS" --out "$dir/run_$i.json")
   echo "== run $i: ${cmd[*]}" >> "$log"
   t0=$(date +%s.%N)
@@ -90,7 +106,7 @@ done
   nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
 } >> "$log" 2>&1
 
-python3 "$here/moe_matrix_merge.py" "$OUT" "$OUT/moe_matrix.json" "$OUT/moe_matrix.md" "$OUT/moe_matrix.png" \
+python3 "$here/moe_matrix_merge.py" "$OUT" "$OUT/$name.json" "$OUT/$name.md" "$OUT/$name.png" \
   2>&1 | tee -a "$log"
 echo "merge rc=${PIPESTATUS[0]}" | tee -a "$log"
-[ -s "$OUT/moe_matrix.md" ] && cat "$OUT/moe_matrix.md"
+[ -s "$OUT/$name.md" ] && cat "$OUT/$name.md"

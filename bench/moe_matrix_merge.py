@@ -338,8 +338,8 @@ def fmt(x, spec=".2f", none="–"):
     return none if x is None else format(x, spec)
 
 
-def table_markdown(configs, summary, problems, out_dir):
-    lines = [f"# Fused MoE: interleaved vs expert-wave ({out_dir})", "",
+def table_markdown(configs, summary, problems, out_dir, precision):
+    lines = [f"# Fused MoE ({precision}): interleaved vs expert-wave ({out_dir})", "",
              "Layer ms = median over the timed runs (slower rank). interl./wave = t_wave / t_interleaved; "
              "predicted = the bench's schedule_prediction (wave makespan / interleaved makespan); regret = "
              "t(auto's choice) / min(t_wave, t_interleaved) - 1.", "",
@@ -481,7 +481,10 @@ def main(argv):
     # A placeholder's reason is already among the run problems.
     problems += [f"{label(c)}: {p}" for c in configs if not c.get("placeholder") for p in c["problems"]]
     summary = summarize(configs)
-    result = {"schema": "xstage.moe_matrix", "version": 1,
+    precisions = sorted({r["data"].get("precision", "bf16") for r in runs})
+    if len(precisions) > 1:
+        problems.append(f"matrix: runs of several precisions merged together: {', '.join(precisions)}")
+    result = {"schema": "xstage.moe_matrix", "version": 1, "precision": "+".join(precisions) or None,
               "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "source_dir": os.path.abspath(out_dir),
               "regret_definition": "t(choice) / min(t_wave, t_interleaved) - 1, medians of layer time",
@@ -493,7 +496,7 @@ def main(argv):
     with open(result_json, "w") as f:
         json.dump(result, f, indent=1)
     with open(table_md, "w") as f:
-        f.write(table_markdown(configs, summary, problems, out_dir))
+        f.write(table_markdown(configs, summary, problems, out_dir, "+".join(precisions) or "unknown precision"))
     if png and configs:
         plot(configs, png)
     print(f"moe_matrix_merge: {len(runs)} runs, {len(configs)} configurations "
