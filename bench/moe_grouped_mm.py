@@ -1,6 +1,9 @@
 """Linear-1 and Linear-2 of the MoE shapes as grouped GEMMs in PyTorch (torch._grouped_mm, bf16), one GPU:
 the per-GPU GEMM work of a balanced expert-parallel layer on 2 ranks (local experts, equal rows each).
-Context for the fused kernel's TFLOP/s; not part of the product. Writes JSON with the torch version."""
+Context for the fused kernel's TFLOP/s; not part of the product. Writes JSON with the torch version.
+--fp8 also times torch._scaled_grouped_mm (e4m3 operands, rowwise scales: one per activation row and
+one per weight output channel, not the fused kernel's 128-channel / 128x128-block scales) where this
+torch has it; a failure is recorded as linear1_fp8_error, the bf16 numbers stand."""
 import argparse, json, time
 import torch
 
@@ -28,10 +31,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--tokens", type=int, nargs="+", default=[1024, 8192])
+    ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    ap.add_argument("--fp8", action="store_true", help="also torch._scaled_grouped_mm (e4m3, rowwise scales)")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     res = []
-    for name, (h, hi, e, k) in SHAPES.items():
+    for name in a.shapes:
+        h, hi, e, k = SHAPES[name]
         el = e // a.ranks
         for t in a.tokens:
             m = t * k * a.ranks // e  # rows per local expert, balanced
@@ -53,6 +59,29 @@ def main():
             except Exception as ex:  # report, keep going
                 r["error"] = repr(ex)
                 print(f"{name} T={t}: {ex!r}", flush=True)
+            if a.fp8:
+                try:
+                    f8 = torch.float8_e4m3fn
+                    x8, act8 = x.to(f8), act.to(f8)
+                    w18, w28 = w1.to(f8), w2.to(f8)  # [el][n][k] row-major: transposed below, column-major
+                    sx = torch.ones(rows, device="cuda", dtype=torch.float32)
+                    sw1 = torch.ones(el, 2 * hi, device="cuda", dtype=torch.float32)
+                    sw2 = torch.ones(el, h, device="cuda", dtype=torch.float32)
+                    f1 = lambda: torch._scaled_grouped_mm(x8, w18.transpose(1, 2), sx, sw1, offs=offs,
+                                                          out_dtype=torch.bfloat16)
+                    f2 = lambda: torch._scaled_grouped_mm(act8, w28.transpose(1, 2), sx, sw2, offs=offs,
+                                                          out_dtype=torch.bfloat16)
+                    ms1, ms2 = bench(f1), bench(f2)
+                    r.update(linear1_fp8_ms=ms1, linear2_fp8_ms=ms2,
+                             linear1_fp8_tflops=2 * rows * h * 2 * hi / ms1 / 1e9,
+                             linear2_fp8_tflops=2 * rows * hi * h / ms2 / 1e9,
+                             fp8_op="torch._scaled_grouped_mm, e4m3, rowwise scales, bf16 out")
+                    print(f"{name:18s} T={t:6d} fp8: L1 {ms1:7.3f} ms {r['linear1_fp8_tflops']:6.1f} TFLOP/s, "
+                          f"L2 {ms2:7.3f} ms {r['linear2_fp8_tflops']:6.1f} TFLOP/s", flush=True)
+                    del x8, act8, w18, w28
+                except Exception as ex:
+                    r["linear1_fp8_error"] = repr(ex)
+                    print(f"{name} T={t} fp8: {ex!r}", flush=True)
             res.append(r)
             del x, act, w1, w2
             torch.cuda.empty_cache()

@@ -53,6 +53,12 @@ class MoeFused {
   void poison_output();
   void run(double timeout_s = 60.0);
   std::vector<double> last_ms() const;              // per team rank: plan + fused + completion kernels
+  // GEMM phases alone (MoeFusedParams::gemm_only; mode 1: Linear-1 + SwiGLU tiles, mode 2: Linear-2
+  // tiles without the Combine stores) on the operands of the last run(), which must have happened: iters
+  // launches back to back per rank (fused kernel + completion kernel each, no dispatch plan), CUDA events
+  // around the fused kernel alone. Returns per team rank the median ms. Nothing is dispatched or
+  // combined and the arrival bases stay where they were, so run() works afterwards as before.
+  std::vector<double> time_gemm_only(int mode, int iters, double timeout_s = 60.0);
   std::vector<long long> last_received_rows() const;
   std::vector<float> output(int rank) const;
   std::vector<float> tokens(int rank) const;
@@ -69,6 +75,8 @@ class MoeFused {
   struct RankState;
   struct Shared;
   void run_rank(int local_index, double timeout_s);
+  MoeFusedParams params_of(int local_index, double timeout_s) const;  // a normal run's parameters
+  void wait_rank(int local_index, cudaEvent_t done, double timeout_s) const;  // throws on failure / timeout
   void quantize_weights(int local_index);  // FP8: the rank's e4m3 weights and block scales
   RankState& state_of_rank(int rank) const;
 
@@ -79,6 +87,7 @@ class MoeFused {
   long long capacity_rows_ = 0;
   int grid_ = 0;
   std::uint32_t epoch_ = 0;
+  bool ran_ = false;  // run() has completed once (time_gemm_only needs its operands)
   bool trace_ = false, local_store_control_ = false;
   int trace_capacity_ = 0;
   std::unique_ptr<Shared> shared_;

@@ -36,6 +36,15 @@ __host__ __device__ inline int l2_tiles(int hidden) { return hidden / MoeFusedTr
 __host__ __device__ inline int l2_tiles_even(int hidden) { return (l2_tiles(hidden) + 1) / 2 * 2; }
 __host__ __device__ inline int l1_tiles(int h_inter) { return h_inter / (MoeFusedTraits::kBlockN / 2); }
 
+// GEMM-only mode (MoeFusedParams::gemm_only): 1 runs the Linear-1 tiles alone, 2 the Linear-2 tiles.
+// What a GEMM-only launch times: count exchange and layout (one flag round trip between the ranks), then
+// the scheduler's tiles of that stage with their TMA loads, GMMA mainloop and epilogue (Linear-1: SwiGLU
+// into h in local memory and the l1_done increment; Linear-2: the bf16 staging of the accumulator in
+// shared memory, no Combine store), then the completion flags.
+__host__ __device__ inline bool moe_gemm_only_skips(int gemm_only, sched::MoeStage stage) {
+  return (gemm_only == 1 && stage == sched::MoeStage::kLinear2) || (gemm_only == 2 && stage == sched::MoeStage::kLinear1);
+}
+
 template <class T, class Schedule>
 __global__ void __launch_bounds__(T::kNumThreads, 1)
     moe_fused_kernel(CUTE_GRID_CONSTANT MoeFusedParams const p, CUTE_GRID_CONSTANT MoeFusedTmaT<T> const tma) {
@@ -62,7 +71,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1)
   Pipeline pipe(smem.main.pipe, pp, Shape<_1, _1, _1>{});
 
   moe_exchange_counts(p, smem.layout);  // ends with __syncthreads (barriers initialized too)
-  moe_dispatch(p, smem.layout);
+  if (p.gemm_only == 0) moe_dispatch(p, smem.layout);
   __syncthreads();
 
   const int el = p.experts / p.ranks;
@@ -79,8 +88,11 @@ __global__ void __launch_bounds__(T::kNumThreads, 1)
       sched::MoeTile tile;
       while (schedule.next(tile)) {
         if (tile.stage == sched::MoeStage::kLinear2 && tile.n >= n2) continue;
+        if (moe_gemm_only_skips(p.gemm_only, tile.stage)) continue;
         if (lane == 0) {
-          if (tile.stage == sched::MoeStage::kLinear1) {
+          if (p.gemm_only != 0) {
+            // GEMM-only: no dependency wait (operands of the previous run)
+          } else if (tile.stage == sched::MoeStage::kLinear1) {
             const std::uint64_t* c = p.arrive + tile.expert;
             const std::uint64_t target = p.arrive_base[tile.expert] + std::uint64_t(smem.layout.tot[p.rank * el + tile.expert]);
             moe_wait_geq([&] { return ld_acquire_sys_u64(c); }, target, p.timeout_ns, p.failure, 2, p.rank, tile.expert);
@@ -131,6 +143,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1)
     std::uint64_t* const t_store = nullptr;
 #endif
     while (schedule.next(tile)) {
+      if (moe_gemm_only_skips(p.gemm_only, tile.stage)) continue;
       if (tile.stage == sched::MoeStage::kLinear1) {
         trace_begin();
         Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kBlockN>>{});
@@ -162,7 +175,8 @@ __global__ void __launch_bounds__(T::kNumThreads, 1)
         } else {
           moe_mma_tile<T>(smem.main, pipe, read, acc, p.h_inter / T::kBlockK, mma_thread_idx, p.timeout_ns, t_first);
         }
-        const int valid = smem.layout.tot[p.rank * el + tile.expert] - tile.m * T::kBlockM;
+        // GEMM-only: no valid row, so the tile is staged in shared memory and nothing is stored.
+        const int valid = p.gemm_only != 0 ? 0 : smem.layout.tot[p.rank * el + tile.expert] - tile.m * T::kBlockM;
         moe_store_combine<T>(p, smem.main, tile, valid, acc, mma_thread_idx, t_store);
         trace_end();
       }
@@ -194,8 +208,10 @@ cudaError_t launch_fused(const MoeFusedParams& p, int grid, cudaStream_t stream)
   });
   if (attr_error[device % 64] != cudaSuccess) return attr_error[device % 64];
   const MoeFusedTmaT<T> tma = make_moe_fused_tma<T>(p);
+  if (p.kernel_begin != nullptr && (e = cudaEventRecord(p.kernel_begin, stream)) != cudaSuccess) return e;
   kernel<<<grid, T::kNumThreads, smem_bytes, stream>>>(p, tma);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  if (p.kernel_end != nullptr && (e = cudaEventRecord(p.kernel_end, stream)) != cudaSuccess) return e;
   return launch_moe_fused_finish(p, grid, stream);
 }
 

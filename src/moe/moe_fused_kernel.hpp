@@ -51,6 +51,18 @@ struct MoeFusedParams {
   // scale per 128 x 128 block).
   bool fp8 = false;
 
+  // GEMM-only measurement mode (MoeFused::time_gemm_only): 0 the layer; 1 Linear-1 (+SwiGLU) tiles only;
+  // 2 Linear-2 tiles only. The kernel still exchanges the counts (the receive layout) and publishes its
+  // completion flags, but dispatches nothing, its producer waits for no arrival counter or l1_done, and
+  // its Linear-2 epilogue stages each tile in shared memory and stores no Combine row (no remote store,
+  // no origin load); mode 1 runs no Linear-2 tile, mode 2 no Linear-1 tile. The operands are whatever
+  // the previous run left in recv (and its scales) and h: run the layer once first. The launcher gives
+  // such a run scratch arrive_base / run_totals, so the arrival bases do not move (nothing arrived).
+  int gemm_only = 0;
+  // Host only: when non-null, recorded on the stream just before and just after the fused kernel's
+  // launch (the completion kernel excluded).
+  cudaEvent_t kernel_begin = nullptr, kernel_end = nullptr;
+
   // local inputs and plan (launch_dispatch_plan)
   const std::uint16_t* x = nullptr;   // [tokens][hidden] bf16
   const void* w1 = nullptr;           // [el][2·h_inter][hidden]

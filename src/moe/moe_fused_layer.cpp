@@ -42,6 +42,8 @@ struct MoeFused::RankState : MoeRankBuffers {
   std::uint32_t* l1_done = nullptr;
   std::uint64_t* arrive_base = nullptr;
   int* run_totals = nullptr;
+  std::uint64_t* arrive_base_sink = nullptr;  // GEMM-only runs: the completion kernel's base update lands here
+  int* run_totals_sink = nullptr;
   MoeFusedTileTrace* trace = nullptr;
   std::uint32_t* trace_count = nullptr;
   std::uint16_t* comb_local = nullptr;
@@ -129,6 +131,8 @@ MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions&
     s.l1_done = device_alloc_zeroed<std::uint32_t>(cap / kFusedBlockM);
     s.arrive_base = device_alloc_zeroed<std::uint64_t>(el);
     s.run_totals = device_alloc_zeroed<int>(el);
+    s.arrive_base_sink = device_alloc_zeroed<std::uint64_t>(el);
+    s.run_totals_sink = device_alloc_zeroed<int>(el);
     XSTAGE_CUDA_CHECK(cudaHostAlloc(&s.failure_host, sizeof(MoeFusedWaitFailure), cudaHostAllocMapped));
     std::memset(s.failure_host, 0, sizeof(MoeFusedWaitFailure));
     XSTAGE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&s.failure_dev), s.failure_host, 0));
@@ -148,6 +152,7 @@ MoeFused::~MoeFused() {
     cudaStreamSynchronize(s.lr->stream);
     free_rank_buffers(s);
     for (void* d : {s.h, (void*)s.h_scale, (void*)s.w1q, (void*)s.w2q, (void*)s.w1s, (void*)s.w2s, (void*)s.l1_done, (void*)s.arrive_base, (void*)s.run_totals,
+                    (void*)s.arrive_base_sink, (void*)s.run_totals_sink,
                     (void*)s.trace, (void*)s.trace_count, (void*)s.comb_local})
       cudaFree(d);
     if (s.failure_host) cudaFreeHost(s.failure_host);
@@ -269,13 +274,56 @@ void MoeFused::poison_output() {
 void MoeFused::run(double timeout_s) {
   ++epoch_;
   team_.for_each_local_parallel([&](int li) { run_rank(li, timeout_s); });
+  ran_ = true;
 }
 
-void MoeFused::run_rank(int li, double timeout_s) {
+std::vector<double> MoeFused::time_gemm_only(int mode, int iters, double timeout_s) {
+  if (mode != 1 && mode != 2) throw InputError("gemm_only: mode 1 (Linear-1) or 2 (Linear-2), got " + std::to_string(mode));
+  if (iters < 1) throw InputError("iters: must be >= 1, got " + std::to_string(iters));
+  if (!ran_) throw InputError("gemm_only: needs one run() first (its operands are the GEMMs' inputs)");
+  const std::uint32_t first_epoch = epoch_ + 1;
+  epoch_ += std::uint32_t(iters);
+  std::vector<double> out(dims_.ranks, 0.0);
+  team_.for_each_local_parallel([&](int li) {
+    RankState& s = *ranks_[li];
+    XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
+    cudaStream_t st = s.lr->stream;
+    MoeFusedParams p = params_of(li, timeout_s);
+    p.gemm_only = mode;
+    // Nothing is dispatched: the arrival counters do not move, so neither may their bases. The
+    // completion kernel adds this run's row totals to p.arrive_base; point it (and the totals, which
+    // the kernel rewrites) at scratch copies so the real ones keep the last normal run's values.
+    p.arrive_base = s.arrive_base_sink;
+    p.run_totals = s.run_totals_sink;
+    std::vector<cudaEvent_t> ev(2 * size_t(iters));
+    for (auto& e : ev) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
+    // Back to back on the stream (no host round trip between launches): each rank's next launch starts
+    // once its completion kernel has seen every rank's CTAs finish, so the ranks stay in step.
+    for (int i = 0; i < iters; ++i) {
+      p.epoch = first_epoch + std::uint32_t(i);
+      p.kernel_begin = ev[2 * i];
+      p.kernel_end = ev[2 * i + 1];
+      XSTAGE_CUDA_CHECK(launch_moe_fused(p, options_.schedule, grid_, st));
+    }
+    XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[1], st));
+    wait_rank(li, s.ev[1], timeout_s);
+    std::vector<double> ms(iters);
+    for (int i = 0; i < iters; ++i) {
+      float v = 0;
+      XSTAGE_CUDA_CHECK(cudaEventElapsedTime(&v, ev[2 * i], ev[2 * i + 1]));
+      ms[i] = v;
+    }
+    for (auto& e : ev) XSTAGE_CUDA_CHECK(cudaEventDestroy(e));
+    std::sort(ms.begin(), ms.end());
+    out[s.lr->rank] = iters % 2 ? ms[iters / 2] : 0.5 * (ms[iters / 2 - 1] + ms[iters / 2]);
+  });
+  return out;
+}
+
+MoeFusedParams MoeFused::params_of(int li, double timeout_s) const {
   RankState& s = *ranks_[li];
   Shared& sh = *shared_;
-  const int N = dims_.ranks, me = s.lr->rank, el = dims_.experts_per_rank();
-  cudaStream_t st = s.lr->stream;
+  const int N = dims_.ranks, me = s.lr->rank;
 
   MoeFusedParams p;
   p.rank = me;
@@ -332,6 +380,13 @@ void MoeFused::run_rank(int li, double timeout_s) {
     p.trace_capacity = trace_capacity_;
   }
   if (local_store_control_) p.comb_local = s.comb_local;
+  return p;
+}
+
+void MoeFused::run_rank(int li, double timeout_s) {
+  RankState& s = *ranks_[li];
+  cudaStream_t st = s.lr->stream;
+  const MoeFusedParams p = params_of(li, timeout_s);
 
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[0], st));
   XSTAGE_CUDA_CHECK(cudaMemsetAsync(s.l1_done, 0, size_t(capacity_rows_ / kFusedBlockM) * sizeof(std::uint32_t), st));
@@ -339,10 +394,15 @@ void MoeFused::run_rank(int li, double timeout_s) {
                                          s.expert_offset, s.send_row_of_slot, s.token_of_send_row, st));
   XSTAGE_CUDA_CHECK(launch_moe_fused(p, options_.schedule, grid_, st));
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[1], st));
+  wait_rank(li, s.ev[1], timeout_s);
+}
 
+void MoeFused::wait_rank(int li, cudaEvent_t done, double timeout_s) const {
+  const RankState& s = *ranks_[li];
+  const int me = s.lr->rank;
   const auto t0 = std::chrono::steady_clock::now();
   for (;;) {
-    const cudaError_t e = cudaEventQuery(s.ev[1]);
+    const cudaError_t e = cudaEventQuery(done);
     if (e == cudaSuccess) break;
     if (e != cudaErrorNotReady) {
       MoeFusedWaitFailure f;
@@ -361,7 +421,6 @@ void MoeFused::run_rank(int li, double timeout_s) {
     }
     std::this_thread::yield();
   }
-  (void)el;
 }
 
 std::vector<double> MoeFused::last_ms() const {

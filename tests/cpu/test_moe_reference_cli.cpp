@@ -19,6 +19,13 @@ void expect_input_error(const std::string& args, const std::string& option, cons
 
 bool have_moe_subcommand() { return xstage::test::has_subcommand("moe"); }
 
+TEST(MoeCli, GemmAloneNeedsTheFusedKernel) {
+  if (!have_moe_subcommand()) GTEST_SKIP() << "xstage built without CUDA: no moe subcommand";
+  const std::string ok = "moe bench --gpus 0,1 --shape deepseek-v3 --tokens 64 ";
+  expect_input_error(ok + "--impl baseline --gemm-alone", "--gemm-alone", "baseline");
+  expect_input_error(ok + "--gemm-alone", "--gemm-alone", "baseline");  // the default implementation
+}
+
 TEST(MoeCli, BadValuesNameTheOptionAndValue) {
   if (!have_moe_subcommand()) GTEST_SKIP() << "xstage built without CUDA: no moe subcommand";
   const std::string ok = "moe bench --gpus 0,1 ";

@@ -18,6 +18,7 @@
 #include "moe_fused.hpp"
 #include "moe_reference.hpp"
 #include "xstage/comm/team.hpp"
+#include "xstage/model/error.hpp"
 #include "xstage/moe/routing.hpp"
 
 namespace {
@@ -128,6 +129,59 @@ TEST_P(MoeFusedTest, MatchesCpuReference) {
   }
   for (double ms : layer.last_ms()) EXPECT_GT(ms, 0.0);
 }
+
+// GEMM-only runs (MoeFused::time_gemm_only, both modes, both precisions) leave the layer consistent:
+// epochs, arrival counters and their bases, so that normal runs afterwards (fresh inputs and routing,
+// so the row totals change) still match the CPU reference. A moved base would make the next run's
+// Linear-1 tiles wait for rows that never arrive (the kernel's bounded wait fails the run).
+class MoeFusedGemmOnlyTest : public ::testing::TestWithParam<MoePrecision> {};
+
+TEST_P(MoeFusedGemmOnlyTest, LeavesTheLayerConsistent) {
+  REQUIRE_GPUS(2);
+  const MoePrecision precision = GetParam();
+  const bool fp8 = precision == MoePrecision::kFp8;
+  auto team = comm::Team::single_process({0, 1});
+  MoeDims d{2, 300, 384, 256, 8, 3};
+  MoeFused layer(team, d, MoeFusedOptions{}, precision);
+  std::mt19937_64 rng(std::random_device{}());
+  EXPECT_THROW(layer.time_gemm_only(1, 2), InputError) << "GEMM-only before any run has no operands";
+  auto load = [&](RoutingKind kind) {
+    return fp8 ? load_random_inputs_fp8(layer, d, kind, rng).fp8_fused : load_random_inputs(layer, d, kind, rng);
+  };
+  std::vector<float> ref = load(RoutingKind::kSkewed);
+  layer.run(20.0);
+  for (MoeFusedSchedule s : {MoeFusedSchedule::kInterleaved, MoeFusedSchedule::kWave}) {
+    MoeFusedOptions o;
+    o.schedule = s;
+    layer.set_schedule(o);
+    for (int mode : {1, 2, 1}) {
+      const std::vector<double> ms = layer.time_gemm_only(mode, 3, 20.0);
+      ASSERT_EQ(ms.size(), 2u);
+      for (double v : ms) EXPECT_GT(v, 0.0) << "mode " << mode;
+      std::printf("[moe fused] gemm-only %s %s mode %d: %.4f / %.4f ms\n", fp8 ? "fp8" : "bf16", to_string(s), mode,
+                  ms[0], ms[1]);
+    }
+    // The same inputs again, then fresh inputs and routing (other row totals).
+    for (RoutingKind next : {RoutingKind::kSkewed, RoutingKind::kBalanced}) {
+      layer.poison_output();
+      layer.run(20.0);
+      const std::vector<float> got = all_outputs(layer, d);
+      ASSERT_EQ(count_non_finite(got), 0u);
+      EXPECT_LT(relative_l2_error(got.data(), ref.data(), ref.size()), 1e-2) << to_string(s);
+      const auto rows = layer.last_received_rows();
+      EXPECT_EQ(rows[0] + rows[1], (long long)d.ranks * d.tokens * d.top_k);
+      ref = load(next);
+      layer.run(20.0);  // the operands of the next GEMM-only runs
+    }
+  }
+  EXPECT_THROW(layer.time_gemm_only(3, 2), InputError);
+  EXPECT_THROW(layer.time_gemm_only(1, 0), InputError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, MoeFusedGemmOnlyTest, ::testing::Values(MoePrecision::kBf16, MoePrecision::kFp8),
+                         [](const ::testing::TestParamInfo<MoePrecision>& i) {
+                           return std::string(i.param == MoePrecision::kFp8 ? "fp8" : "bf16");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(
     Routings, MoeFusedTest,

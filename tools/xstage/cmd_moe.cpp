@@ -58,6 +58,7 @@ struct BenchOptions {
   double sm_tflops = 0;  // per SM, for the prediction's tile times (0: kFusedSmTflops)
   bool trace = false;
   bool local_store_control = false;
+  bool gemm_alone = false;  // fused: also time the Linear-1 and Linear-2 tiles alone (GEMM-only mode)
   int trace_iters = 5;
   std::string trace_dump;  // per-tile timelines of the first CTAs (Figure 9-like plots)
   int trace_dump_ctas = 16;
@@ -422,6 +423,61 @@ nlohmann::json timeline_json(const RankTraces& traces, int ctas) {
   return {{"ranks", ranks}};
 }
 
+// --gemm-alone: per schedule, one normal run (the operands), then the fused kernel in GEMM-only mode
+// (MoeFused::time_gemm_only), Linear-1 (+SwiGLU) tiles alone and Linear-2 tiles alone, o.warmup untimed
+// and o.iters timed launches each; the per-rank median of the fused kernel's time alone (CUDA events; no
+// dispatch, no dependency waits, no Combine stores). Rates: 2·rows·h·2·h_inter (Linear-1) and
+// 2·rows·h_inter·h (Linear-2) over that time, rows = the rank's received rows, and the same with the
+// rows padded to the kernel's 128-row expert blocks (what the tiles compute).
+template <class Use>
+nlohmann::json gemm_alone_json(MoeFused& fused, const BenchOptions& o, const MoeDims& d,
+                               const std::vector<MoeFusedSchedule>& schedules, Use&& use,
+                               const std::vector<long long>& load, const std::vector<long long>& received) {
+  const int el = d.experts_per_rank();
+  std::vector<long long> padded(d.ranks, 0);
+  for (int e = 0; e < d.experts; ++e) padded[e / el] += (load[e] + kFusedBlockM - 1) / kFusedBlockM * kFusedBlockM;
+  const double per_row[2] = {2.0 * d.hidden * 2.0 * d.h_inter, 2.0 * d.h_inter * d.hidden};
+  nlohmann::json out = nlohmann::json::array();
+  for (auto s : schedules) {
+    use(s);
+    fused.run(o.timeout_s);
+    nlohmann::json x;
+    x["schedule"] = to_string(s);
+    x["rows_per_rank"] = received;
+    x["padded_rows_per_rank"] = padded;
+    x["iters"] = o.iters;
+    x["warmup"] = o.warmup;
+    x["timed"] = "fused kernel launch alone (CUDA events; plan and completion kernels excluded) in GEMM-only mode: "
+                 "count exchange, then the stage's tiles (TMA loads, GMMA, epilogue: Linear-1 SwiGLU into local h; "
+                 "Linear-2 staged in shared memory, no Combine store), completion flags; no dispatch, no waits";
+    x["flops_formula"] = {{"linear1", "2 * rows * hidden * 2 * h_inter"}, {"linear2", "2 * rows * h_inter * hidden"}};
+    std::string line;
+    for (int mode = 1; mode <= 2; ++mode) {
+      if (o.warmup > 0) (void)fused.time_gemm_only(mode, o.warmup, o.timeout_s);
+      const std::vector<double> ms = fused.time_gemm_only(mode, o.iters, o.timeout_s);
+      std::vector<double> tf(d.ranks), tfp(d.ranks);
+      int slow = 0;
+      for (int r = 0; r < d.ranks; ++r) {
+        tf[r] = per_row[mode - 1] * double(received[r]) / (ms[r] * 1e-3) / 1e12;
+        tfp[r] = per_row[mode - 1] * double(padded[r]) / (ms[r] * 1e-3) / 1e12;
+        if (ms[r] > ms[slow]) slow = r;
+      }
+      const std::string key = mode == 1 ? "linear1" : "linear2";
+      x[key] = {{"ms_per_rank", ms}, {"tflops_per_rank", tf}, {"padded_tflops_per_rank", tfp}, {"slower_rank", slow}};
+      x[key + "_ms"] = ms[slow];
+      x[key + "_tflops"] = tf[slow];
+      x[key + "_padded_tflops"] = tfp[slow];
+      line += fmt::format("{}{} {:.3f} ms, {:.1f} TFLOP/s ({:.1f} padded)", mode == 1 ? "" : "; ", key, ms[slow],
+                          tf[slow], tfp[slow]);
+    }
+    if (!o.json) std::printf("gemm alone %s (slower rank): %s\n", to_string(s), line.c_str());
+    out.push_back(x);
+  }
+  // The layer is left as a normal run leaves it.
+  fused.run(o.timeout_s);
+  return out;
+}
+
 // --impl fused|both: the fused layer (each schedule of --schedule) and, for both, the separate-kernel
 // baseline on the same inputs, timed in alternation within one process run.
 void run_bench_fused(const BenchOptions& o) {
@@ -594,6 +650,7 @@ void run_bench_fused(const BenchOptions& o) {
       j["auto_regret"] = chosen / std::min(med["fused_wave"], med["fused_interleaved"]) - 1.0;
     }
   }
+  if (o.gemm_alone) j["gemm_alone"] = gemm_alone_json(fused, o, d, schedules, use, load, received);
   if (o.trace || o.local_store_control) {
     // Instrumented runs after the timed ones: per schedule, stores to the token's rank, then (control)
     // the same stores into a local scratch buffer. Layer times here include the tracing barrier.
@@ -667,6 +724,10 @@ void run_bench_fused(const BenchOptions& o) {
 }
 
 void run_bench(const BenchOptions& o) {
+  if (o.gemm_alone && o.impl == "baseline") {
+    throw InputError("--gemm-alone: times the fused kernel's GEMM phases; needs --impl fused or both (got --impl " +
+                     o.impl + ")");
+  }
   if (o.impl == "fused" || o.impl == "both") {
     if (o.impl == "both" && o.precision != "bf16") {
       throw InputError("--precision: '" + o.precision + "' is not available in the baseline yet (available: bf16)");
@@ -809,6 +870,9 @@ void add_moe(CLI::App& root) {
               "configured with -DXSTAGE_MOE_TRACE=ON");
   b->add_flag("--local-store-control", o->local_store_control,
               "Fused, with --trace: also run with the Combine stores redirected to a local scratch buffer");
+  b->add_flag("--gemm-alone", o->gemm_alone,
+              "Fused: also time the Linear-1 and Linear-2 tiles alone (GEMM-only mode of the fused kernel: no "
+              "dispatch, waits or Combine stores; --warmup and --iters launches each) and report their TFLOP/s");
   b->add_option("--trace-iters", o->trace_iters, "Instrumented runs per variant")->check(cli::kPositive);
   b->add_option("--trace-dump", o->trace_dump,
                 "With --trace: write the per-tile timelines of the first CTAs of every rank (last traced run of each "
