@@ -33,7 +33,6 @@ TEST(MoeCli, BadValuesNameTheOptionAndValue) {
   expect_input_error(ok + "--shape deepseek-v3 --tokens -4", "--tokens", "-4");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 0", "--tokens", "0");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --precision fp4", "--precision", "fp4");
-  expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --precision fp8", "--precision", "fp8");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl magic", "--impl", "magic");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --schedule zigzag", "--schedule", "zigzag");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --lead-rows -1", "--lead-rows", "-1");
@@ -41,7 +40,6 @@ TEST(MoeCli, BadValuesNameTheOptionAndValue) {
                      "--platform", "/no/such/platform.json");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --schedule auto --sm-tflops 0", "--sm-tflops", "0");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl both --experts-per-wave -2", "--experts-per-wave", "-2");
-  expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl both --precision fp8", "--precision", "fp8");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --gemm magic", "--gemm", "magic");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --routing /no/such/trace.json", "--routing",
                      "/no/such/trace.json");

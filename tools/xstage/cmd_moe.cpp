@@ -128,7 +128,7 @@ struct CheckResult {
 // The reference rule of each layer: its precision and, for FP8, the Linear-2 input's scale group.
 MoePrecision precision_of(const MoeFused& l) { return l.precision(); }
 int l2_group_of(const MoeFused&) { return MoeFused::kFp8L2Group; }
-MoePrecision precision_of(const MoeBaseline&) { return MoePrecision::kBf16; }
+MoePrecision precision_of(const MoeBaseline& l) { return l.precision(); }
 int l2_group_of(const MoeBaseline&) { return kFp8GroupSize; }
 
 MoePrecision parse_precision(const std::string& p) {
@@ -515,7 +515,8 @@ void run_bench_fused(const BenchOptions& o) {
   const float wscale = 2.f / std::sqrt(float(d.hidden));
   std::unique_ptr<MoeBaseline> base;
   if (o.impl == "both") {
-    base = std::make_unique<MoeBaseline>(team, d, o.gemm == "loop" ? GemmPath::kLoop : GemmPath::kGrouped);
+    base = std::make_unique<MoeBaseline>(team, d, o.gemm == "loop" ? GemmPath::kLoop : GemmPath::kGrouped,
+                                         parse_precision(o.precision));
     base->fill_random(seed, wscale);
     for (int r = 0; r < d.ranks; ++r) base->set_routing(r, routing[r]);
   }
@@ -729,18 +730,13 @@ void run_bench(const BenchOptions& o) {
                      o.impl + ")");
   }
   if (o.impl == "fused" || o.impl == "both") {
-    if (o.impl == "both" && o.precision != "bf16") {
-      throw InputError("--precision: '" + o.precision + "' is not available in the baseline yet (available: bf16)");
-    }
     run_bench_fused(o);
     return;
   }
   if (o.impl != "baseline") {
     throw InputError("--impl: unknown implementation '" + o.impl + "' (available: baseline, fused, both)");
   }
-  if (o.precision != "bf16") {
-    throw InputError("--precision: '" + o.precision + "' is not available in the baseline yet (available: bf16)");
-  }
+  const MoePrecision precision = parse_precision(o.precision);
   const auto [shape, gpus, d] = bench_layer(o);
   const GemmPath gemm = o.gemm == "loop" ? GemmPath::kLoop : GemmPath::kGrouped;
   const std::uint64_t seed = bench_seed(o);
@@ -749,7 +745,7 @@ void run_bench(const BenchOptions& o) {
   require_devices(gpus);
 
   auto team = comm::Team::single_process(gpus);
-  MoeBaseline layer(team, d, gemm);
+  MoeBaseline layer(team, d, gemm, precision);
   // Weights uniform in ±2/√hidden keep every stage's values O(1) in bf16.
   layer.fill_random(seed, 2.f / std::sqrt(float(d.hidden)));
   for (int r = 0; r < d.ranks; ++r) layer.set_routing(r, routing[r]);

@@ -74,7 +74,8 @@ struct MoeRowLayout {
     const int pairs = stage == MoeStage::kLinear1 ? pairs_l1 : pairs_l2;
     const int p = static_cast<int>(cursor_div(cursor, pairs));
     const int e = expert_of_row(p);
-    return MoeTile{stage, e, p - offsets[e], 2 * ((cursor_mod(cursor, pairs) + p % pairs) % pairs) + role, p};
+    const int j = (cursor_mod(cursor, pairs) + p) % pairs;  // < 2^31: the kernels bound rows · pairs
+    return MoeTile{stage, e, p - offsets[e], 2 * j + role, p};
   }
 };
 
