@@ -55,6 +55,20 @@ TEST(MoeConversions, E4m3MatchesCudaOnSweepAndEveryTie) {
   EXPECT_EQ(mismatches, 0);
 }
 
+TEST(MoeConversions, E4m3DecodeMatchesCudaForEveryCode) {
+  for (int b = 0; b < 256; ++b) {
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(b), __NV_E4M3);
+    const float ref = __half2float(__half(h));
+    const float got = e4m3_to_float(std::uint8_t(b));
+    if (std::isnan(ref)) {
+      EXPECT_TRUE(std::isnan(got)) << "code " << b;
+    } else {
+      EXPECT_EQ(got, ref) << "code " << b;
+      EXPECT_EQ(std::signbit(got), std::signbit(ref)) << "code " << b;
+    }
+  }
+}
+
 TEST(MoeConversions, Bf16MatchesCuda) {
   long long mismatches = 0;
   for (std::uint64_t u = 0; u <= 0xffffffffull; u += 65537) {

@@ -138,9 +138,12 @@ MoePrecision parse_precision(const std::string& p) {
 }
 
 // All outputs must be finite (they were poisoned with NaN); sampled tokens of every rank must match the
-// CPU reference of the layer's precision. Each needed expert's weights come back from its GPU once.
+// CPU reference of the layer's precision. Each needed expert's weights come back from its GPU once and
+// are prepared (FP8: quantized) once; `prepared`, when given, keeps them for the next layer checked with
+// the same weights and precision (the layers of one bench are filled from one seed).
 template <class Layer>
-CheckResult check_against_reference(const Layer& layer, const std::vector<Routing>& routing, int per_rank) {
+CheckResult check_against_reference(const Layer& layer, const std::vector<Routing>& routing, int per_rank,
+                                    std::map<int, PreparedExpert>* prepared = nullptr) {
   const MoeDims& d = layer.dims();
   CheckResult c;
   std::vector<std::vector<float>> y(d.ranks), x(d.ranks);
@@ -158,10 +161,16 @@ CheckResult check_against_reference(const Layer& layer, const std::vector<Routin
     for (size_t i = 0; i < picked[r].size(); ++i)
       for (int j = 0; j < d.top_k; ++j) by_expert[routing[r].expert_ids[size_t(picked[r][i]) * d.top_k + j]].push_back({r, int(i)});
   std::map<std::tuple<int, int, int>, std::vector<float>> expert_out;  // (rank, i, expert) -> row
+  std::map<int, PreparedExpert> local;
+  std::map<int, PreparedExpert>& cache = prepared != nullptr ? *prepared : local;
   for (auto& [e, users] : by_expert) {
-    std::vector<float> w1, w2;
-    layer.expert_weights(e, w1, w2);
-    const PreparedExpert pe = prepare_expert(w1.data(), w2.data(), d.hidden, d.h_inter, precision_of(layer));
+    auto it = cache.find(e);
+    if (it == cache.end()) {
+      std::vector<float> w1, w2;
+      layer.expert_weights(e, w1, w2);
+      it = cache.emplace(e, prepare_expert(w1.data(), w2.data(), d.hidden, d.h_inter, precision_of(layer))).first;
+    }
+    const PreparedExpert& pe = it->second;
     ++c.experts_fetched;
     for (auto [r, i] : users) {
       auto& row = expert_out[{r, i, e}];
@@ -565,17 +574,18 @@ void run_bench_fused(const BenchOptions& o) {
   if (base) impls.push_back({"baseline", true, MoeFusedSchedule::kWave, {}, {}});
   for (auto s : schedules) impls.push_back({std::string("fused_") + to_string(s), false, s, {}, {}});
   std::vector<long long> received;
+  std::map<int, PreparedExpert> prepared;  // one weight set (one seed) and one precision for every layer here
   for (auto& im : impls) {
     if (im.is_base) {
       base->poison_output();
       base->run(o.timeout_s);
-      im.check = check_against_reference(*base, routing, o.check_tokens);
+      im.check = check_against_reference(*base, routing, o.check_tokens, &prepared);
     } else {
       use(im.schedule);
       im.schedule_param = fused.schedule_param();
       fused.poison_output();
       fused.run(o.timeout_s);
-      im.check = check_against_reference(fused, routing, o.check_tokens);
+      im.check = check_against_reference(fused, routing, o.check_tokens, &prepared);
       received = fused.last_received_rows();
     }
   }

@@ -62,48 +62,35 @@ XSTAGE_MOE_HD float silu(float x) { return x / (1.f + expf(-x)); }
 XSTAGE_MOE_HD float swiglu_bf16(float gate_bf16, float up_bf16) { return round_bf16(silu(gate_bf16) * up_bf16); }
 
 // float -> e4m3 bits (1 sign, 4 exponent bits with bias 7, 3 mantissa bits; no infinities), round to
-// nearest even, saturating to ±448 (the "satfinite" conversion); NaN -> 0x7f.
+// nearest even, saturating to ±448 (the "satfinite" conversion); NaN -> 0x7f. Bit arithmetic on the
+// float's encoding (the CPU tests check it against the CUDA toolkit's conversion on a sweep and at
+// every tie).
 XSTAGE_MOE_HD std::uint8_t float_to_e4m3(float f) {
   const std::uint32_t u = moe_float_bits(f);
   const std::uint8_t sign = std::uint8_t((u >> 24) & 0x80u);
-  const float a = fabsf(f);
-  if (a != a) return 0x7f;  // NaN
-  if (a >= kE4m3Max) return std::uint8_t(sign | 0x7e);
-  // Smallest normal is 2^-6; below it the spacing is 2^-9 (subnormals m·2^-9, m = 0..7).
-  const bool subnormal = a < 0.015625f;
-  int e = 0;
-  float step;
-  if (subnormal) {
-    step = 0.001953125f;  // 2^-9
-  } else {
-    e = int((moe_float_bits(a) >> 23) & 0xffu) - 127;  // unbiased exponent, -6..8
-    step = ldexpf(1.f, e - 3);
+  const std::uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7f;                      // NaN
+  if (a >= 0x43e00000u) return std::uint8_t(sign | 0x7e);  // |f| >= 448 (and infinity): saturate
+  if (a < 0x3c800000u) {
+    // |f| < 2^-6: the subnormal grid m·2^-9, m = 0..8 (8 is the smallest normal, encoded 0x08). |f|·2^9
+    // is exact; adding and removing 2^23 rounds it to an integer, ties to even.
+    const float scaled = moe_bits_float(a) * 512.f;
+    const float r = (scaled + 8388608.f) - 8388608.f;
+    return std::uint8_t(sign | int(r));
   }
-  // Quantize a to a multiple of `step`, ties to even (exact: a/step has few enough bits in float).
-  const float q = a / step;
-  float r = floorf(q);
-  const float frac = q - r;
-  if (frac > 0.5f || (frac == 0.5f && fmodf(r, 2.f) != 0.f)) r += 1.f;
-  int m = int(r);
-  if (subnormal) {
-    if (m >= 8) return std::uint8_t(sign | (1 << 3));  // rounded up to the smallest normal 2^-6
-    return std::uint8_t(sign | m);
-  }
-  // Normal: m in [8, 16]; 16 means the next binade.
-  int biased = e + 7;
-  if (m == 16) {
-    m = 8;
-    ++biased;
-  }
-  const std::uint8_t bits = std::uint8_t(sign | (biased << 3) | (m - 8));
-  return (bits & 0x7f) == 0x7f ? std::uint8_t(sign | 0x7e) : bits;  // 0x7f is NaN: clamp to 448
+  // Normal: keep 3 of the 23 mantissa bits, round to nearest even (a carry moves into the exponent),
+  // and rebias the exponent from 127 to 7.
+  const std::uint32_t rounded = (a + 0x7ffffu + ((a >> 20) & 1u)) >> 20;
+  std::uint32_t bits = rounded - (120u << 3);
+  if (bits > 0x7eu) bits = 0x7e;  // 0x7f is NaN: the round-up past 448 saturates
+  return std::uint8_t(sign | bits);
 }
 
 XSTAGE_MOE_HD float e4m3_to_float(std::uint8_t b) {
-  const int biased = (b >> 3) & 0xf;
-  const int m = b & 7;
+  const std::uint32_t biased = (b >> 3) & 0xfu, m = b & 7u;
   if (biased == 0xf && m == 7) return moe_bits_float(0x7fc00000u);
-  const float mag = biased == 0 ? ldexpf(float(m), -9) : ldexpf(float(8 + m), biased - 10);
+  const float mag = biased == 0 ? float(m) * 0.001953125f  // m·2^-9
+                                : moe_bits_float(((biased + 120u) << 23) | (m << 20));
   return (b & 0x80) ? -mag : mag;
 }
 
