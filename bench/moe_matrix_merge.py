@@ -403,7 +403,7 @@ def table_markdown(configs, summary, problems, out_dir, precision):
     return "\n".join(lines) + "\n"
 
 
-def plot(configs, png):
+def plot(configs, png, precision):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -447,7 +447,7 @@ def plot(configs, png):
                      transform=axr.get_xaxis_transform())
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_ylabel("t_wave / t_interleaved")
-    ax.set_title("Fused MoE, interleaved vs expert-wave (median layer time; label = tokens per rank)")
+    ax.set_title(f"Fused MoE ({precision}), interleaved vs expert-wave (median layer time; label = tokens per rank)")
     from matplotlib.patches import Patch
     from matplotlib.lines import Line2D
     handles = [Patch(facecolor=colors[r], edgecolor="black", label=r) for r in ROUTINGS]
@@ -498,7 +498,7 @@ def main(argv):
     with open(table_md, "w") as f:
         f.write(table_markdown(configs, summary, problems, out_dir, "+".join(precisions) or "unknown precision"))
     if png and configs:
-        plot(configs, png)
+        plot(configs, png, "+".join(precisions) or "unknown precision")
     print(f"moe_matrix_merge: {len(runs)} runs, {len(configs)} configurations "
           f"({summary['in_summary']} in the summary), "
           f"{len(problems)} problems -> {result_json}, {table_md}" + (f", {png}" if png and configs else ""))
