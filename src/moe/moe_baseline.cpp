@@ -330,15 +330,107 @@ void MoeBaseline::run(double timeout_s) {
   team_.for_each_local_parallel([&](int li) { run_rank(li, timeout_s); });
 }
 
+// Rows to and from each rank (offsets in the send / receive buffers), and the GEMM groups: one per
+// non-empty (source rank, local expert) block of received rows, in arrival order; pad_off is a group's
+// first row in a layout where every group takes pad4(rows) rows (the FP8 path's per-group scales).
+struct MoeBaseline::RowPlan {
+  std::vector<long long> send_rows, send_off, recv_rows, recv_off;
+  long long total_recv = 0;
+  struct Group {
+    int expert;
+    long long row;
+    int rows;
+    long long pad_off;
+  };
+  std::vector<Group> groups;
+  int max_group_rows = 0;
+};
+
+MoeBaseline::RowPlan MoeBaseline::exchange_counts(RankState& s, double timeout_s) {
+  const int N = dims_.ranks, E = dims_.experts, el = dims_.experts_per_rank(), K = dims_.top_k;
+  const int me = s.lr->rank;
+  cudaStream_t st = s.lr->stream;
+  ncclComm_t comm = s.lr->comm;
+  // Each destination learns how many rows it gets for each of its experts.
+  XSTAGE_NCCL_CHECK(ncclGroupStart());
+  for (int d = 0; d < N; ++d) {
+    XSTAGE_NCCL_CHECK(ncclSend(s.expert_rows + size_t(d) * el, el, ncclInt32, d, comm, st));
+    XSTAGE_NCCL_CHECK(ncclRecv(s.recv_expert_rows + size_t(d) * el, el, ncclInt32, d, comm, st));
+  }
+  XSTAGE_NCCL_CHECK(ncclGroupEnd());
+  // NCCL's send/recv sizes and the GEMM group sizes are host arguments: the counts come to the host
+  // (the synchronisation every separate-kernel MoE pays).
+  XSTAGE_CUDA_CHECK(cudaMemcpyAsync(s.expert_rows_h, s.expert_rows, size_t(E) * sizeof(int), cudaMemcpyDeviceToHost, st));
+  XSTAGE_CUDA_CHECK(cudaMemcpyAsync(s.recv_expert_rows_h, s.recv_expert_rows, size_t(N) * el * sizeof(int),
+                                    cudaMemcpyDeviceToHost, st));
+  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kCountsReady], st));
+  wait_event_bounded(s.ev[kCountsReady], timeout_s, me, "the expert counts of the dispatch");
+
+  RowPlan p;
+  p.send_rows.assign(N, 0);
+  p.send_off.assign(N, 0);
+  p.recv_rows.assign(N, 0);
+  p.recv_off.assign(N, 0);
+  for (int d = 0; d < N; ++d)
+    for (int l = 0; l < el; ++l) p.send_rows[d] += s.expert_rows_h[d * el + l];
+  for (int s_ = 0; s_ < N; ++s_)
+    for (int l = 0; l < el; ++l) p.recv_rows[s_] += s.recv_expert_rows_h[s_ * el + l];
+  for (int r = 1; r < N; ++r) {
+    p.send_off[r] = p.send_off[r - 1] + p.send_rows[r - 1];
+    p.recv_off[r] = p.recv_off[r - 1] + p.recv_rows[r - 1];
+  }
+  p.total_recv = p.recv_off[N - 1] + p.recv_rows[N - 1];
+  const long long total_send = p.send_off[N - 1] + p.send_rows[N - 1];
+  if (total_send != (long long)dims_.tokens * K || p.total_recv > capacity_rows_) {
+    throw gpu::DeviceError("moe baseline: rank " + std::to_string(me) + " dispatch plan is inconsistent (sends " +
+                           std::to_string(total_send) + " rows, receives " + std::to_string(p.total_recv) +
+                           ", capacity " + std::to_string(capacity_rows_) + ")");
+  }
+  s.received_rows = p.total_recv;
+
+  long long pad_total = 0;
+  for (int src = 0; src < N; ++src) {
+    long long row = p.recv_off[src];
+    for (int l = 0; l < el; ++l) {
+      const int n = s.recv_expert_rows_h[src * el + l];
+      if (n > 0) {
+        p.groups.push_back({l, row, n, pad_total});
+        pad_total += pad4(n);
+        p.max_group_rows = std::max(p.max_group_rows, n);
+      }
+      row += n;
+    }
+  }
+  return p;
+}
+
+void MoeBaseline::combine(RankState& s, const RowPlan& p, double timeout_s) {
+  const int N = dims_.ranks, H = dims_.hidden;
+  cudaStream_t st = s.lr->stream;
+  ncclComm_t comm = s.lr->comm;
+  // Rows go back to their token's rank, into the slots they left from.
+  XSTAGE_NCCL_CHECK(ncclGroupStart());
+  for (int d = 0; d < N; ++d) {
+    if (p.recv_rows[d] > 0)
+      XSTAGE_NCCL_CHECK(ncclSend(s.out + size_t(p.recv_off[d]) * H, size_t(p.recv_rows[d]) * H, ncclBfloat16, d, comm, st));
+    if (p.send_rows[d] > 0)
+      XSTAGE_NCCL_CHECK(
+          ncclRecv(s.returned + size_t(p.send_off[d]) * H, size_t(p.send_rows[d]) * H, ncclBfloat16, d, comm, st));
+  }
+  XSTAGE_NCCL_CHECK(ncclGroupEnd());
+  XSTAGE_CUDA_CHECK(launch_combine(s.returned, s.send_row_of_slot, s.weights, dims_.tokens, dims_.top_k, H, s.y, st));
+  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kCombined], st));
+  wait_event_bounded(s.ev[kCombined], timeout_s, s.lr->rank, "the end of the layer (combine)");
+}
+
 void MoeBaseline::run_rank(int li, double timeout_s) {
   RankState& s = *ranks_[li];
   if (precision_ == MoePrecision::kFp8) {
     run_rank_fp8(s, timeout_s);
     return;
   }
-  const int N = dims_.ranks, el = dims_.experts_per_rank(), E = dims_.experts, K = dims_.top_k;
+  const int N = dims_.ranks, E = dims_.experts, K = dims_.top_k;
   const int T = dims_.tokens, H = dims_.hidden, HI = dims_.h_inter;
-  const int me = s.lr->rank;
   cudaStream_t st = s.lr->stream;
   ncclComm_t comm = s.lr->comm;
 
@@ -347,37 +439,10 @@ void MoeBaseline::run_rank(int li, double timeout_s) {
   XSTAGE_CUDA_CHECK(launch_dispatch_plan(s.ids, T, K, E, s.expert_rows, s.expert_offset, s.send_row_of_slot,
                                          s.token_of_send_row, st));
   XSTAGE_CUDA_CHECK(launch_gather_rows(s.x, s.token_of_send_row, T * K, H, s.send, st));
-  // Each destination learns how many rows it gets for each of its experts.
-  XSTAGE_NCCL_CHECK(ncclGroupStart());
-  for (int d = 0; d < N; ++d) {
-    XSTAGE_NCCL_CHECK(ncclSend(s.expert_rows + size_t(d) * el, el, ncclInt32, d, comm, st));
-    XSTAGE_NCCL_CHECK(ncclRecv(s.recv_expert_rows + size_t(d) * el, el, ncclInt32, d, comm, st));
-  }
-  XSTAGE_NCCL_CHECK(ncclGroupEnd());
-  // NCCL's send/recv sizes and cuBLAS's group sizes are host arguments: the counts come to the host
-  // (the synchronisation every separate-kernel MoE pays).
-  XSTAGE_CUDA_CHECK(cudaMemcpyAsync(s.expert_rows_h, s.expert_rows, size_t(E) * sizeof(int), cudaMemcpyDeviceToHost, st));
-  XSTAGE_CUDA_CHECK(cudaMemcpyAsync(s.recv_expert_rows_h, s.recv_expert_rows, size_t(N) * el * sizeof(int),
-                                    cudaMemcpyDeviceToHost, st));
-  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kCountsReady], st));
-  wait_event_bounded(s.ev[kCountsReady], timeout_s, me, "the expert counts of the dispatch");
-
-  std::vector<long long> send_rows(N, 0), send_off(N, 0), recv_rows(N, 0), recv_off(N, 0);
-  for (int d = 0; d < N; ++d)
-    for (int l = 0; l < el; ++l) send_rows[d] += s.expert_rows_h[d * el + l];
-  for (int s_ = 0; s_ < N; ++s_)
-    for (int l = 0; l < el; ++l) recv_rows[s_] += s.recv_expert_rows_h[s_ * el + l];
-  for (int r = 1; r < N; ++r) {
-    send_off[r] = send_off[r - 1] + send_rows[r - 1];
-    recv_off[r] = recv_off[r - 1] + recv_rows[r - 1];
-  }
-  const long long total_recv = recv_off[N - 1] + recv_rows[N - 1];
-  if (send_off[N - 1] + send_rows[N - 1] != (long long)T * K || total_recv > capacity_rows_) {
-    throw gpu::DeviceError("moe baseline: rank " + std::to_string(me) + " dispatch plan is inconsistent (sends " +
-                           std::to_string(send_off[N - 1] + send_rows[N - 1]) + " rows, receives " +
-                           std::to_string(total_recv) + ", capacity " + std::to_string(capacity_rows_) + ")");
-  }
-  s.received_rows = total_recv;
+  const RowPlan plan = exchange_counts(s, timeout_s);
+  const auto &send_rows = plan.send_rows, &send_off = plan.send_off, &recv_rows = plan.recv_rows,
+             &recv_off = plan.recv_off;
+  const long long total_recv = plan.total_recv;
 
   XSTAGE_NCCL_CHECK(ncclGroupStart());
   for (int d = 0; d < N; ++d) {
@@ -389,21 +454,7 @@ void MoeBaseline::run_rank(int li, double timeout_s) {
   XSTAGE_NCCL_CHECK(ncclGroupEnd());
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kDispatched], st));
 
-  // --- GEMM groups: one per non-empty (source rank, local expert) block, in arrival order ---
-  struct Group {
-    int expert;
-    long long row;
-    int rows;
-  };
-  std::vector<Group> groups;
-  for (int src = 0; src < N; ++src) {
-    long long row = recv_off[src];
-    for (int l = 0; l < el; ++l) {
-      const int n = s.recv_expert_rows_h[src * el + l];
-      if (n > 0) groups.push_back({l, row, n});
-      row += n;
-    }
-  }
+  const auto& groups = plan.groups;
   const int G = int(groups.size());
 
   // Row-major out[rows][M] = in[rows][Kd] · W[M][Kd]^T is, column-major, out^T = W^T(op T) · in^T:
@@ -451,28 +502,15 @@ void MoeBaseline::run_rank(int li, double timeout_s) {
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kSwiglu], st));
   linear(1, s.w2, size_t(H) * HI, H, HI, s.a, s.out);
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kLinear2], st));
-
-  // --- combine: rows go back to their token's rank, into the slots they left from ---
-  XSTAGE_NCCL_CHECK(ncclGroupStart());
-  for (int d = 0; d < N; ++d) {
-    if (recv_rows[d] > 0)
-      XSTAGE_NCCL_CHECK(ncclSend(s.out + size_t(recv_off[d]) * H, size_t(recv_rows[d]) * H, ncclBfloat16, d, comm, st));
-    if (send_rows[d] > 0)
-      XSTAGE_NCCL_CHECK(ncclRecv(s.returned + size_t(send_off[d]) * H, size_t(send_rows[d]) * H, ncclBfloat16, d, comm, st));
-  }
-  XSTAGE_NCCL_CHECK(ncclGroupEnd());
-  XSTAGE_CUDA_CHECK(launch_combine(s.returned, s.send_row_of_slot, s.weights, T, K, H, s.y, st));
-  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kCombined], st));
-  wait_event_bounded(s.ev[kCombined], timeout_s, me, "the end of the layer (combine)");
+  combine(s, plan, timeout_s);
 }
 
 // The FP8 forward pass of one rank: the bf16 pass's plan, count exchange and combine, with e4m3 rows
 // and their scales on the wire and cuBLASLt block-scaled GEMMs.
 void MoeBaseline::run_rank_fp8(RankState& s, double timeout_s) {
-  const int N = dims_.ranks, el = dims_.experts_per_rank(), E = dims_.experts, K = dims_.top_k;
+  const int N = dims_.ranks, E = dims_.experts, K = dims_.top_k;
   const int T = dims_.tokens, H = dims_.hidden, HI = dims_.h_inter;
   const int hg = H / kFp8GroupSize, ig = HI / kFp8GroupSize;
-  const int me = s.lr->rank;
   cudaStream_t st = s.lr->stream;
   ncclComm_t comm = s.lr->comm;
 
@@ -482,34 +520,10 @@ void MoeBaseline::run_rank_fp8(RankState& s, double timeout_s) {
   XSTAGE_CUDA_CHECK(launch_dispatch_plan(s.ids, T, K, E, s.expert_rows, s.expert_offset, s.send_row_of_slot,
                                          s.token_of_send_row, st));
   XSTAGE_CUDA_CHECK(launch_gather_rows_fp8(s.xq, s.xs, s.token_of_send_row, T * K, H, s.send_q, s.send_s, st));
-  XSTAGE_NCCL_CHECK(ncclGroupStart());
-  for (int d = 0; d < N; ++d) {
-    XSTAGE_NCCL_CHECK(ncclSend(s.expert_rows + size_t(d) * el, el, ncclInt32, d, comm, st));
-    XSTAGE_NCCL_CHECK(ncclRecv(s.recv_expert_rows + size_t(d) * el, el, ncclInt32, d, comm, st));
-  }
-  XSTAGE_NCCL_CHECK(ncclGroupEnd());
-  XSTAGE_CUDA_CHECK(cudaMemcpyAsync(s.expert_rows_h, s.expert_rows, size_t(E) * sizeof(int), cudaMemcpyDeviceToHost, st));
-  XSTAGE_CUDA_CHECK(cudaMemcpyAsync(s.recv_expert_rows_h, s.recv_expert_rows, size_t(N) * el * sizeof(int),
-                                    cudaMemcpyDeviceToHost, st));
-  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kCountsReady], st));
-  wait_event_bounded(s.ev[kCountsReady], timeout_s, me, "the expert counts of the dispatch");
-
-  std::vector<long long> send_rows(N, 0), send_off(N, 0), recv_rows(N, 0), recv_off(N, 0);
-  for (int d = 0; d < N; ++d)
-    for (int l = 0; l < el; ++l) send_rows[d] += s.expert_rows_h[d * el + l];
-  for (int s_ = 0; s_ < N; ++s_)
-    for (int l = 0; l < el; ++l) recv_rows[s_] += s.recv_expert_rows_h[s_ * el + l];
-  for (int r = 1; r < N; ++r) {
-    send_off[r] = send_off[r - 1] + send_rows[r - 1];
-    recv_off[r] = recv_off[r - 1] + recv_rows[r - 1];
-  }
-  const long long total_recv = recv_off[N - 1] + recv_rows[N - 1];
-  if (send_off[N - 1] + send_rows[N - 1] != (long long)T * K || total_recv > capacity_rows_) {
-    throw gpu::DeviceError("moe baseline: rank " + std::to_string(me) + " dispatch plan is inconsistent (sends " +
-                           std::to_string(send_off[N - 1] + send_rows[N - 1]) + " rows, receives " +
-                           std::to_string(total_recv) + ", capacity " + std::to_string(capacity_rows_) + ")");
-  }
-  s.received_rows = total_recv;
+  const RowPlan plan = exchange_counts(s, timeout_s);
+  const auto &send_rows = plan.send_rows, &send_off = plan.send_off, &recv_rows = plan.recv_rows,
+             &recv_off = plan.recv_off;
+  const long long total_recv = plan.total_recv;
 
   // e4m3 rows (H bytes) and their scales (H/128 floats): about half the bytes of the bf16 rows.
   XSTAGE_NCCL_CHECK(ncclGroupStart());
@@ -526,30 +540,9 @@ void MoeBaseline::run_rank_fp8(RankState& s, double timeout_s) {
   XSTAGE_NCCL_CHECK(ncclGroupEnd());
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kDispatched], st));
 
-  // --- GEMM groups: one per non-empty (source rank, local expert) block, in arrival order; a group's
-  // scales sit at a padded row offset (each group pad4(rows) rows) in the per-group scale layout ---
-  struct Group {
-    int expert;
-    long long row;
-    int rows;
-    long long pad_off;
-  };
-  std::vector<Group> groups;
-  int max_rows = 0;
-  long long pad_total = 0;
-  for (int src = 0; src < N; ++src) {
-    long long row = recv_off[src];
-    for (int l = 0; l < el; ++l) {
-      const int n = s.recv_expert_rows_h[src * el + l];
-      if (n > 0) {
-        groups.push_back({l, row, n, pad_total});
-        pad_total += pad4(n);
-        max_rows = std::max(max_rows, n);
-      }
-      row += n;
-    }
-  }
-  const int G = int(groups.size());
+  // --- GEMM groups (a group's scales sit at its padded row offset in the per-group scale layout) ---
+  const auto& groups = plan.groups;
+  const int G = int(groups.size()), max_rows = plan.max_group_rows;
   for (int g = 0; g < G; ++g) {
     s.group_table_h[3 * g] = int(groups[g].row);
     s.group_table_h[3 * g + 1] = groups[g].rows;
@@ -592,19 +585,7 @@ void MoeBaseline::run_rank_fp8(RankState& s, double timeout_s) {
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kSwiglu], st));
   linear(1, s.w2q, s.w2s, H, HI, s.aq, s.out);
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kLinear2], st));
-
-  // --- combine: as the bf16 path ---
-  XSTAGE_NCCL_CHECK(ncclGroupStart());
-  for (int d = 0; d < N; ++d) {
-    if (recv_rows[d] > 0)
-      XSTAGE_NCCL_CHECK(ncclSend(s.out + size_t(recv_off[d]) * H, size_t(recv_rows[d]) * H, ncclBfloat16, d, comm, st));
-    if (send_rows[d] > 0)
-      XSTAGE_NCCL_CHECK(ncclRecv(s.returned + size_t(send_off[d]) * H, size_t(send_rows[d]) * H, ncclBfloat16, d, comm, st));
-  }
-  XSTAGE_NCCL_CHECK(ncclGroupEnd());
-  XSTAGE_CUDA_CHECK(launch_combine(s.returned, s.send_row_of_slot, s.weights, T, K, H, s.y, st));
-  XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[kCombined], st));
-  wait_event_bounded(s.ev[kCombined], timeout_s, me, "the end of the layer (combine)");
+  combine(s, plan, timeout_s);
 }
 
 std::vector<MoeStageTimes> MoeBaseline::last_stage_times() const {

@@ -87,6 +87,11 @@ class MoeBaseline {
   RankState& state_of_rank(int rank) const;
   void quantize_weights(RankState& s);  // FP8: the bf16 weights -> e4m3 and padded block scales
   void run_rank_fp8(RankState& s, double timeout_s);
+  // Both precisions: the per-expert count exchange and the row plan it gives (rows to and from each
+  // rank, their offsets, the GEMM groups), then the combine and the weighted top-k reduction.
+  struct RowPlan;
+  RowPlan exchange_counts(RankState& s, double timeout_s);
+  void combine(RankState& s, const RowPlan& plan, double timeout_s);
 
   comm::Team& team_;
   MoeDims dims_;

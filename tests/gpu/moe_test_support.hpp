@@ -53,25 +53,6 @@ inline std::vector<float> random_vec(size_t n, std::mt19937_64& rng, float scale
   return v;
 }
 
-// Fresh random tokens (±1), weights (±0.08) and a routing of `kind` loaded into every rank of `layer`;
-// returns the CPU reference output of all ranks, rank after rank.
-template <class Layer>
-std::vector<float> load_random_inputs(Layer& layer, const MoeDims& d, RoutingKind kind, std::mt19937_64& rng) {
-  const int el = d.experts_per_rank();
-  const size_t n1 = size_t(2) * d.h_inter * d.hidden, n2 = size_t(d.hidden) * d.h_inter;
-  const auto w1 = random_vec(n1 * d.experts, rng, 0.08f);
-  const auto w2 = random_vec(n2 * d.experts, rng, 0.08f);
-  const auto x = random_vec(size_t(d.ranks) * d.tokens * d.hidden, rng, 1.f);
-  const auto routing = make_routing(d, kind, rng);
-  for (int r = 0; r < d.ranks; ++r) {
-    layer.set_tokens(r, std::vector<float>(x.begin() + size_t(r) * d.tokens * d.hidden,
-                                           x.begin() + size_t(r + 1) * d.tokens * d.hidden));
-    layer.set_weights(r, &w1[n1 * r * el], &w2[n2 * r * el]);
-    layer.set_routing(r, routing[r]);
-  }
-  return moe_reference_layer(d, MoePrecision::kBf16, x, routing, w1, w2);
-}
-
 // The inputs load_random_inputs_kept made, kept so the caller can run the reference at any precision.
 struct MoeTestInputs {
   std::vector<float> x, w1, w2;
@@ -125,6 +106,13 @@ MoeTestInputs load_random_inputs_kept(Layer& layer, const MoeDims& d, RoutingKin
     layer.set_routing(r, in.routing[r]);
   }
   return in;
+}
+
+// Fresh random tokens (±1), weights (±0.08) and a routing of `kind` loaded into every rank of `layer`;
+// returns the CPU reference output of all ranks, rank after rank.
+template <class Layer>
+std::vector<float> load_random_inputs(Layer& layer, const MoeDims& d, RoutingKind kind, std::mt19937_64& rng) {
+  return load_random_inputs_kept(layer, d, kind, rng).reference(d, MoePrecision::kBf16);
 }
 
 // Every rank's output, rank after rank.

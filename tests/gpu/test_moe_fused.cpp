@@ -36,47 +36,17 @@ struct Case {
   MoePrecision precision = MoePrecision::kBf16;
 };
 
-// Fresh random inputs as load_random_inputs makes them, loaded into `layer`; the CPU reference outputs
-// of the bf16 layer and of the FP8 layer with the fused kernel's Linear-2 group (64) and with the
-// separate-kernel path's (128).
+// Fresh random inputs (load_random_inputs_kept, each 128 x 128 weight block and each 128-channel group of
+// a token row at its own magnitude, 2^±3, so a scale applied to the wrong row, group or block shows),
+// loaded into `layer`; the CPU reference outputs of the bf16 layer and of the FP8 layer with the fused
+// kernel's Linear-2 group (64) and with the separate-kernel path's (128).
 struct Fp8References {
   std::vector<float> bf16, fp8_fused, fp8_separate;
 };
-// Each 64-channel group of a token row and each 128 x 128 weight block gets its own magnitude (2^-3 to
-// 2^3), so a scale applied to the wrong row, group or block shows as a large error (with uniform data
-// every group's scale is nearly the same and such a mistake would hide).
-void vary_group_magnitudes(std::vector<float>& v, size_t rows, size_t cols, size_t group_rows, size_t group_cols,
-                           std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> e(-3, 3);
-  for (size_t r0 = 0; r0 < rows; r0 += group_rows)
-    for (size_t c0 = 0; c0 < cols; c0 += group_cols) {
-      const float f = std::ldexp(1.f, e(rng));
-      for (size_t r = r0; r < std::min(rows, r0 + group_rows); ++r)
-        for (size_t c = c0; c < std::min(cols, c0 + group_cols); ++c) v[r * cols + c] *= f;
-    }
-}
-
 Fp8References load_random_inputs_fp8(MoeFused& layer, const MoeDims& d, RoutingKind kind, std::mt19937_64& rng) {
-  const int el = d.experts_per_rank();
-  const size_t n1 = size_t(2) * d.h_inter * d.hidden, n2 = size_t(d.hidden) * d.h_inter;
-  auto w1 = random_vec(n1 * d.experts, rng, 0.08f);
-  auto w2 = random_vec(n2 * d.experts, rng, 0.08f);
-  auto x = random_vec(size_t(d.ranks) * d.tokens * d.hidden, rng, 1.f);
-  vary_group_magnitudes(w1, size_t(d.experts) * 2 * d.h_inter, d.hidden, 128, 128, rng);
-  vary_group_magnitudes(w2, size_t(d.experts) * d.hidden, d.h_inter, 128, 128, rng);
-  vary_group_magnitudes(x, size_t(d.ranks) * d.tokens, d.hidden, 1, 64, rng);
-  const auto routing = make_routing(d, kind, rng);
-  for (int r = 0; r < d.ranks; ++r) {
-    layer.set_tokens(r, std::vector<float>(x.begin() + size_t(r) * d.tokens * d.hidden,
-                                           x.begin() + size_t(r + 1) * d.tokens * d.hidden));
-    layer.set_weights(r, &w1[n1 * r * el], &w2[n2 * r * el]);
-    layer.set_routing(r, routing[r]);
-  }
-  Fp8References out;
-  out.bf16 = moe_reference_layer(d, MoePrecision::kBf16, x, routing, w1, w2);
-  out.fp8_fused = moe_reference_layer(d, MoePrecision::kFp8, x, routing, w1, w2, MoeFused::kFp8L2Group);
-  out.fp8_separate = moe_reference_layer(d, MoePrecision::kFp8, x, routing, w1, w2, kFp8GroupSize);
-  return out;
+  const MoeTestInputs in = load_random_inputs_kept(layer, d, kind, rng, /*block_spread=*/3.f);
+  return {in.reference(d, MoePrecision::kBf16), in.reference(d, MoePrecision::kFp8, MoeFused::kFp8L2Group),
+          in.reference(d, MoePrecision::kFp8, kFp8GroupSize)};
 }
 
 class MoeFusedTest : public ::testing::TestWithParam<Case> {};
