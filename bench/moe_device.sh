@@ -4,8 +4,14 @@
 # `xstage moe bench --impl both --schedule both` (baseline, fused expert-wave, fused interleaved, timed in
 # alternation in one process run) over the built-in shapes and token counts, merged into
 # $OUT/moe_wave.json; a short table last.
-#   BUILD=build-moe bench/moe_device.sh
+#   BUILD=build-moe bench/moe_device.sh        (PRECISION=fp8: the FP8 W8A8 layers, results in moe_wave_fp8.json)
 set -uo pipefail
+PRECISION=${PRECISION:-bf16}
+case $PRECISION in
+  bf16) result=moe_wave.json ;;
+  fp8) result=moe_wave_fp8.json ;;
+  *) echo "moe_device: PRECISION must be bf16 or fp8, got '$PRECISION'" >&2; exit 2 ;;
+esac
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 mkdir -p "$OUT/runs"
 {
@@ -27,15 +33,15 @@ for r in "${runs[@]}"; do
   set -- $r
   i=$((i + 1))
   timeout ${RUN_TIMEOUT:-90} "$BUILD/xstage" moe bench --gpus 0,1 --shape "$1" --tokens "$2" --routing "$3" \
-    --check-tokens "$4" --precision bf16 --impl both --schedule both --iters ${ITERS:-10} --warmup ${WARMUP:-3} \
+    --check-tokens "$4" --precision "$PRECISION" --impl both --schedule both --iters ${ITERS:-10} --warmup ${WARMUP:-3} \
     --out "$OUT/runs/run_$i.json" >> "$OUT/moe_device.txt" 2>&1
   echo "run $i ($r) rc=$?" >> "$OUT/moe_device.txt"
 done
-python3 - "$OUT" <<'PY'
+python3 - "$OUT" "$result" <<'PY'
 import json, glob, os, sys
-out = sys.argv[1]
+out, result = sys.argv[1], sys.argv[2]
 runs = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, "runs", "run_*.json")), key=lambda f: int(f.split("_")[-1][:-5]))]
-json.dump({"schema": "xstage.moe_bench_set", "version": 2, "runs": runs}, open(os.path.join(out, "moe_wave.json"), "w"), indent=1)
+json.dump({"schema": "xstage.moe_bench_set", "version": 2, "runs": runs}, open(os.path.join(out, result), "w"), indent=1)
 print(f"{'shape':18s} {'T':>6s} {'routing':8s} {'impl':18s} {'ms':>8s} {'TFLOP/s':>8s} {'NVL GB/s':>8s} {'x base':>7s} check")
 for j in runs:
     base = next((x for x in j["impls"] if x["name"] == "baseline"), None)
@@ -45,7 +51,7 @@ for j in runs:
         print(f"{j['shape']['name']:18s} {j['tokens_per_rank']:6d} {j['routing']['kind']:8s} {x['name']:18s} {t['layer_median_ms']:8.3f} "
               f"{t['tflops']:8.1f} {t['nvlink_gbps']:8.1f} {sp:7.2f} {'ok' if x['check']['passed'] else 'FAIL'} {x['check']['rel_l2']:.1e}")
 PY
-[ -s "$OUT/moe_wave.json" ] && rm -rf "$OUT/runs"
+[ -s "$OUT/$result" ] && rm -rf "$OUT/runs"
 # The grouped GEMMs alone in PyTorch (torch._grouped_mm), same shapes, for the GEMM-efficiency context.
 PYTHONUNBUFFERED=1 timeout ${TORCH_TIMEOUT:-90} python3 bench/moe_grouped_mm.py --out "$OUT/moe_grouped_mm.json" \
   > "$OUT/moe_grouped_mm.txt" 2>&1
