@@ -14,6 +14,7 @@
 #include "xstage/gpu/check.hpp"
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/stats.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/sim/moe_schedules.hpp"
 
@@ -314,8 +315,7 @@ std::vector<double> MoeFused::time_gemm_only(int mode, int iters, double timeout
       ms[i] = v;
     }
     for (auto& e : ev) XSTAGE_CUDA_CHECK(cudaEventDestroy(e));
-    std::sort(ms.begin(), ms.end());
-    out[s.lr->rank] = iters % 2 ? ms[iters / 2] : 0.5 * (ms[iters / 2 - 1] + ms[iters / 2]);
+    out[s.lr->rank] = stats::median(ms);
   });
   return out;
 }

@@ -522,17 +522,16 @@ void run_bench_fused(const BenchOptions& o) {
 
   auto team = comm::Team::single_process(gpus);
   const float wscale = 2.f / std::sqrt(float(d.hidden));
+  const MoePrecision precision = parse_precision(o.precision);
   std::unique_ptr<MoeBaseline> base;
   if (o.impl == "both") {
-    base = std::make_unique<MoeBaseline>(team, d, o.gemm == "loop" ? GemmPath::kLoop : GemmPath::kGrouped,
-                                         parse_precision(o.precision));
+    base = std::make_unique<MoeBaseline>(team, d, o.gemm == "loop" ? GemmPath::kLoop : GemmPath::kGrouped, precision);
     base->fill_random(seed, wscale);
     for (int r = 0; r < d.ranks; ++r) base->set_routing(r, routing[r]);
   }
   MoeFusedOptions fo;
   fo.lead_rows = o.lead_rows;
   fo.experts_per_wave = o.experts_per_wave;
-  const MoePrecision precision = parse_precision(o.precision);
   MoeFused fused(team, d, fo, precision);
   const std::vector<long long> load = expert_load(routing, d.experts);
   // The prediction (auto: the choice; both: recorded beside the measurement of both orders).
