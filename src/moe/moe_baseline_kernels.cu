@@ -142,9 +142,8 @@ __global__ void gather_fp8_kernel(const uint4* __restrict__ q, const float* __re
   for (int i = threadIdx.x; i < scales_per_row; i += blockDim.x) send_s[size_t(row) * scales_per_row + i] = s[t * scales_per_row + i];
 }
 
-// One warp per row; each lane takes 16 consecutive channels per pass (512 per warp pass): gate and up
-// as two 16-byte loads each, the bf16 SwiGLU products, then fp8_quantize_16 over 128-channel groups
-// (8 lanes a group). h_inter is a multiple of 128, so a group is never split by the row's end.
+// One warp per row (fp8_quantize_row, 128-channel groups): each lane's 16 channels are the bf16 SwiGLU
+// products of two 16-byte gate and up loads each.
 __global__ void swiglu_fp8_kernel(const std::uint16_t* __restrict__ h, long long rows, int h_inter,
                                   std::uint8_t* __restrict__ q, float* __restrict__ s) {
   const int lane = threadIdx.x % 32;
@@ -153,32 +152,21 @@ __global__ void swiglu_fp8_kernel(const std::uint16_t* __restrict__ h, long long
   for (long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
     const uint4* gate = reinterpret_cast<const uint4*>(h + r * 2 * h_inter);
     const uint4* up = reinterpret_cast<const uint4*>(h + r * 2 * h_inter + h_inter);
-    uint4* dst = reinterpret_cast<uint4*>(q + r * h_inter);
-    for (int base = 0; base < h_inter; base += 512) {
-      const int c = base + lane * 16;
-      const bool in = c < h_inter;
-      uint4 a[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-      if (in) {
+    auto swiglu8 = [](uint4 g, uint4 u) {  // 8 gate and 8 up bf16 values -> 8 bf16 SwiGLU products
+      const unsigned gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
+      unsigned o[4];
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const uint4 g = gate[c / 8 + half], u = up[c / 8 + half];
-          const unsigned gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
-          unsigned o[4];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            o[i] = unsigned(float_to_bf16_bits(swiglu_bf16(bf16_lo(gw[i]), bf16_lo(uw[i])))) |
-                   (unsigned(float_to_bf16_bits(swiglu_bf16(bf16_hi(gw[i]), bf16_hi(uw[i])))) << 16);
-          }
-          a[half] = make_uint4(o[0], o[1], o[2], o[3]);
-        }
+      for (int i = 0; i < 4; ++i) {
+        o[i] = unsigned(float_to_bf16_bits(swiglu_bf16(bf16_lo(gw[i]), bf16_lo(uw[i])))) |
+               (unsigned(float_to_bf16_bits(swiglu_bf16(bf16_hi(gw[i]), bf16_hi(uw[i])))) << 16);
       }
-      float scale;
-      const uint4 v = fp8_quantize_16<kFp8GroupSize>(a[0], a[1], scale);
-      if (in) {
-        dst[c / 16] = v;
-        if (c % kFp8GroupSize == 0) s[r * groups + c / kFp8GroupSize] = scale;
-      }
-    }
+      return make_uint4(o[0], o[1], o[2], o[3]);
+    };
+    auto load = [&](int c, uint4& lo, uint4& hi) {
+      lo = swiglu8(gate[c / 8], up[c / 8]);
+      hi = swiglu8(gate[c / 8 + 1], up[c / 8 + 1]);
+    };
+    fp8_quantize_row<kFp8GroupSize>(lane, h_inter, load, q + r * h_inter, s + r * groups);
   }
 }
 

@@ -59,4 +59,24 @@ __device__ __forceinline__ uint4 fp8_quantize_16(uint4 lo, uint4 hi, float& scal
                     e4m3x4(f[12] * inv, f[13] * inv, f[14] * inv, f[15] * inv));
 }
 
+// One warp quantizes one row of `cols` channels (a multiple of kGroup, so a group's lanes are all in
+// or all out of a 512-channel pass): load(c, lo, hi) gives the bf16 values of channels c..c+15 as two
+// 16-byte words; their e4m3 bytes go to q[c..c+15] (one 16-byte store) and each group's scale to
+// scales[c / kGroup]. Every lane of the warp calls it.
+template <int kGroup, class Load>
+__device__ __forceinline__ void fp8_quantize_row(int lane, int cols, Load&& load, std::uint8_t* q, float* scales) {
+  for (int base = 0; base < cols; base += 512) {
+    const int c = base + lane * 16;
+    const bool in = c < cols;
+    uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
+    if (in) load(c, lo, hi);
+    float scale;
+    const uint4 v = fp8_quantize_16<kGroup>(lo, hi, scale);
+    if (in) {
+      reinterpret_cast<uint4*>(q)[c / 16] = v;
+      if (c % kGroup == 0) scales[c / kGroup] = scale;
+    }
+  }
+}
+
 }  // namespace xstage::moe

@@ -14,19 +14,9 @@ __global__ void quantize_rows_kernel(const std::uint16_t* __restrict__ x, long l
   const long long warps = (long long)gridDim.x * (blockDim.x / 32);
   for (long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
     const uint4* src = reinterpret_cast<const uint4*>(x + r * cols);
-    uint4* dst = reinterpret_cast<uint4*>(q + r * cols);
-    for (int base = 0; base < cols; base += 512) {
-      const int c = base + lane * 16;  // groups are whole: cols is a multiple of kGroup
-      const bool in = c < cols;
-      const uint4 zero = make_uint4(0, 0, 0, 0);
-      const uint4 lo = in ? src[c / 8] : zero, hi = in ? src[c / 8 + 1] : zero;
-      float s;
-      const uint4 v = fp8_quantize_16<kGroup>(lo, hi, s);
-      if (in) {
-        dst[c / 16] = v;
-        if (c % kGroup == 0) scales[r * scale_pitch + c / kGroup] = s;
-      }
-    }
+    fp8_quantize_row<kGroup>(
+        lane, cols, [&](int c, uint4& lo, uint4& hi) { lo = src[c / 8], hi = src[c / 8 + 1]; }, q + r * cols,
+        scales + r * scale_pitch);
   }
 }
 

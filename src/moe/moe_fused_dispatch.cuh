@@ -118,22 +118,11 @@ __device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeL
         }
         for (; v < vec; v += 32) d[v] = __ldg(src + v);
       } else {
-        // e4m3 row and its per-128 scales (8 lanes per group; hidden is a multiple of 128, so a group's
-        // lanes are all in or all out of a 512-channel pass).
-        uint4* d = reinterpret_cast<uint4*>(static_cast<std::uint8_t*>(p.recv_peer[o]) + dst * p.hidden);
-        float* ds = p.recv_scale_peer[o] + dst * (p.hidden / kFp8GroupSize);
-        for (int base = 0; base < p.hidden; base += 512) {
-          const int c = base + lane * 16;
-          const bool in = c < p.hidden;
-          const uint4 zero = make_uint4(0, 0, 0, 0);
-          const uint4 lo = in ? __ldg(src + c / 8) : zero, hi = in ? __ldg(src + c / 8 + 1) : zero;
-          float scale;
-          const uint4 q = fp8_quantize_16<kFp8GroupSize>(lo, hi, scale);
-          if (in) {
-            d[c / 16] = q;
-            if (c % kFp8GroupSize == 0) ds[c / kFp8GroupSize] = scale;
-          }
-        }
+        // e4m3 row and its per-128 scales, quantized on the way.
+        fp8_quantize_row<kFp8GroupSize>(
+            lane, p.hidden, [&](int c, uint4& lo, uint4& hi) { lo = __ldg(src + c / 8), hi = __ldg(src + c / 8 + 1); },
+            static_cast<std::uint8_t*>(p.recv_peer[o]) + dst * p.hidden,
+            p.recv_scale_peer[o] + dst * (p.hidden / kFp8GroupSize));
       }
       if (lane == 0) p.origin_peer[o][dst] = moe_origin(p.rank, token * K + j);
       ++pending;

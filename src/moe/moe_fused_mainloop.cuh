@@ -110,30 +110,31 @@ inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedParams& p) {
   return t;
 }
 
-template <class Pipeline, class State>
-__device__ __forceinline__ void moe_producer_acquire(Pipeline& pipe, State const& s, std::uint64_t timeout_ns) {
-  auto token = pipe.producer_try_acquire(s);
+// A pipeline barrier wait with a bound: try(), spinning while it says WaitAgain (trap past timeout_ns),
+// then commit(token).
+template <class Try, class Commit>
+__device__ __forceinline__ void moe_pipe_wait_bounded(Try&& try_wait, Commit&& commit, std::uint64_t timeout_ns) {
+  auto token = try_wait();
   if (token == cutlass::BarrierStatus::WaitAgain) {
     const std::uint64_t t0 = gpu::globaltimer_ns();
     do {
-      token = pipe.producer_try_acquire(s);
+      token = try_wait();
       if (token == cutlass::BarrierStatus::WaitAgain && gpu::globaltimer_ns() - t0 > timeout_ns) __trap();
     } while (token == cutlass::BarrierStatus::WaitAgain);
   }
-  pipe.producer_acquire(s, token);
+  commit(token);
+}
+
+template <class Pipeline, class State>
+__device__ __forceinline__ void moe_producer_acquire(Pipeline& pipe, State const& s, std::uint64_t timeout_ns) {
+  moe_pipe_wait_bounded([&] { return pipe.producer_try_acquire(s); },
+                        [&](auto token) { pipe.producer_acquire(s, token); }, timeout_ns);
 }
 
 template <class Pipeline, class State>
 __device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s, std::uint64_t timeout_ns) {
-  auto token = pipe.consumer_try_wait(s);
-  if (token == cutlass::BarrierStatus::WaitAgain) {
-    const std::uint64_t t0 = gpu::globaltimer_ns();
-    do {
-      token = pipe.consumer_try_wait(s);
-      if (token == cutlass::BarrierStatus::WaitAgain && gpu::globaltimer_ns() - t0 > timeout_ns) __trap();
-    } while (token == cutlass::BarrierStatus::WaitAgain);
-  }
-  pipe.consumer_wait(s, token);
+  moe_pipe_wait_bounded([&] { return pipe.consumer_try_wait(s); }, [&](auto token) { pipe.consumer_wait(s, token); },
+                        timeout_ns);
 }
 
 // Producer (one warp; lane 0 issues): the k-loop loads of one tile. Dependencies are awaited by the
