@@ -1,7 +1,7 @@
 // The fused expert-parallel MoE kernel (Hopper; bf16, or FP8 e4m3 W8A8) and its completion/reduction kernel.
 //
-// Per GPU, one persistent kernel (grid = co-resident CTAs, even; CTA pair g = blockIdx / 2 is scheduler
-// instance g, role r = blockIdx % 2 takes N-tiles 2j + r):
+// Per GPU, one persistent kernel (grid = co-resident CTAs in 2-CTA clusters; CTA pair = cluster g = blockIdx / 2
+// is scheduler instance g, role r = blockIdx % 2 takes N-tiles 2j + r; the pair shares its A tiles by TMA multicast):
 //   prologue (all threads): count exchange, receive layout, dispatch (moe_fused_dispatch.cuh);
 //   producer warp: for each tile of the scheduler, wait for its inputs (Linear-1: the expert's arrival
 //     counter reaches base + rows; Linear-2: all Linear-1 N-tiles of the row are done), then
@@ -15,6 +15,8 @@
 // and weight-block scales (moe_mma_tile_fp8); x is quantized as it is dispatched, h in the SwiGLU epilogue.
 // The tile order is the scheduler's (sched::ExpertWaveMoeScheduler or sched::InterleavedMoeScheduler):
 // producer and consumers each run their own copy of it and see the same sequence.
+#include <algorithm>
+
 #include "moe_fused_impl.cuh"
 
 namespace xstage::moe {
@@ -93,9 +95,34 @@ int moe_fused_grid(int device) {
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 0;
   int smem_optin = 0;
   if (cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) return 0;
-  if (smem_optin < int(sizeof(fused_detail::MoeFusedKernelStorage<MoeFusedTraits>))) return 0;
-  const int g = sms < kFusedMaxGrid ? sms : kFusedMaxGrid;
-  return g / 2 * 2;  // one CTA per SM (shared memory allows no second): every CTA is resident
+  using Storage = fused_detail::MoeFusedKernelStorage<MoeFusedTraits>;
+  if (smem_optin < int(sizeof(Storage))) return 0;
+  // One CTA per SM (shared memory allows no second) in clusters of two: the grid is the number of CTA
+  // pairs the device can hold at once (a GPC with an odd number of free SMs leaves one idle), so every
+  // CTA is resident and the bounded spin waits between CTAs cannot deadlock. Both precisions' kernels
+  // have the same shared memory, threads and cluster shape.
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) return 0;
+  auto kernel = fused_detail::moe_fused_kernel<MoeFusedTraits, sched::ExpertWaveMoeScheduler>;
+  int clusters = 0;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(sms / 2 * 2));
+  cfg.blockDim = dim3(MoeFusedTraits::kNumThreads);
+  cfg.dynamicSmemBytes = sizeof(Storage);
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = MoeFusedTraits::kClusterSize;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cfg.attrs = &cluster;
+  cfg.numAttrs = 1;
+  const bool ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Storage))) ==
+                      cudaSuccess &&
+                  cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess;
+  cudaSetDevice(previous);
+  if (!ok) return 0;
+  const int g = std::min({sms / 2, clusters, kFusedMaxGrid / 2}) * 2;
+  return g;
 }
 
 cudaError_t launch_moe_fused(const MoeFusedParams& p, MoeFusedSchedule schedule, int grid, cudaStream_t stream) {

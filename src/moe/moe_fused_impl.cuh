@@ -31,7 +31,8 @@ struct MoeFusedKernelStorage {
   MoeLayoutSmem layout;
 };
 
-// Linear-2 N-tiles rounded up to even (CTA pairs); the padding tile of an odd count is skipped.
+// Linear-2 N-tiles rounded up to even (CTA pairs); the padding tile of an odd count is loaded (its A half
+// is the partner's too) but neither computed nor stored (moe_drain_tile).
 __host__ __device__ inline int l2_tiles(int hidden) { return hidden / MoeFusedTraits::kBlockN; }
 __host__ __device__ inline int l2_tiles_even(int hidden) { return (l2_tiles(hidden) + 1) / 2 * 2; }
 __host__ __device__ inline int l1_tiles(int h_inter) { return h_inter / (MoeFusedTraits::kBlockN / 2); }
@@ -46,7 +47,7 @@ __host__ __device__ inline bool moe_gemm_only_skips(int gemm_only, sched::MoeSta
 }
 
 template <class T, class Schedule>
-__global__ void __launch_bounds__(T::kNumThreads, 1)
+__global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kClusterSize, 1, 1)
     moe_fused_kernel(CUTE_GRID_CONSTANT MoeFusedParams const p, CUTE_GRID_CONSTANT MoeFusedTmaT<T> const tma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace cute;
@@ -68,7 +69,8 @@ __global__ void __launch_bounds__(T::kNumThreads, 1)
   pp.is_leader = threadIdx.x == 0;
   pp.num_consumers = T::kNumMmaThreads;
   pp.initializing_warp = 0;
-  Pipeline pipe(smem.main.pipe, pp, Shape<_1, _1, _1>{});
+  Pipeline pipe(smem.main.pipe, pp, typename T::ClusterShape{});
+  moe_cluster_sync();  // the partner's barriers are initialized before any multicast or remote release
 
   moe_exchange_counts(p, smem.layout);  // ends with __syncthreads (barriers initialized too)
   if (p.gemm_only == 0) moe_dispatch(p, smem.layout);
@@ -77,7 +79,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1)
   const int el = p.experts / p.ranks;
   const int n1 = l1_tiles(p.h_inter), n2 = l2_tiles(p.hidden);
   const sched::MoeRowLayout layout{&smem.layout.offs[p.rank * (el + 1)], el, n1 / 2, l2_tiles_even(p.hidden) / 2};
-  const int instance = blockIdx.x / 2, instances = gridDim.x / 2, role = blockIdx.x % 2;
+  const int instance = blockIdx.x / 2, instances = gridDim.x / 2, role = blockIdx.x % 2;  // pair = cluster
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegisters>();
@@ -87,8 +89,9 @@ __global__ void __launch_bounds__(T::kNumThreads, 1)
       auto write = cutlass::make_producer_start_state<Pipeline>();
       sched::MoeTile tile;
       while (schedule.next(tile)) {
-        if (tile.stage == sched::MoeStage::kLinear2 && tile.n >= n2) continue;
         if (moe_gemm_only_skips(p.gemm_only, tile.stage)) continue;
+        // The padding N-tile: load the last real tile's B (any valid block: the consumers only drain it).
+        if (tile.stage == sched::MoeStage::kLinear2 && tile.n >= n2) tile.n = n2 - 1;
         if (lane == 0) {
           if (p.gemm_only != 0) {
             // GEMM-only: no dependency wait (operands of the previous run)
@@ -163,7 +166,10 @@ __global__ void __launch_bounds__(T::kNumThreads, 1)
         if (mma_thread_idx == 0) gpu::arrive_counter_release_gpu(p.l1_done + tile.row, 1);
         trace_end();
       } else {
-        if (tile.n >= n2) continue;
+        if (tile.n >= n2) {
+          moe_drain_tile<T>(pipe, read, p.h_inter / T::kBlockK, p.timeout_ns);
+          continue;
+        }
         trace_begin();
         Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kBlockN>>{});
         if constexpr (T::kFp8) {
@@ -189,6 +195,8 @@ __global__ void __launch_bounds__(T::kNumThreads, 1)
       gpu::publish_flag_release(p.done_flag_peer[mma_thread_idx] + p.rank * kFusedMaxGrid + blockIdx.x, p.epoch);
     }
   }
+  // Neither CTA of the pair exits while the other may still multicast into it or release its stages.
+  moe_cluster_sync();
 #else
   __trap();  // built for another architecture: the launcher refuses devices other than sm_90a
 #endif

@@ -54,4 +54,10 @@ __device__ __forceinline__ void moe_wait_geq(Load load, std::uint64_t target, st
   }
 }
 
+// All threads of both CTAs of the cluster (barrier.cluster, not .aligned: callers may be divergent).
+__device__ __forceinline__ void moe_cluster_sync() {
+  asm volatile("barrier.cluster.arrive;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait;\n" ::: "memory");
+}
+
 }  // namespace xstage::moe
