@@ -219,8 +219,9 @@ int MoeFused::schedule_param() const {
                                          : sim::default_experts_per_wave(dims_.experts_per_rank());
   }
   if (options_.lead_rows > 0) return options_.lead_rows;
-  // Eq. 16 with b_n = 128 and one producer per SM of the grid.
-  return int(std::max<std::int64_t>(1, model::moe_lead_knee_rows(128, grid_, dims_.h_inter)));
+  // The default lead (max of eq. 16's D_knee and the row-dependency floor) with b_n = 128 and one
+  // producer per CTA of the grid: the D that `--schedule auto` and `plan moe --simulate` predict with.
+  return int(model::moe_default_lead_rows(128, grid_, dims_.h_inter));
 }
 
 MoeFused::RankState& MoeFused::state_of_rank(int rank) const {

@@ -7,8 +7,10 @@
 #include <set>
 #include <tuple>
 
+#include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/platform.hpp"
+#include "xstage/model/workloads.hpp"
 #include "xstage/sched/moe_schedule.hpp"
 #include "xstage/sim/moe_schedules.hpp"
 
@@ -247,4 +249,41 @@ TEST(MoeOrderPrediction, ShortLeadMakesLinear2WaitForItsRow) {
     for (const auto& s : sim::moe_producer_schedule(o, costs, p.n1, p.n2_real))
       l2_steps += s.kind == xstage::sim::Step::Kind::kBurst;
   EXPECT_EQ(l2_steps, 8u * 8u * 11u);
+}
+
+// dit-moe on the fused layer's grid (132 CTAs = 66 instances): one row holds 44 Linear-1 pairs, so a
+// grid step covers 1.5 rows and eq. 16's D_knee = 2 lets Linear-2 tiles catch up with their row's
+// Linear-1 tiles. The default lead (model::moe_default_lead_rows, 4 rows) cuts the predicted
+// Linear-2 dependency waits and is no slower. T = 8192 balanced over 2 ranks: 8192 · 2 · top-2 / 16
+// experts = 2048 tokens = 16 rows of 128 per local expert, 8 local experts; the embedded platform
+// and the 4.5 TFLOP/s per SM of `moe bench --schedule auto`.
+TEST(MoeOrderPrediction, DefaultLeadCutsDitMoeDependencyWaits) {
+  const model::MoeShape* shape = model::find_moe_shape("dit-moe-g2-16e2a");
+  ASSERT_NE(shape, nullptr);
+  const int grid = 132;
+  const model::MoeInput in = model::moe_input_for_shape(*shape, grid, 4.5e12, 128, 128, 2);
+  sim::MoeOrderParams p;
+  p.rows_per_expert = std::vector<int>(8, 16);
+  sim::set_tile_counts(in, p);
+  ASSERT_EQ(p.n1, 88);  // 44 Linear-1 pairs per row
+  p.instances = grid / 2;
+  p.experts_per_wave = sim::default_experts_per_wave(8);
+  const model::Platform platform = model::default_platform();
+  const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances);
+
+  const int knee = static_cast<int>(model::moe_lead_knee_rows(128, grid, shape->h_inter));
+  const int lead = static_cast<int>(model::moe_default_lead_rows(128, grid, shape->h_inter));
+  ASSERT_EQ(knee, 2);
+  ASSERT_EQ(lead, 4);
+  p.lead_rows = knee;
+  const sim::MoeOrderPrediction at_knee = sim::predict_moe_orders(platform, p, costs);
+  p.lead_rows = lead;
+  const sim::MoeOrderPrediction at_default = sim::predict_moe_orders(platform, p, costs);
+
+  EXPECT_GT(at_knee.interleaved.total_dependency_wait_s, 0.0);
+  EXPECT_LT(at_default.interleaved.total_dependency_wait_s, 0.5 * at_knee.interleaved.total_dependency_wait_s);
+  EXPECT_LE(at_default.interleaved.makespan_s, at_knee.interleaved.makespan_s);
+  EXPECT_GT(at_default.predicted_speedup, at_knee.predicted_speedup);
+  // The expert-wave order does not depend on D.
+  EXPECT_DOUBLE_EQ(at_default.wave.makespan_s, at_knee.wave.makespan_s);
 }

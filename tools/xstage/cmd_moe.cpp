@@ -867,7 +867,9 @@ void add_moe(CLI::App& root) {
   b->add_option("--platform", o->platform, "Platform file for the schedule prediction (default: the embedded one)");
   b->add_option("--sm-tflops", o->sm_tflops, "Per-SM GEMM rate of the prediction's tile times (default 4.5)")
       ->check(cli::kPositive);
-  b->add_option("--lead-rows", o->lead_rows, "Interleaved lead D in rows (0: eq. 16's D_knee)")->check(cli::kNonNegative);
+  b->add_option("--lead-rows", o->lead_rows,
+                "Interleaved lead D in rows (0: the default, max(eq. 16's D_knee, "
+                "ceil((grid / 2) / ceil(h_inter / 128)) + 2); --schedule auto predicts with the same D)")->check(cli::kNonNegative);
   b->add_option("--experts-per-wave", o->experts_per_wave, "Expert-wave width (0: a quarter of the local experts)")
       ->check(cli::kNonNegative);
   b->add_flag("--trace", o->trace,

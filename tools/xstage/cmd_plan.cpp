@@ -8,6 +8,7 @@
 #include "cli_common.hpp"
 #include "registry.hpp"
 #include "xstage/model/audit.hpp"
+#include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
@@ -43,7 +44,7 @@ struct MoeOptions {
   int tokens_per_rank = 8192;
   std::string routing = "balanced";
   double zipf_s = 1.2;
-  int lead_rows = 0;  // 0: eq. 16's D_knee
+  int lead_rows = 0;  // 0: model::moe_default_lead_rows (eq. 16's D_knee or the row-dependency floor)
   int experts_per_wave = 0;  // 0: a quarter of the local experts
 };
 
@@ -167,12 +168,13 @@ std::vector<int> rows_of_rank0(const model::MoeShape& shape, const MoeOptions& o
 }
 
 nlohmann::json simulate_orders(const model::Platform& platform, const model::MoeShape& shape, const model::MoeInput& in,
-                               std::int64_t lead_knee_rows, const MoeOptions& o, int producers) {
+                               const MoeOptions& o, int producers) {
   sim::MoeOrderParams p;
   p.rows_per_expert = rows_of_rank0(shape, o);
   sim::set_tile_counts(in, p);
   p.instances = std::max(1, producers / 2);
-  p.lead_rows = o.lead_rows > 0 ? o.lead_rows : static_cast<int>(std::max<std::int64_t>(1, lead_knee_rows));
+  // The fused layer's default D (MoeFused::schedule_param) for this b_n and producer count.
+  p.lead_rows = o.lead_rows > 0 ? o.lead_rows : static_cast<int>(model::moe_default_lead_rows(in.block_n, producers, in.h_inter));
   p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave
                                               : sim::default_experts_per_wave(static_cast<int>(p.rows_per_expert.size()));
   const sim::MoeOrderPrediction pred = sim::predict_moe_orders(platform, p, sim::moe_tile_costs(platform, in, p.instances));
@@ -190,8 +192,7 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   nlohmann::json simulated;
   if (o.simulate) {
     if (o.shape.empty()) throw InputError("--simulate needs --shape (experts and top-k come from the shape)");
-    simulated = simulate_orders(platform, *model::find_moe_shape(o.shape), in, a.lead_knee_rows, o,
-                                producers_or_default(c, platform));
+    simulated = simulate_orders(platform, *model::find_moe_shape(o.shape), in, o, producers_or_default(c, platform));
   }
   if (c.json) {
     nlohmann::json j = model::to_json(a);
@@ -346,7 +347,9 @@ void add_plan(CLI::App& root) {
   m->add_option("--tokens", moe->tokens_per_rank, "tokens per rank (--simulate)")->check(kPositive);
   m->add_option("--routing", moe->routing, "balanced, skewed (Zipf) or a routing file (xstage.routing/1) (--simulate)");
   m->add_option("--zipf-s", moe->zipf_s, "Zipf exponent of skewed routing")->check(kPositive);
-  m->add_option("--lead-rows", moe->lead_rows, "D of the interleaved order (default: eq. 16's D_knee)")->check(kPositive);
+  m->add_option("--lead-rows", moe->lead_rows,
+                "D of the interleaved order (default, as the fused layer's: max(eq. 16's D_knee, "
+                "ceil(G / ceil(h_inter / b_n)) + 2), G = producers / 2)")->check(kPositive);
   m->add_option("--experts-per-wave", moe->experts_per_wave, "experts per wave of the baseline order")->check(kPositive);
   m->callback([moe, moe_common, m] {
     if (moe->shape.empty()) {

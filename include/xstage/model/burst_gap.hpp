@@ -134,6 +134,30 @@ constexpr double per_tile_stall_s(double remote_store_span_s, double cover_mma_s
 constexpr std::int64_t moe_lead_knee_rows(std::int64_t block_n, std::int64_t sm_count, std::int64_t h_inter) {
   return (block_n * sm_count + 2 * h_inter - 1) / (2 * h_inter);
 }
+// Default lead of the interleaved order (not a paper equation; the fused layer's and the planner's
+// D, docs/model.md): D = max(D_knee, D_dep) with the row-dependency floor
+//   D_dep = ceil(G / P_1) + kMoeLeadMarginRows,  G = producers / 2 scheduler instances (CTA pairs),
+//   P_1 = ceil(h_inter / b_n) Linear-1 pairs per row,
+// ceil(G / P_1) being the rows one grid step of the G instances covers. A Linear-2 tile of row p
+// reads every Linear-1 tile of row p, computed by any instance; an instance emits it once its own
+// Linear-1 cursor is D rows past p. Margin, 2 rows: one because the row holding the instance's cursor
+// is only partly computed while the G - 1 cursors behind it may still be in flight (with the
+// instances in lockstep, D >= 1 + ceil((G - 1) / P_1) leaves no wait), one for the skew between
+// instances (a Linear-2 tile holds its instance back by T_L2 / T_L1 Linear-1 tiles, 4 on dit-moe).
+// Chosen with the event simulator (sim::predict_moe_orders, row dependencies) and the measured lead
+// sweep (results/h200-x2/moe_wave_lead_rows.json, docs/moe_notes.md): dit-moe (P_1 = 44, G = 66)
+// gets D = 4, the shortest measured lead that recovers its interleaved order; shapes with few pairs
+// per row get D_knee + 2 (qwen3 8, deepseek-v3 7), short of the doubled lead that measured no gain.
+// When K_SM = producers and b_n divides h_inter, ceil(G / P_1) is D_knee's own quotient, so D =
+// D_knee + 2; D_knee decides when a partial N-tile makes P_1 > h_inter / b_n.
+inline constexpr std::int64_t kMoeLeadMarginRows = 2;
+constexpr std::int64_t moe_default_lead_rows(std::int64_t block_n, std::int64_t producers, std::int64_t h_inter) {
+  const std::int64_t instances = producers / 2 > 1 ? producers / 2 : 1;
+  const std::int64_t pairs_per_row = (h_inter + block_n - 1) / block_n;
+  const std::int64_t dependency_floor = (instances + pairs_per_row - 1) / pairs_per_row + kMoeLeadMarginRows;
+  const std::int64_t knee = moe_lead_knee_rows(block_n, producers, h_inter);
+  return knee > dependency_floor ? knee : dependency_floor;
+}
 
 // ---- FlashAttention + A2A (paper §4.3) --------------------------------------------------------
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
