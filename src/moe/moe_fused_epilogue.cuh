@@ -33,8 +33,7 @@ namespace xstage::moe {
 __device__ __forceinline__ int acc_row(int t, int i) { return (t / 128) * 64 + ((t % 128) / 32) * 16 + (t % 32) / 4 + 8 * ((i / 2) % 2); }
 __device__ __forceinline__ int acc_col(int t, int i) { return 8 * (i / 4) + 2 * (t % 4) + (i % 2); }
 
-// Named barriers (CUTLASS adds its reserved count): 0 all consumers; 1, 2 one warpgroup each (3, 4: the
-// FP8 mainloop's issue turns, moe_fused_mainloop.cuh).
+// Named barriers (CUTLASS adds its reserved count): 0 all consumers; 1, 2 one warpgroup each.
 inline constexpr int kBarConsumers = 0;
 inline constexpr int kBarWarpgroup0 = 1;
 

@@ -145,7 +145,6 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
     std::uint64_t* const t_first = nullptr;
     std::uint64_t* const t_store = nullptr;
 #endif
-    if constexpr (T::kFp8) moe_fp8_turns_open(mma_thread_idx);
     while (schedule.next(tile)) {
       if (moe_gemm_only_skips(p.gemm_only, tile.stage)) continue;
       if (tile.stage == sched::MoeStage::kLinear1) {
@@ -188,7 +187,6 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
         trace_end();
       }
     }
-    if constexpr (T::kFp8) moe_fp8_turns_close(mma_thread_idx);
 #if defined(XSTAGE_MOE_FUSED_TRACE)
     if (mma_thread_idx == 0 && p.trace_count != nullptr) p.trace_count[blockIdx.x] = traced;
 #endif

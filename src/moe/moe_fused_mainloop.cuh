@@ -275,38 +275,11 @@ struct MoeFp8TileScales {
   const float* b_hi;
 };
 
-// FP8 issue order of the two consumer warpgroups (named barriers; CUTLASS adds its reserved count; 0-2
-// are the epilogue's, moe_fused_epilogue.cuh). Each warpgroup promotes its scratch accumulator after its
-// GMMAs complete and cannot issue the next slice before; issued at the same time, the two warpgroups'
-// GMMAs share the Tensor Cores, complete together and leave them idle while both promote. Taking turns
-// instead (warpgroup 0 issues slice i, then warpgroup 1 issues slice i, then warpgroup 0 slice i + 1, ...)
-// puts one warpgroup's promotion under the other's GMMAs. The turns form one sequence over the whole
-// kernel: warpgroup 1 opens it (moe_fp8_turns_open) and warpgroup 0 closes it (moe_fp8_turns_close).
-inline constexpr int kBarTurn0 = 3;  // warpgroup 0 may issue (warpgroup 1 arrives)
-inline constexpr int kBarTurn1 = 4;  // warpgroup 1 may issue (warpgroup 0 arrives)
-
-__device__ __forceinline__ void moe_fp8_turn_wait(int wg) {
-  cutlass::arch::NamedBarrier::sync(2 * cutlass::NumThreadsPerWarpGroup, wg == 0 ? kBarTurn0 : kBarTurn1);
-}
-__device__ __forceinline__ void moe_fp8_turn_pass(int wg) {
-  cutlass::arch::NamedBarrier::arrive(2 * cutlass::NumThreadsPerWarpGroup, wg == 0 ? kBarTurn1 : kBarTurn0);
-}
-// Before the first FP8 tile (all consumer threads): warpgroup 1 hands the first turn to warpgroup 0.
-__device__ __forceinline__ void moe_fp8_turns_open(int mma_thread_idx) {
-  if (mma_thread_idx / cutlass::NumThreadsPerWarpGroup == 1) moe_fp8_turn_pass(1);
-}
-// After the last FP8 tile (all consumer threads): warpgroup 0 takes the turn warpgroup 1 passed last, so
-// no barrier is left half-arrived.
-__device__ __forceinline__ void moe_fp8_turns_close(int mma_thread_idx) {
-  if (mma_thread_idx / cutlass::NumThreadsPerWarpGroup == 0) moe_fp8_turn_wait(0);
-}
-
 // Consumer, FP8: total = Σ_k Σ_g s_a(row, k·G + g) · s_b(col, k) · (A · B^T over the g-th K/G slice of
 // k-step k). Each slice's GMMAs run into a scratch accumulator (zeroed by its first GMMA), which is
-// then promoted into `total` in FP32; the warpgroups issue their slices in turns (above).
-// Activation scales: the first k-step's full barrier orders every activation scale of the tile after the
-// producer's acquire of the tile's inputs (one acquire covers all k-steps of the row block), so k-step
-// k + 1's scales are loaded while k-step k runs and their L2 latency is hidden.
+// then promoted into `total` in FP32. A k-step's activation scales are loaded once its operands have
+// arrived (that wait is what orders them after the inputs' producers) and before its GMMAs are issued,
+// so their latency hides behind the GMMAs.
 template <class T, int kGroups, class State, class Acc>
 __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
                                                  State& read, Acc& total, int k_tiles, int mma_thread_idx,
@@ -324,33 +297,24 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
   constexpr int kSteps = decltype(size<2>(tCrA))::value;  // GMMAs per k-step
   static_assert(kSteps % kGroups == 0, "whole GMMAs per scale group");
   constexpr int kSize = decltype(size(total))::value;
-  const int wg = mma_thread_idx / cutlass::NumThreadsPerWarpGroup;
   clear(total);
-  float a0[kGroups], a1[kGroups];  // this k-step's activation scales
   for (int k = 0; k < k_tiles; ++k) {
     const float b_lo = __ldg(sc.b_lo + k), b_hi = __ldg(sc.b_hi + k);
     moe_consumer_wait(pipe, read, timeout_ns);
 #if defined(XSTAGE_MOE_FUSED_TRACE)
     if (k == 0 && t_first_stage != nullptr) *t_first_stage = gpu::globaltimer_ns();
 #endif
-    if (k == 0) {
-      CUTE_UNROLL
-      for (int g = 0; g < kGroups; ++g) {
-        a0[g] = __ldcg(sc.a0 + g);
-        a1[g] = __ldcg(sc.a1 + g);
-      }
-    }
-    float n0[kGroups], n1[kGroups];  // the next k-step's, in flight while this one runs
-    const int kn = k + 1 < k_tiles ? k + 1 : k;
+    // Activation scales only now: the full barrier orders them after the producer's acquire of the
+    // tile's inputs (read earlier, they may predate the peer's or the SwiGLU epilogue's writes).
+    float a0[kGroups], a1[kGroups];
     CUTE_UNROLL
     for (int g = 0; g < kGroups; ++g) {
-      n0[g] = __ldcg(sc.a0 + kn * kGroups + g);
-      n1[g] = __ldcg(sc.a1 + kn * kGroups + g);
+      a0[g] = __ldcg(sc.a0 + k * kGroups + g);
+      a1[g] = __ldcg(sc.a1 + k * kGroups + g);
     }
     const int s = read.index();
     CUTE_UNROLL
     for (int g = 0; g < kGroups; ++g) {
-      moe_fp8_turn_wait(wg);
       warpgroup_fence_operand(acc);
       warpgroup_arrive();
       mma.accumulate_ = GMMA::ScaleOut::Zero;
@@ -360,7 +324,6 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
         mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
-      moe_fp8_turn_pass(wg);
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
       if (g == kGroups - 1) pipe.consumer_release(read);  // the stage's operands are no longer read
@@ -368,11 +331,6 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
       const float f[4] = {a0[g] * b_lo, a0[g] * b_hi, a1[g] * b_lo, a1[g] * b_hi};
       CUTE_UNROLL
       for (int i = 0; i < kSize; ++i) total(i) += acc(i) * f[2 * ((i / 2) % 2) + (i / (kSize / 2))];
-    }
-    CUTE_UNROLL
-    for (int g = 0; g < kGroups; ++g) {
-      a0[g] = n0[g];
-      a1[g] = n1[g];
     }
     ++read;
   }
