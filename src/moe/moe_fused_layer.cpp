@@ -206,7 +206,7 @@ std::vector<MoeFusedTileTrace> MoeFused::last_trace(int rank) const {
 }
 
 void MoeFused::set_schedule(const MoeFusedOptions& o) {
-  if (o.lead_rows < 0) throw InputError("lead_rows: must be >= 0 (0: D_knee), got " + std::to_string(o.lead_rows));
+  if (o.lead_rows < 0) throw InputError("lead_rows: must be >= 0 (0: the default lead), got " + std::to_string(o.lead_rows));
   if (o.experts_per_wave < 0) {
     throw InputError("experts_per_wave: must be >= 0 (0: default), got " + std::to_string(o.experts_per_wave));
   }

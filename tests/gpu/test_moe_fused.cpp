@@ -32,7 +32,7 @@ struct Case {
   RoutingKind routing;
   MoeFusedSchedule schedule;
   int tokens;
-  int lead_rows;  // interleaved D (0: D_knee)
+  int lead_rows;  // interleaved D (0: the default lead)
   MoePrecision precision = MoePrecision::kBf16;
 };
 

@@ -87,7 +87,7 @@ struct InterleavedMoeScheduler {
   int instance = 0;  // g
   int stride = 1;    // G
   int role = 0;      // r
-  int lead_rows = 1; // D (the CLI's default: eq. 16's D_knee, model::moe_lead_knee_rows)
+  int lead_rows = 1; // D (the CLI's default: model::moe_default_lead_rows, >= eq. 16's D_knee)
   long long k1 = 0, k2 = 0;
 
   XSTAGE_SCHED_HD InterleavedMoeScheduler(MoeRowLayout l, int g, int G, int r, int d)
