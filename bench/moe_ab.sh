@@ -49,7 +49,8 @@ import glob, json, os, subprocess, sys
 out, rev_a, rev_b, bin_a, bin_b = sys.argv[1:6]
 rows = {}
 for f in sorted(glob.glob(os.path.join(out, "ab", "*.json"))):
-    mode, shape, tokens, prec, which = os.path.basename(f)[:-5].split(".")
+    parts = os.path.basename(f)[:-5].split(".")  # mode.shape.tokens.precision.which; shapes may hold dots
+    mode, shape, tokens, prec, which = parts[0], ".".join(parts[1:-3]), parts[-3], parts[-2], parts[-1]
     try: j = json.load(open(f))
     except Exception as e: continue
     rows.setdefault((mode, shape, int(tokens), prec), {})[which] = j
