@@ -1,4 +1,5 @@
-# Sourced by the device scripts (bench/moe_device.sh, bench/moe_matrix.sh): the environment of a run on the
+# Sourced by the device scripts (bench/moe_device.sh, bench/moe_matrix.sh, bench/moe_ab.sh,
+# bench/moe_gemm_alone.sh): the environment of a run on the
 # GPU machine. NVLink SHARP / multicast off; the NCCL library matching the headers (2.28.9): PyTorch's, first
 # on the library path; cuBLAS 13: the toolkit's, else the wheel's (no empty path entry: it would mean the
 # current folder). BUILD (build folder carried from the development machine) and OUT (results) keep a
@@ -15,3 +16,12 @@ for d in /usr/local/cuda/lib64 $wheel_libs; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d
 done
 unset nccl_lib wheel_libs d
+# Budgeted scripts (BUDGET_S wall seconds in all): `left N` is the timeout for the next step, at most N,
+# at most what is left of the budget since the script sourced this file less 10 s for its merge, at least 1.
+budget_start=$(date +%s)
+left() {
+  local l=$((BUDGET_S - ($(date +%s) - budget_start) - 10))
+  [ $l -lt 1 ] && l=1
+  [ $l -gt $1 ] && l=$1
+  echo $l
+}

@@ -19,8 +19,6 @@ ITERS=${ITERS:-10}
 WARMUP=${WARMUP:-2}
 BUDGET_S=${BUDGET_S:-300}
 for v in "$A" "$B"; do [ -x "$v" ] || { echo "moe_ab: not an executable: '$v'" >&2; exit 2; }; done
-start=$(date +%s)
-left() { local l=$((BUDGET_S - ($(date +%s) - start) - 10)); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
 mkdir -p "$OUT/ab"
 log="$OUT/moe_ab.txt"
 { echo "== $(date -u +%FT%TZ)"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.max.sm --format=csv; } > "$log" 2>&1

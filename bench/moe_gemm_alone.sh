@@ -18,8 +18,6 @@ ITERS=${ITERS:-10}
 WARMUP=${WARMUP:-2}
 SCHEDULE=${SCHEDULE:-interleaved}
 BUDGET_S=${BUDGET_S:-170}
-start=$(date +%s)
-left() { local l=$((BUDGET_S - ($(date +%s) - start) - 10)); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
 mkdir -p "$OUT/ga"
 log="$OUT/moe_gemm_alone.txt"
 { echo "== $(date -u +%FT%TZ)"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.max.sm --format=csv; } > "$log" 2>&1
