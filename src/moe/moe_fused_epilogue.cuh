@@ -9,7 +9,8 @@
 //  the reference's scale rule; the scale goes to h_scale[row][n].
 //  Combine (Linear-2): the tile is rounded to bf16 into shared memory (64 rows per warpgroup), then
 //  each row goes back to the rank and top-k slot it came from as 16-byte stores into that rank's
-//  combine buffer comb[slot][hidden] (no atomics: every slot is written by one tile column once).
+//  combine buffer comb[slot][hidden] (no atomics: every slot is written by one tile column once),
+//  either at once in the epilogue or piggybacked on the next tile's k-steps (combine_piggyback).
 #pragma once
 
 #include <cstdint>
@@ -89,14 +90,63 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, const 
   }
 }
 
-// t_store (traced builds): [begin, end] of the tile's Combine stores, stamped by consumer thread 0.
+// One consumer thread's share of a staged Linear-2 tile's Combine stores: the warpgroup's 64 staged rows
+// × kBlockN / 8 16-byte chunks, chunk it·128 + t of the warpgroup for it = 0 .. kCombineChunksPerThread - 1.
+template <class T>
+inline constexpr int kCombineChunksPerThread = 64 * (T::kBlockN / 8) / 128;
+
+// Combine chunks staged but not yet stored (piggybacked mode): the tile's row block and N-tile, its valid
+// rows and the next chunk of this thread; next == kCombineChunksPerThread: nothing pending.
+struct MoeCombinePending {
+  int row = 0, n = 0, valid = 0, next = 0;
+};
+
+// Stores chunk `it` of this thread's share of the staged tile (row block `row`, N-tile `n`, `valid` rows):
+// the row goes back to the rank and top-k slot it came from.
+template <class T>
+__device__ __forceinline__ void moe_combine_store_chunk(const MoeFusedParams& p, const std::uint16_t* stage, int row,
+                                                        int n, int valid, int it, int mma_thread_idx) {
+  constexpr int kChunks = T::kBlockN / 8;  // 16-byte chunks per row
+  const int wg = mma_thread_idx / 128, t = mma_thread_idx % 128;
+  const int idx = it * 128 + t;
+  const int r = wg * 64 + idx / kChunks, ch = idx % kChunks;
+  if (r >= valid) return;
+  const int origin = ld_relaxed_sys_s32(p.origin + (long long)row * T::kBlockM + r);
+  const int src = moe_origin_rank(origin);
+  const long long slot = moe_origin_slot(origin);
+  const uint4 v = *reinterpret_cast<const uint4*>(stage + r * T::kEpiPitch + ch * 8);
+#if defined(XSTAGE_MOE_FUSED_TRACE)
+  std::uint16_t* comb = p.comb_local != nullptr ? p.comb_local : p.comb_peer[src];
+#else
+  std::uint16_t* comb = p.comb_peer[src];
+#endif
+  *reinterpret_cast<uint4*>(comb + slot * p.hidden + n * T::kBlockN + ch * 8) = v;
+}
+
+// Piggybacked mode: up to `count` of this thread's pending chunks (count >= kCombineChunksPerThread: all).
+template <class T>
+__device__ __forceinline__ void moe_combine_issue_pending(const MoeFusedParams& p, typename T::SharedStorage& smem,
+                                                          MoeCombinePending& q, int count, int mma_thread_idx) {
+  const std::uint16_t* stage = reinterpret_cast<const std::uint16_t*>(smem.epi.data());
+  for (int c = 0; c < count && q.next < kCombineChunksPerThread<T>; ++c, ++q.next)
+    moe_combine_store_chunk<T>(p, stage, q.row, q.n, q.valid, q.next, mma_thread_idx);
+}
+
+// The Linear-2 epilogue: the tile rounded to bf16 into the staging buffer (64 rows per warpgroup), then
+// either every Combine store at once (piggyback false) or, piggybacked, the stores left in `pending`
+// for the next tile's mainloop (the chunks still pending from the previous tile are stored first: the
+// staging buffer is about to be overwritten).
+// t_store (traced builds): [begin, end] of the tile's Combine stores in this epilogue, stamped by consumer
+// thread 0 (piggybacked: end = begin, the stores leave with the next tile's k-steps).
 template <class T, class Acc>
 __device__ __forceinline__ void moe_store_combine(const MoeFusedParams& p, typename T::SharedStorage& smem,
                                                   const sched::MoeTile& tile, int valid_rows, const Acc& acc,
-                                                  int mma_thread_idx, std::uint64_t* t_store = nullptr) {
+                                                  int mma_thread_idx, bool piggyback, MoeCombinePending& pending,
+                                                  std::uint64_t* t_store = nullptr) {
   using namespace cute;
-  const int wg = mma_thread_idx / 128, t = mma_thread_idx % 128;
+  const int wg = mma_thread_idx / 128;
   std::uint16_t* stage = reinterpret_cast<std::uint16_t*>(smem.epi.data());
+  if (piggyback) moe_combine_issue_pending<T>(p, smem, pending, kCombineChunksPerThread<T>, mma_thread_idx);
   cutlass::arch::NamedBarrier::sync(128, kBarWarpgroup0 + wg);  // this warpgroup's previous copy-out is done
   CUTE_UNROLL
   for (int i = 0; i < decltype(size(acc))::value; i += 2) {
@@ -107,28 +157,17 @@ __device__ __forceinline__ void moe_store_combine(const MoeFusedParams& p, typen
 #if defined(XSTAGE_MOE_FUSED_TRACE)
   if (t_store != nullptr && mma_thread_idx == 0) t_store[0] = gpu::globaltimer_ns();
 #endif
-  constexpr int kChunks = T::kBlockN / 8;  // 16-byte chunks per row
-  CUTE_UNROLL
-  for (int it = 0; it < 64 * kChunks / 128; ++it) {
-    const int idx = it * 128 + t;
-    const int r = wg * 64 + idx / kChunks, ch = idx % kChunks;
-    if (r < valid_rows) {
-      const int origin = ld_relaxed_sys_s32(p.origin + (long long)tile.row * T::kBlockM + r);
-      const int src = moe_origin_rank(origin);
-      const long long slot = moe_origin_slot(origin);
-      const uint4 v = *reinterpret_cast<const uint4*>(stage + r * T::kEpiPitch + ch * 8);
-#if defined(XSTAGE_MOE_FUSED_TRACE)
-      std::uint16_t* comb = p.comb_local != nullptr ? p.comb_local : p.comb_peer[src];
-#else
-      std::uint16_t* comb = p.comb_peer[src];
-#endif
-      *reinterpret_cast<uint4*>(comb + slot * p.hidden + tile.n * T::kBlockN + ch * 8) = v;
-    }
+  if (piggyback) {
+    pending = MoeCombinePending{int(tile.row), int(tile.n), valid_rows, 0};
+  } else {
+    CUTE_UNROLL
+    for (int it = 0; it < kCombineChunksPerThread<T>; ++it)
+      moe_combine_store_chunk<T>(p, stage, tile.row, tile.n, valid_rows, it, mma_thread_idx);
   }
 #if defined(XSTAGE_MOE_FUSED_TRACE)
   if (t_store != nullptr) {
-    cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);  // every thread has issued its stores
-    if (mma_thread_idx == 0) t_store[1] = gpu::globaltimer_ns();
+    if (!piggyback) cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);  // all issued
+    if (mma_thread_idx == 0) t_store[1] = piggyback ? t_store[0] : gpu::globaltimer_ns();
   }
 #endif
 }

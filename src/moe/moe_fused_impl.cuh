@@ -145,6 +145,12 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
     std::uint64_t* const t_first = nullptr;
     std::uint64_t* const t_store = nullptr;
 #endif
+    // Piggybacked Combine (p.combine_piggyback): the previous Linear-2 tile's stores, one chunk per k-step.
+    MoeCombinePending pending{0, 0, 0, kCombineChunksPerThread<T>};
+    const bool piggyback = p.combine_piggyback != 0;
+    auto issue = [&] {
+      if (piggyback) moe_combine_issue_pending<T>(p, smem.main, pending, 1, mma_thread_idx);
+    };
     while (schedule.next(tile)) {
       if (moe_gemm_only_skips(p.gemm_only, tile.stage)) continue;
       if (tile.stage == sched::MoeStage::kLinear1) {
@@ -156,9 +162,10 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
           const float* w1s = p.w1_scale + (long long)tile.expert * (2 * p.h_inter / 128) * kb;
           const MoeFp8TileScales sc{p.recv_scale + r0 * kb, p.recv_scale + (r0 + 8) * kb,
                                     w1s + (tile.n / 2) * kb, w1s + (p.h_inter / 128 + tile.n / 2) * kb};
-          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_thread_idx, sc, p.timeout_ns, t_first);
+          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_thread_idx, sc, p.timeout_ns, issue, t_first);
         } else {
-          moe_mma_tile<T>(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_thread_idx, p.timeout_ns, t_first);
+          moe_mma_tile<T>(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_thread_idx, p.timeout_ns, issue,
+                          t_first);
         }
         moe_store_swiglu<T>(p, tile, acc, mma_thread_idx);
         gpu::fence_proxy_async_global();  // SwiGLU rows are read next by TMA (other CTAs' producers)
@@ -177,19 +184,22 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
           const long long r0 = (long long)tile.row * T::kBlockM + acc_row(mma_thread_idx, 0);
           const float* w2s = p.w2_scale + ((long long)tile.expert * (p.hidden / 128) + tile.n) * kb;
           const MoeFp8TileScales sc{p.h_scale + r0 * hg, p.h_scale + (r0 + 8) * hg, w2s, w2s};
-          moe_mma_tile_fp8<T, 2>(smem.main, pipe, read, acc, kb, mma_thread_idx, sc, p.timeout_ns, t_first);
+          moe_mma_tile_fp8<T, 2>(smem.main, pipe, read, acc, kb, mma_thread_idx, sc, p.timeout_ns, issue, t_first);
         } else {
-          moe_mma_tile<T>(smem.main, pipe, read, acc, p.h_inter / T::kBlockK, mma_thread_idx, p.timeout_ns, t_first);
+          moe_mma_tile<T>(smem.main, pipe, read, acc, p.h_inter / T::kBlockK, mma_thread_idx, p.timeout_ns, issue,
+                          t_first);
         }
         // GEMM-only: no valid row, so the tile is staged in shared memory and nothing is stored.
         const int valid = p.gemm_only != 0 ? 0 : smem.layout.tot[p.rank * el + tile.expert] - tile.m * T::kBlockM;
-        moe_store_combine<T>(p, smem.main, tile, valid, acc, mma_thread_idx, t_store);
+        moe_store_combine<T>(p, smem.main, tile, valid, acc, mma_thread_idx, piggyback, pending, t_store);
         trace_end();
       }
     }
 #if defined(XSTAGE_MOE_FUSED_TRACE)
     if (mma_thread_idx == 0 && p.trace_count != nullptr) p.trace_count[blockIdx.x] = traced;
 #endif
+    // The last Linear-2 tile's piggybacked stores have no next tile: issued before the completion flags.
+    if (piggyback) moe_combine_issue_pending<T>(p, smem.main, pending, kCombineChunksPerThread<T>, mma_thread_idx);
     cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);
     if (mma_thread_idx < p.ranks) {
       gpu::publish_flag_release(p.done_flag_peer[mma_thread_idx] + p.rank * kFusedMaxGrid + blockIdx.x, p.epoch);

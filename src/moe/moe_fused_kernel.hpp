@@ -59,6 +59,10 @@ struct MoeFusedParams {
   // the previous run left in recv (and its scales) and h: run the layer once first. The launcher gives
   // such a run scratch arrive_base / run_totals, so the arrival bases do not move (nothing arrived).
   int gemm_only = 0;
+  // Where the Combine stores of a Linear-2 tile are issued: 0 in the tile's epilogue, all at once; 1
+  // piggybacked on the next tile's mainloop (MoeCombineIssue::kPiggyback), one 16-byte store per consumer
+  // thread per k-step while that k-step's GMMAs run.
+  int combine_piggyback = 0;
   // Host only: when non-null, recorded on the stream just before and just after the fused kernel's
   // launch (the completion kernel excluded).
   cudaEvent_t kernel_begin = nullptr, kernel_end = nullptr;

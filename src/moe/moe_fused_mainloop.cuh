@@ -208,12 +208,14 @@ __device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename
   }
 }
 
-// Consumer: acc = A · B^T over k_tiles k-steps (both warpgroups; each owns 64 rows).
+// Consumer: acc = A · B^T over k_tiles k-steps (both warpgroups; each owns 64 rows). `issue()` runs once
+// per k-step while its GMMAs are in flight (the piggybacked Combine stores of the previous Linear-2 tile).
 // t_first_stage (traced builds): %globaltimer when the first k-step's operands are ready.
-template <class T, class State, class Acc>
+template <class T, class State, class Acc, class Issue>
 __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
                                              State& read, Acc& acc, int k_tiles, int mma_thread_idx,
-                                             std::uint64_t timeout_ns, std::uint64_t* t_first_stage = nullptr) {
+                                             std::uint64_t timeout_ns, Issue&& issue,
+                                             std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   typename T::TiledMma mma;
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
@@ -237,6 +239,7 @@ __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, ty
       mma.accumulate_ = GMMA::ScaleOut::One;
     }
     warpgroup_commit_batch();
+    issue();
     warpgroup_wait<1>();  // the previous k-step's GMMAs are done: its stage may be refilled
     warpgroup_fence_operand(acc);
     if (k > 0) {
@@ -279,11 +282,12 @@ struct MoeFp8TileScales {
 // k-step k). Each slice's GMMAs run into a scratch accumulator (zeroed by its first GMMA), which is
 // then promoted into `total` in FP32. A k-step's activation scales are loaded once its operands have
 // arrived (that wait is what orders them after the inputs' producers) and before its GMMAs are issued,
-// so their latency hides behind the GMMAs.
-template <class T, int kGroups, class State, class Acc>
+// so their latency hides behind the GMMAs. `issue()` runs once per k-step while its first GMMAs are in
+// flight (as in moe_mma_tile).
+template <class T, int kGroups, class State, class Acc, class Issue>
 __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
                                                  State& read, Acc& total, int k_tiles, int mma_thread_idx,
-                                                 MoeFp8TileScales const& sc, std::uint64_t timeout_ns,
+                                                 MoeFp8TileScales const& sc, std::uint64_t timeout_ns, Issue&& issue,
                                                  std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   static_assert(T::kFp8, "the promoted mainloop is the FP8 one");
@@ -324,6 +328,7 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
         mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
+      if (g == 0) issue();
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
       if (g == kGroups - 1) pipe.consumer_release(read);  // the stage's operands are no longer read
