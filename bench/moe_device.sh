@@ -6,7 +6,8 @@
 # $OUT/moe_wave.json; a short table last.
 #   BUILD=build-moe bench/moe_device.sh        (PRECISION=fp8: the FP8 W8A8 layers, results in moe_wave_fp8.json)
 # Knobs: RUNS (one "shape tokens routing check-tokens" per line; default the list below), TESTS=0 skips the
-# GPU tests, TORCH=0 skips the torch grouped GEMMs, ITERS, WARMUP, RUN_TIMEOUT.
+# GPU tests, TORCH=0 skips the torch grouped GEMMs, ITERS, WARMUP, RUN_TIMEOUT, BENCH_ARGS (appended to
+# every `xstage moe bench`, e.g. "--combine both").
 set -uo pipefail
 PRECISION=${PRECISION:-bf16}
 case $PRECISION in
@@ -38,7 +39,7 @@ for r in "${runs[@]}"; do
   set -- $r
   i=$((i + 1))
   timeout ${RUN_TIMEOUT:-90} "$BUILD/xstage" moe bench --gpus 0,1 --shape "$1" --tokens "$2" --routing "$3" \
-    --check-tokens "$4" --precision "$PRECISION" --impl both --schedule both --iters ${ITERS:-10} --warmup ${WARMUP:-3} \
+    --check-tokens "$4" --precision "$PRECISION" --impl both --schedule both --iters ${ITERS:-10} --warmup ${WARMUP:-3} ${BENCH_ARGS:-} \
     --out "$OUT/runs/run_$i.json" >> "$OUT/moe_device.txt" 2>&1
   echo "run $i ($r) rc=$?" >> "$OUT/moe_device.txt"
 done

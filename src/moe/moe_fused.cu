@@ -30,6 +30,7 @@ bool moe_fused_trace_built() {
 }
 
 const char* to_string(MoeFusedSchedule s) { return s == MoeFusedSchedule::kWave ? "wave" : "interleaved"; }
+const char* to_string(MoeCombineIssue c) { return c == MoeCombineIssue::kEpilogue ? "epilogue" : "piggyback"; }
 
 const char* moe_fused_wait_name(std::uint32_t code) {
   switch (code) {

@@ -14,6 +14,10 @@ namespace xstage::moe {
 
 enum class MoeFusedSchedule { kWave, kInterleaved };
 const char* to_string(MoeFusedSchedule s);
+// Where a Linear-2 tile's Combine stores are issued: all in its epilogue, or piggybacked on the next
+// tile's mainloop (one 16-byte store per consumer thread per k-step).
+enum class MoeCombineIssue { kEpilogue, kPiggyback };
+const char* to_string(MoeCombineIssue c);
 
 inline constexpr int kFusedMaxRanks = 8;
 inline constexpr int kFusedMaxExperts = 1024;  // global experts (shared-memory layout arrays)

@@ -336,6 +336,7 @@ MoeFusedParams MoeFused::params_of(int li, double timeout_s) const {
   p.experts = dims_.experts;
   p.epoch = epoch_;
   p.schedule_param = schedule_param();
+  p.combine_piggyback = options_.combine == MoeCombineIssue::kPiggyback ? 1 : 0;
   p.timeout_ns = std::uint64_t(std::min(timeout_s, 10.0) * 1e9);
   p.fp8 = precision_ == MoePrecision::kFp8;
   p.x = s.x;

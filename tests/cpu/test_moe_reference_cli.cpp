@@ -35,6 +35,7 @@ TEST(MoeCli, BadValuesNameTheOptionAndValue) {
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --precision fp4", "--precision", "fp4");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl magic", "--impl", "magic");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --schedule zigzag", "--schedule", "zigzag");
+  expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --combine later", "--combine", "later");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --lead-rows -1", "--lead-rows", "-1");
   expect_input_error(ok + "--shape deepseek-v3 --tokens 64 --impl fused --schedule auto --platform /no/such/platform.json",
                      "--platform", "/no/such/platform.json");

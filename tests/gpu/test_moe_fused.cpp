@@ -34,6 +34,7 @@ struct Case {
   int tokens;
   int lead_rows;  // interleaved D (0: the default lead)
   MoePrecision precision = MoePrecision::kBf16;
+  MoeCombineIssue combine = MoeCombineIssue::kEpilogue;
 };
 
 // Fresh random inputs (load_random_inputs_kept, each 128 x 128 weight block and each 128-channel group of
@@ -61,6 +62,7 @@ TEST_P(MoeFusedTest, MatchesCpuReference) {
   MoeFusedOptions opt;
   opt.schedule = c.schedule;
   opt.lead_rows = c.lead_rows;
+  opt.combine = c.combine;
   MoeFused layer(team, d, opt, c.precision);
   std::mt19937_64 rng(std::random_device{}());
   const bool fp8 = c.precision == MoePrecision::kFp8;
@@ -173,7 +175,18 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"fp8_multi_block_interleaved_d1", RoutingKind::kBalanced, MoeFusedSchedule::kInterleaved,
                            700, 1, MoePrecision::kFp8},
                       Case{"fp8_multi_block_wave", RoutingKind::kSkewed, MoeFusedSchedule::kWave, 700, 0,
-                           MoePrecision::kFp8}),
+                           MoePrecision::kFp8},
+                      // Combine stores piggybacked on the next tile's k-steps (the last tile's before the flags).
+                      Case{"piggyback_skewed_interleaved", RoutingKind::kSkewed, MoeFusedSchedule::kInterleaved, 96, 0,
+                           MoePrecision::kBf16, MoeCombineIssue::kPiggyback},
+                      Case{"piggyback_multi_block_wave", RoutingKind::kSkewed, MoeFusedSchedule::kWave, 700, 0,
+                           MoePrecision::kBf16, MoeCombineIssue::kPiggyback},
+                      Case{"piggyback_multi_block_interleaved_d1", RoutingKind::kBalanced, MoeFusedSchedule::kInterleaved,
+                           700, 1, MoePrecision::kBf16, MoeCombineIssue::kPiggyback},
+                      Case{"fp8_piggyback_cold_experts_wave", RoutingKind::kColdExperts, MoeFusedSchedule::kWave, 96, 0,
+                           MoePrecision::kFp8, MoeCombineIssue::kPiggyback},
+                      Case{"fp8_piggyback_multi_block_interleaved", RoutingKind::kBalanced,
+                           MoeFusedSchedule::kInterleaved, 700, 0, MoePrecision::kFp8, MoeCombineIssue::kPiggyback}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -52,6 +52,7 @@ struct BenchOptions {
   std::string precision = "bf16";
   std::string impl = "baseline";
   std::string schedule = "interleaved";
+  std::string combine = "epilogue";  // fused: where the Combine stores are issued (epilogue, piggyback, both)
   int lead_rows = 0;
   int experts_per_wave = 0;
   std::string platform;  // --schedule auto / both: the prediction's platform (default: embedded)
@@ -554,24 +555,34 @@ void run_bench_fused(const BenchOptions& o) {
   }
   fused.fill_random(seed, wscale);
   for (int r = 0; r < d.ranks; ++r) fused.set_routing(r, routing[r]);
-  auto use = [&](MoeFusedSchedule s) {
+  std::vector<MoeCombineIssue> combines;
+  if (o.combine == "epilogue" || o.combine == "both") combines.push_back(MoeCombineIssue::kEpilogue);
+  if (o.combine == "piggyback" || o.combine == "both") combines.push_back(MoeCombineIssue::kPiggyback);
+  if (combines.empty()) throw InputError("--combine: unknown mode '" + o.combine + "' (epilogue, piggyback, both)");
+  auto use = [&](MoeFusedSchedule s, MoeCombineIssue c) {
     MoeFusedOptions x = fo;
     x.schedule = s;
+    x.combine = c;
     fused.set_schedule(x);
   };
+  auto use_first = [&](MoeFusedSchedule s) { use(s, combines.front()); };  // GEMM-alone and traced runs
 
   // --- correctness of each implementation (fresh inputs, poisoned outputs) ---
   struct Impl {
     std::string name;
     bool is_base;
     MoeFusedSchedule schedule;
+    MoeCombineIssue combine;
     CheckResult check;
     std::vector<double> layer_ms;
     int schedule_param = 0;
   };
   std::vector<Impl> impls;
-  if (base) impls.push_back({"baseline", true, MoeFusedSchedule::kWave, {}, {}});
-  for (auto s : schedules) impls.push_back({std::string("fused_") + to_string(s), false, s, {}, {}});
+  if (base) impls.push_back({"baseline", true, MoeFusedSchedule::kWave, MoeCombineIssue::kEpilogue, {}, {}});
+  for (auto s : schedules)
+    for (auto c : combines)
+      impls.push_back({std::string("fused_") + to_string(s) + (c == MoeCombineIssue::kPiggyback ? "_piggyback" : ""),
+                       false, s, c, {}, {}});
   std::vector<long long> received;
   std::map<int, PreparedExpert> prepared;  // one weight set (one seed) and one precision for every layer here
   for (auto& im : impls) {
@@ -580,7 +591,7 @@ void run_bench_fused(const BenchOptions& o) {
       base->run(o.timeout_s);
       im.check = check_against_reference(*base, routing, o.check_tokens, &prepared);
     } else {
-      use(im.schedule);
+      use(im.schedule, im.combine);
       im.schedule_param = fused.schedule_param();
       fused.poison_output();
       fused.run(o.timeout_s);
@@ -595,7 +606,7 @@ void run_bench_fused(const BenchOptions& o) {
       base->run(o.timeout_s);
       for (const auto& t : base->last_stage_times()) ms = std::max(ms, t.total_ms);
     } else {
-      use(im.schedule);
+      use(im.schedule, im.combine);
       fused.run(o.timeout_s);
       for (double v : fused.last_ms()) ms = std::max(ms, v);
     }
@@ -637,6 +648,7 @@ void run_bench_fused(const BenchOptions& o) {
       x["gemm"] = to_string(base->gemm_path());
     } else {
       x["schedule"] = to_string(im.schedule);
+      x["combine"] = to_string(im.combine);
       x[im.schedule == MoeFusedSchedule::kWave ? "experts_per_wave" : "lead_rows"] = im.schedule_param;
     }
     x["check"] = check_json(im.check, seed);
@@ -660,14 +672,19 @@ void run_bench_fused(const BenchOptions& o) {
       j["auto_regret"] = chosen / std::min(med["fused_wave"], med["fused_interleaved"]) - 1.0;
     }
   }
-  if (o.gemm_alone) j["gemm_alone"] = gemm_alone_json(fused, o, d, schedules, use, load, received);
+  for (auto s : schedules) {
+    const std::string e = std::string("fused_") + to_string(s);
+    if (med.count(e) && med.count(e + "_piggyback"))
+      j["piggyback_speedup_vs_epilogue"][to_string(s)] = med[e] / med[e + "_piggyback"];
+  }
+  if (o.gemm_alone) j["gemm_alone"] = gemm_alone_json(fused, o, d, schedules, use_first, load, received);
   if (o.trace || o.local_store_control) {
     // Instrumented runs after the timed ones: per schedule, stores to the token's rank, then (control)
     // the same stores into a local scratch buffer. Layer times here include the tracing barrier.
     nlohmann::json tr = nlohmann::json::array();
     nlohmann::json timelines = nlohmann::json::array();
     for (auto s : schedules) {
-      use(s);
+      use_first(s);
       for (int local = 0; local < (o.local_store_control ? 2 : 1); ++local) {
         fused.set_trace(true, local == 1);
         std::vector<double> ms;
@@ -688,6 +705,7 @@ void run_bench_fused(const BenchOptions& o) {
         }
         x["schedule"] = to_string(s);
         x["combine_stores"] = local ? "local scratch (control)" : "remote (token's rank)";
+        x["combine"] = to_string(combines.front());
         x["layer_median_ms"] = median_of(ms);
         x["layer_samples_ms"] = ms;
         tr.push_back(x);
@@ -864,6 +882,11 @@ void add_moe(CLI::App& root) {
                 "Fused tile order: wave, interleaved, both (timed in alternation; the prediction is recorded) or auto "
                 "(the order the platform model and the simulator predict faster)")
       ->check(CLI::IsMember({"wave", "interleaved", "both", "auto"}));
+  b->add_option("--combine", o->combine,
+                "Fused: where a Linear-2 tile's Combine stores are issued: epilogue (all at once, default), piggyback "
+                "(spread over the next tile's k-steps, one 16-byte store per thread per k-step) or both (timed in "
+                "alternation)")
+      ->check(CLI::IsMember({"epilogue", "piggyback", "both"}));
   b->add_option("--platform", o->platform, "Platform file for the schedule prediction (default: the embedded one)");
   b->add_option("--sm-tflops", o->sm_tflops, "Per-SM GEMM rate of the prediction's tile times (default 4.5)")
       ->check(cli::kPositive);
