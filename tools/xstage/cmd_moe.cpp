@@ -52,7 +52,7 @@ struct BenchOptions {
   std::string precision = "bf16";
   std::string impl = "baseline";
   std::string schedule = "interleaved";
-  std::string combine = "epilogue";  // fused: where the Combine stores are issued (epilogue, piggyback, both)
+  std::string combine = "piggyback";  // fused: where the Combine stores are issued (epilogue, piggyback, both)
   int lead_rows = 0;
   int experts_per_wave = 0;
   std::string platform;  // --schedule auto / both: the prediction's platform (default: embedded)
@@ -565,7 +565,13 @@ void run_bench_fused(const BenchOptions& o) {
     x.combine = c;
     fused.set_schedule(x);
   };
-  auto use_first = [&](MoeFusedSchedule s) { use(s, combines.front()); };  // GEMM-alone and traced runs
+  auto use_first = [&](MoeFusedSchedule s) { use(s, combines.front()); };  // GEMM-alone runs (no Combine stores)
+  // Impl names: fused_<order> for the default Combine issue (MoeFusedOptions{}.combine), fused_<order>_<combine>
+  // for the other one, so the names the scripts compare (fused_wave, fused_interleaved) are the default kernel's.
+  const MoeCombineIssue default_combine = MoeFusedOptions{}.combine;
+  auto impl_name = [&](MoeFusedSchedule s, MoeCombineIssue c) {
+    return std::string("fused_") + to_string(s) + (c == default_combine ? "" : std::string("_") + to_string(c));
+  };
 
   // --- correctness of each implementation (fresh inputs, poisoned outputs) ---
   struct Impl {
@@ -581,8 +587,7 @@ void run_bench_fused(const BenchOptions& o) {
   if (base) impls.push_back({"baseline", true, MoeFusedSchedule::kWave, MoeCombineIssue::kEpilogue, {}, {}});
   for (auto s : schedules)
     for (auto c : combines)
-      impls.push_back({std::string("fused_") + to_string(s) + (c == MoeCombineIssue::kPiggyback ? "_piggyback" : ""),
-                       false, s, c, {}, {}});
+      impls.push_back({impl_name(s, c), false, s, c, {}, {}});
   std::vector<long long> received;
   std::map<int, PreparedExpert> prepared;  // one weight set (one seed) and one precision for every layer here
   for (auto& im : impls) {
@@ -673,9 +678,8 @@ void run_bench_fused(const BenchOptions& o) {
     }
   }
   for (auto s : schedules) {
-    const std::string e = std::string("fused_") + to_string(s);
-    if (med.count(e) && med.count(e + "_piggyback"))
-      j["piggyback_speedup_vs_epilogue"][to_string(s)] = med[e] / med[e + "_piggyback"];
+    const std::string e = impl_name(s, MoeCombineIssue::kEpilogue), pg = impl_name(s, MoeCombineIssue::kPiggyback);
+    if (med.count(e) && med.count(pg)) j["piggyback_speedup_vs_epilogue"][to_string(s)] = med[e] / med[pg];
   }
   if (o.gemm_alone) j["gemm_alone"] = gemm_alone_json(fused, o, d, schedules, use_first, load, received);
   if (o.trace || o.local_store_control) {
@@ -684,7 +688,9 @@ void run_bench_fused(const BenchOptions& o) {
     nlohmann::json tr = nlohmann::json::array();
     nlohmann::json timelines = nlohmann::json::array();
     for (auto s : schedules) {
-      use_first(s);
+      // The epilogue Combine: its stores are the per-tile burst whose span T_RS is traced (piggybacked
+      // stores leave with the next tile's k-steps and have no span of their own).
+      use(s, MoeCombineIssue::kEpilogue);
       for (int local = 0; local < (o.local_store_control ? 2 : 1); ++local) {
         fused.set_trace(true, local == 1);
         std::vector<double> ms;
@@ -705,7 +711,7 @@ void run_bench_fused(const BenchOptions& o) {
         }
         x["schedule"] = to_string(s);
         x["combine_stores"] = local ? "local scratch (control)" : "remote (token's rank)";
-        x["combine"] = to_string(combines.front());
+        x["combine"] = to_string(MoeCombineIssue::kEpilogue);
         x["layer_median_ms"] = median_of(ms);
         x["layer_samples_ms"] = ms;
         tr.push_back(x);
@@ -883,9 +889,9 @@ void add_moe(CLI::App& root) {
                 "(the order the platform model and the simulator predict faster)")
       ->check(CLI::IsMember({"wave", "interleaved", "both", "auto"}));
   b->add_option("--combine", o->combine,
-                "Fused: where a Linear-2 tile's Combine stores are issued: epilogue (all at once, default), piggyback "
-                "(spread over the next tile's k-steps, one 16-byte store per thread per k-step) or both (timed in "
-                "alternation)")
+                "Fused: where a Linear-2 tile's Combine stores are issued: piggyback (default: spread over the next tile's "
+                "k-steps, one 16-byte store per thread per k-step), epilogue (all at once) or both (timed in "
+                "alternation; the non-default one is named fused_<order>_epilogue)")
       ->check(CLI::IsMember({"epilogue", "piggyback", "both"}));
   b->add_option("--platform", o->platform, "Platform file for the schedule prediction (default: the embedded one)");
   b->add_option("--sm-tflops", o->sm_tflops, "Per-SM GEMM rate of the prediction's tile times (default 4.5)")
@@ -896,8 +902,8 @@ void add_moe(CLI::App& root) {
   b->add_option("--experts-per-wave", o->experts_per_wave, "Expert-wave width (0: a quarter of the local experts)")
       ->check(cli::kNonNegative);
   b->add_flag("--trace", o->trace,
-              "Fused: also run instrumented (per-tile remote-store span, MMA wait at tile entry); needs a build "
-              "configured with -DXSTAGE_MOE_TRACE=ON");
+              "Fused: also run instrumented (per-tile remote-store span, MMA wait at tile entry), with the epilogue "
+              "Combine; needs a build configured with -DXSTAGE_MOE_TRACE=ON");
   b->add_flag("--local-store-control", o->local_store_control,
               "Fused, with --trace: also run with the Combine stores redirected to a local scratch buffer");
   b->add_flag("--gemm-alone", o->gemm_alone,
