@@ -1,11 +1,15 @@
-// Prologue of the fused MoE kernel (every thread of every CTA, before the warp roles split):
-//  1. count exchange: CTA 0 stores this rank's per-expert row counts into counts[rank][*] of every rank,
-//     then publishes count_flag[rank] = epoch (st.release.sys) there; every CTA waits (bounded) for the
-//     flags of all sources and builds the receive layout in shared memory (moe_fused_layout.hpp);
-//  2. dispatch: warps copy token rows (16-byte stores; FP8: quantized on the way, with their scales)
-//     into the owners' receive buffers at their layout
+// Dispatch side of the fused MoE kernel:
+//  1. count exchange (prologue, every thread of every CTA, before the warp roles split): CTA 0 stores
+//     this rank's per-expert row counts into counts[rank][*] of every rank, then publishes
+//     count_flag[rank] = epoch (st.release.sys) there; every CTA waits (bounded) for the flags of all
+//     sources and builds the receive layout in shared memory (moe_fused_layout.hpp);
+//  2. dispatch (the producer warpgroup's three warps besides the TMA warp, while the consumers already
+//     run the GEMM tiles of the experts whose rows have arrived): warps copy token rows (16-byte stores;
+//     FP8: quantized on the way, with their scales) into the owners' receive buffers at their layout
 //     rows, write each row's origin (source, slot) there, and after each run of rows of one expert add
-//     the row count to the owner's arrival counter of that expert (__syncwarp, red.release.sys).
+//     the row count to the owner's arrival counter of that expert (__syncwarp, red.release.sys). The
+//     rows go in (local expert, owner) order, the order in which both schedules start experts, so the
+//     first experts' rows are complete first. Dispatch warps wait for nothing.
 // Arrival counters only grow: a run's Linear-1 tiles wait for arrive_base + this run's rows, and the
 // completion kernel moves the base once every rank is done. A reset would race with a fast peer's
 // next-run increments; a monotonic counter cannot.
@@ -70,14 +74,15 @@ __device__ __forceinline__ void moe_exchange_counts(const MoeFusedParams& p, Moe
   }
 }
 
-__device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeLayoutSmem& L) {
+// Warp `worker` of `workers` dispatch warps (over all CTAs of the rank) takes chunks worker, worker +
+// workers, ... of kChunk rows.
+__device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeLayoutSmem& L, int worker, int workers) {
   constexpr int kChunk = 8;  // rows per warp between arrival updates
   const int N = p.ranks, E = p.experts, el = E / N, K = p.top_k;
   const int lane = threadIdx.x & 31;
-  const int warps_per_cta = blockDim.x / 32;
   const int total = L.dprefix[E];
   const int vec = p.hidden / 8;
-  for (int c = blockIdx.x * warps_per_cta + threadIdx.x / 32; c * kChunk < total; c += gridDim.x * warps_per_cta) {
+  for (int c = worker; c * kChunk < total; c += workers) {
     const int i0 = c * kChunk, i1 = min(total, i0 + kChunk);
     int lo = 0, hi = E - 1;  // block q holding row i0: last q with dprefix[q] <= i0
     while (lo < hi) {
