@@ -73,6 +73,11 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
   moe_cluster_sync();  // the partner's barriers are initialized before any multicast or remote release
 
   moe_exchange_counts(p, smem.layout);  // ends with __syncthreads (barriers initialized too)
+  if constexpr (!T::kConcurrentDispatch) {
+    if (p.gemm_only == 0) moe_dispatch(p, smem.layout, int(blockIdx.x * blockDim.x + threadIdx.x) / 32,
+                                       int(gridDim.x * blockDim.x) / 32);
+    __syncthreads();
+  }
 
   const int el = p.experts / p.ranks;
   const int n1 = l1_tiles(p.h_inter), n2 = l2_tiles(p.hidden);
@@ -107,7 +112,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
         __syncwarp();
         moe_load_tile<T>(tma, smem.main, pipe, write, tile, p.timeout_ns);
       }
-    } else if (p.gemm_only == 0) {
+    } else if (T::kConcurrentDispatch && p.gemm_only == 0) {
       // Dispatch, concurrent with the GEMM tiles (the TMA warp waits for each expert's arrival count).
       constexpr int kDispatchWarps = 3;
       moe_dispatch(p, smem.layout, int(blockIdx.x) * kDispatchWarps + warp_idx - 1, int(gridDim.x) * kDispatchWarps);
