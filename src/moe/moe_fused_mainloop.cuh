@@ -287,7 +287,8 @@ struct MoeFp8TileScales {
 // then promoted into `total` in FP32. A k-step's activation scales are loaded once its operands have
 // arrived (that wait is what orders them after the inputs' producers) and before its GMMAs are issued,
 // so their latency hides behind the GMMAs. `issue()` runs once per k-step while its first GMMAs are in
-// flight (as in moe_mma_tile).
+// flight (as in moe_mma_tile). The operand setup repeats moe_mma_tile's on purpose: returned from a shared
+// helper it changed ptxas's FP8 allocation (8 spill bytes in the expert-wave instantiation, none today).
 template <class T, int kGroups, class State, class Acc, class Issue>
 __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
                                                  State& read, Acc& total, int k_tiles, int mma_thread_idx,
