@@ -2,8 +2,9 @@
 //
 // One persistent kernel per GPU runs: count exchange -> receive layout (smem) -> dispatch (remote
 // 16-byte stores + arrival counters; bf16: by three producer warps while the tiles run) ->
-// Linear-1/SwiGLU and Linear-2/Combine tiles in the order of a sched:: MoE scheduler -> completion flags. A second, small kernel waits for every CTA of every rank
-// and reduces the k combined rows of each token (float, routing order).
+// Linear-1/SwiGLU and Linear-2/Combine tiles in the order of a sched:: MoE scheduler -> completion
+// flags. A second, small kernel waits for every CTA of every rank and reduces the k combined rows of
+// each token (float, routing order).
 #pragma once
 
 #include <cuda_runtime_api.h>
