@@ -10,6 +10,7 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "attn_mainloop.cuh"
+#include "xstage/gpu/tma_pipeline.cuh"
 #include "xstage/sched/attn_tile_scheduler.hpp"
 
 namespace xstage::attn {
@@ -61,23 +62,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   if (warp_idx == 0 && cute::elect_one_sync()) Mainloop::prefetch_descriptors(params.mainloop);
 
-  using Role = typename PipelineKV::ThreadCategory;
-  typename PipelineQ::Params pq;
-  pq.transaction_bytes = Traits::kBytesQ;
-  pq.role = is_producer ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::Consumer;
-  pq.is_leader = threadIdx.x == 0;
-  pq.num_consumers = Traits::kNumMmaThreads;
-  pq.initializing_warp = 0;
-  typename PipelineKV::Params pkv;
-  pkv.transaction_bytes = Traits::kBytesKV;
-  pkv.role = is_producer ? Role::Producer : Role::Consumer;
-  pkv.is_leader = threadIdx.x == 0;
-  pkv.num_consumers = Traits::kNumMmaThreads;
-  pkv.initializing_warp = 1;
-  PipelineQ pipe_q(storage.mainloop.pipe_q, pq, Shape<_1, _1, _1>{});
-  PipelineKV pipe_k(storage.mainloop.pipe_k, pkv, Shape<_1, _1, _1>{});
-  pkv.initializing_warp = 2;
-  PipelineKV pipe_v(storage.mainloop.pipe_v, pkv, Shape<_1, _1, _1>{});
+  constexpr int kMma = Traits::kNumMmaThreads;  // each pipeline's barriers initialized by its own warp
+  PipelineQ pipe_q(storage.mainloop.pipe_q,
+                   gpu::tma_pipeline_params<PipelineQ>(Traits::kBytesQ, is_producer, kMma, 0), Shape<_1, _1, _1>{});
+  PipelineKV pipe_k(storage.mainloop.pipe_k,
+                    gpu::tma_pipeline_params<PipelineKV>(Traits::kBytesKV, is_producer, kMma, 1), Shape<_1, _1, _1>{});
+  PipelineKV pipe_v(storage.mainloop.pipe_v,
+                    gpu::tma_pipeline_params<PipelineKV>(Traits::kBytesKV, is_producer, kMma, 2), Shape<_1, _1, _1>{});
   __syncthreads();  // barriers initialized before anyone waits on them
 
   const sched::AttnTileScheduler& scheduler = params.scheduler;

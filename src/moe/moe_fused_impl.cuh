@@ -13,6 +13,7 @@
 #include "moe_fused_kernel.hpp"
 #include "moe_fused_mainloop.cuh"
 #include "moe_fused_sync.cuh"
+#include "xstage/gpu/tma_pipeline.cuh"
 #include "xstage/moe/moe_numerics.hpp"
 #include "xstage/sched/moe_schedule.hpp"
 
@@ -63,13 +64,8 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
     prefetch_tma_descriptor(tma.h.get_tma_descriptor());
     prefetch_tma_descriptor(tma.w2.get_tma_descriptor());
   }
-  typename Pipeline::Params pp;
-  pp.transaction_bytes = T::kStageBytes;
-  pp.role = is_producer ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
-  pp.is_leader = threadIdx.x == 0;
-  pp.num_consumers = T::kNumMmaThreads;
-  pp.initializing_warp = 0;
-  Pipeline pipe(smem.main.pipe, pp, typename T::ClusterShape{});
+  Pipeline pipe(smem.main.pipe, gpu::tma_pipeline_params<Pipeline>(T::kStageBytes, is_producer, T::kNumMmaThreads, 0),
+                typename T::ClusterShape{});
   moe_cluster_sync();  // the partner's barriers are initialized before any multicast or remote release
 
   moe_exchange_counts(p, smem.layout);  // ends with __syncthreads (barriers initialized too)
