@@ -75,14 +75,27 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
     __syncthreads();
   }
 
-  const int el = p.experts / p.ranks;
-  const int n1 = l1_tiles(p.h_inter), n2 = l2_tiles(p.hidden);
-  const sched::MoeRowLayout layout{&smem.layout.offs[p.rank * (el + 1)], el, n1 / 2, l2_tiles_even(p.hidden) / 2};
+  // Computed in each role's branch, not before the split: values live across warpgroup_reg_dealloc must fit
+  // the producer's 40 registers, and with the dispatch warps in that region ptxas spilled them.
+  auto row_layout = [&] {
+    const int el = p.experts / p.ranks;
+    return sched::MoeRowLayout{&smem.layout.offs[p.rank * (el + 1)], el, l1_tiles(p.h_inter) / 2,
+                               l2_tiles_even(p.hidden) / 2};
+  };
   const int instance = blockIdx.x / 2, instances = gridDim.x / 2, role = blockIdx.x % 2;  // pair = cluster
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegisters>();
-    if (warp_idx == 0) {
+    if (warp_idx != 0) {
+      if (T::kConcurrentDispatch && p.gemm_only == 0) {
+        // Dispatch, concurrent with the GEMM tiles (the TMA warp waits for each expert's arrival count).
+        constexpr int kDispatchWarps = 3;
+        moe_dispatch(p, smem.layout, int(blockIdx.x) * kDispatchWarps + warp_idx - 1, int(gridDim.x) * kDispatchWarps);
+      }
+    } else {
+      const int el = p.experts / p.ranks;
+      const int n1 = l1_tiles(p.h_inter), n2 = l2_tiles(p.hidden);
+      const sched::MoeRowLayout layout = row_layout();
       const int lane = threadIdx.x % 32;
       Schedule schedule(layout, instance, instances, role, p.schedule_param);
       auto write = cutlass::make_producer_start_state<Pipeline>();
@@ -108,13 +121,12 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
         __syncwarp();
         moe_load_tile<T>(tma, smem.main, pipe, write, tile, p.timeout_ns);
       }
-    } else if (T::kConcurrentDispatch && p.gemm_only == 0) {
-      // Dispatch, concurrent with the GEMM tiles (the TMA warp waits for each expert's arrival count).
-      constexpr int kDispatchWarps = 3;
-      moe_dispatch(p, smem.layout, int(blockIdx.x) * kDispatchWarps + warp_idx - 1, int(gridDim.x) * kDispatchWarps);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegisters>();
+    const int el = p.experts / p.ranks;
+    const int n1 = l1_tiles(p.h_inter), n2 = l2_tiles(p.hidden);
+    const sched::MoeRowLayout layout = row_layout();
     const int mma_thread_idx = int(threadIdx.x) - 128;
     Schedule schedule(layout, instance, instances, role, p.schedule_param);
     typename Pipeline::PipelineState read;
