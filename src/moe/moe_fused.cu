@@ -39,6 +39,7 @@ const char* moe_fused_wait_name(std::uint32_t code) {
     case 2: return "arrival counter of a local expert (dispatched rows)";
     case 3: return "Linear-1 completion of a row block";
     case 4: return "completion flag of a CTA";
+    case 5: return "the partner CTA's SwiGLU row maxima (FP8 Linear-1 epilogue)";
     default: return "nothing";
   }
 }

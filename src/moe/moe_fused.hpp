@@ -6,7 +6,7 @@
 //
 // Per run and rank: dispatch plan (the baseline's launch_dispatch_plan) -> fused kernel -> completion
 // kernel, all on the rank's stream. Same inputs, routing, roundings and output as MoeBaseline; FP8
-// quantizes as the reference with l2_group = 64 does (weights once, when they are set).
+// quantizes as the reference with l2_group = 128 does (weights once, when they are set).
 #pragma once
 
 #include <cstdint>
@@ -41,7 +41,7 @@ class MoeFused {
   const MoeDims& dims() const { return dims_; }
   MoePrecision precision() const { return precision_; }
   // FP8 activation group of the Linear-2 input (the reference's l2_group for this layer).
-  static constexpr int kFp8L2Group = 64;
+  static constexpr int kFp8L2Group = 128;
   MoeFusedSchedule schedule() const { return options_.schedule; }
   int schedule_param() const;  // D or experts per wave, as launched
   void set_schedule(const MoeFusedOptions& options);

@@ -4,9 +4,13 @@
 //  chunks); gate and up are rounded to bf16, h = bf16(silu(gate) · up) (the reference's roundings), stored
 //  to the local SwiGLU buffer. Rows past the expert's count are computed on padding and never read
 //  back into a result.
-//  FP8 SwiGLU: the same bf16 h values, then quantized to e4m3 per row and 64-channel group (the tile's
-//  width: the 4 lanes of a quad hold a row's 64 columns, so the group maximum is two shuffles) with
-//  the reference's scale rule; the scale goes to h_scale[row][n].
+//  FP8 SwiGLU: the same bf16 h values, then quantized to e4m3 per row and 128-channel group with the
+//  reference's scale rule. A tile holds 64 h columns (the 4 lanes of a quad hold a row's 64, so their
+//  maximum is two shuffles); the other 64 of the group are the partner CTA's tile at the same step
+//  (N-tile n ^ 1 of the same row block), so one lane per quad sends its two rows' maxima into the
+//  partner's shared memory (st.async, completing transaction bytes on the partner's barrier: no fence,
+//  so the pending NVLink stores of this thread are not waited for), waits (bounded) for the partner's,
+//  and both CTAs compute the same scale; role 0 writes it to h_scale[row][n / 2].
 //  Combine (Linear-2): the tile is rounded to bf16 into shared memory (64 rows per warpgroup), then
 //  each row goes back to the rank and top-k slot it came from as 16-byte stores into that rank's
 //  combine buffer comb[slot][hidden] (no atomics: every slot is written by one tile column once),
@@ -49,9 +53,11 @@ __device__ __forceinline__ float swiglu_bf16_fast(float gate_bf16, float up_bf16
   return round_bf16(__fdividef(gate_bf16, 1.f + __expf(-gate_bf16)) * up_bf16);
 }
 
+// l1_count: this consumer's Linear-1 tiles so far (the partner's count is the same at the same tile).
 template <class T, class Acc>
-__device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, const sched::MoeTile& tile, const Acc& acc,
-                                                 int mma_thread_idx) {
+__device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, typename T::SharedStorage& smem,
+                                                 const sched::MoeTile& tile, const Acc& acc, int mma_thread_idx,
+                                                 std::uint32_t l1_count) {
   using namespace cute;
   constexpr int kHalf = decltype(size(acc))::value / 2;
   const long long row0 = (long long)tile.row * T::kBlockM;
@@ -73,14 +79,32 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, const 
       h[i] = swiglu_bf16_fast(round_bf16(acc(i)), round_bf16(acc(i + kHalf)));
       amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fabsf(h[i]));
     }
-    const int groups = p.h_inter / (T::kBlockN / 2);
+    CUTE_UNROLL
+    for (int rs = 0; rs < 2; ++rs) amax[rs] = group_amax<4>(amax[rs]);  // the quad holds the row's 64 columns
+    // The partner's 64 columns of the 128-channel group: exchange the two rows' maxima (buffer and
+    // barrier by tile parity; a barrier's phase completes every second Linear-1 tile).
+    const std::uint32_t cta = cute::block_rank_in_cluster(), buf = l1_count & 1, parity = (l1_count >> 1) & 1;
+    const int lane = mma_thread_idx % 32;
+    if (mma_thread_idx == 0) moe_mbar_arrive_expect_tx(&smem.amax_bar[buf], T::kBlockM * sizeof(float));
+    if (lane % 4 == 0) {
+      const std::uint32_t peer_bar = moe_cluster_addr(&smem.amax_bar[buf], cta ^ 1);
+      CUTE_UNROLL
+      for (int rs = 0; rs < 2; ++rs)
+        moe_st_async_f32(moe_cluster_addr(&smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)], cta ^ 1), amax[rs],
+                         peer_bar);
+      moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(&smem.amax_bar[buf], parity)); }, 1,
+                   p.timeout_ns, p.failure, 5, p.rank, tile.row);
+      CUTE_UNROLL
+      for (int rs = 0; rs < 2; ++rs) amax[rs] = fmaxf(amax[rs], smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]);
+    }
+    const int groups = p.h_inter / kFp8GroupSize;
     std::uint8_t* base = static_cast<std::uint8_t*>(p.h) + row0 * p.h_inter + tile.n * (T::kBlockN / 2);
     CUTE_UNROLL
     for (int rs = 0; rs < 2; ++rs) {
-      const float scale = fp8_scale_for_amax(group_amax<4>(amax[rs]));  // the quad holds the row's 64 columns
+      const float scale = fp8_scale_for_amax(__shfl_sync(0xffffffffu, amax[rs], lane & ~3));
       const float inv = fp8_inverse_scale(scale);
       const int r = acc_row(mma_thread_idx, 2 * rs);
-      if (mma_thread_idx % 4 == 0) p.h_scale[(row0 + r) * groups + tile.n] = scale;
+      if (lane % 4 == 0 && cta == 0) p.h_scale[(row0 + r) * groups + tile.n / 2] = scale;
       CUTE_UNROLL
       for (int i = 2 * rs; i < kHalf; i += 4) {
         const std::uint16_t q = __nv_cvt_float2_to_fp8x2(make_float2(h[i] * inv, h[i + 1] * inv), __NV_SATFINITE, __NV_E4M3);

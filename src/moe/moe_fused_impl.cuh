@@ -66,6 +66,11 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
   }
   Pipeline pipe(smem.main.pipe, gpu::tma_pipeline_params<Pipeline>(T::kStageBytes, is_producer, T::kNumMmaThreads, 0),
                 typename T::ClusterShape{});
+  if (T::kFp8 && threadIdx.x == 0) {
+    cutlass::arch::ClusterBarrier::init(&smem.main.amax_bar[0], 1);
+    cutlass::arch::ClusterBarrier::init(&smem.main.amax_bar[1], 1);
+    cutlass::arch::fence_barrier_init();
+  }
   moe_cluster_sync();  // the partner's barriers are initialized before any multicast or remote release
 
   moe_exchange_counts(p, smem.layout);  // ends with __syncthreads (barriers initialized too)
@@ -166,6 +171,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
     auto issue = [&] {
       if (piggyback) moe_combine_issue_pending<T>(p, smem.main, pending, 1, mma_thread_idx);
     };
+    std::uint32_t l1_count = 0;  // Linear-1 tiles so far (FP8: the SwiGLU maxima exchange's buffer and phase)
     while (schedule.next(tile)) {
       if (moe_gemm_only_skips(p.gemm_only, tile.stage)) continue;
       if (tile.stage == sched::MoeStage::kLinear1) {
@@ -182,7 +188,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
           moe_mma_tile<T>(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_thread_idx, p.timeout_ns, issue,
                           t_first);
         }
-        moe_store_swiglu<T>(p, tile, acc, mma_thread_idx);
+        moe_store_swiglu<T>(p, smem.main, tile, acc, mma_thread_idx, l1_count++);
         gpu::fence_proxy_async_global();  // SwiGLU rows are read next by TMA (other CTAs' producers)
         cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);
         if (mma_thread_idx == 0) gpu::arrive_counter_release_gpu(p.l1_done + tile.row, 1);
@@ -195,11 +201,11 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
         trace_begin();
         Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kBlockN>>{});
         if constexpr (T::kFp8) {
-          const int kb = p.h_inter / T::kBlockK, hg = p.h_inter / (T::kBlockN / 2);  // k-steps; 64-channel groups
+          const int kb = p.h_inter / T::kBlockK, hg = p.h_inter / kFp8GroupSize;  // k-steps = 128-channel groups
           const long long r0 = (long long)tile.row * T::kBlockM + acc_row(mma_thread_idx, 0);
           const float* w2s = p.w2_scale + ((long long)tile.expert * (p.hidden / 128) + tile.n) * kb;
           const MoeFp8TileScales sc{p.h_scale + r0 * hg, p.h_scale + (r0 + 8) * hg, w2s, w2s};
-          moe_mma_tile_fp8<T, 2>(smem.main, pipe, read, acc, kb, mma_thread_idx, sc, p.timeout_ns, issue, t_first);
+          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_thread_idx, sc, p.timeout_ns, issue, t_first);
         } else {
           moe_mma_tile<T>(smem.main, pipe, read, acc, p.h_inter / T::kBlockK, mma_thread_idx, p.timeout_ns, issue,
                           t_first);

@@ -27,7 +27,8 @@ inline constexpr int kFusedMaxGrid = 256;      // CTAs per rank (completion flag
 // What a bounded wait that expired was waiting for; written to host-mapped memory before the trap, so
 // the host can report it after the launch fails.
 struct MoeFusedWaitFailure {
-  std::uint32_t code;  // 0: none; 1 count flag; 2 arrival counter; 3 Linear-1 row done; 4 completion flag
+  std::uint32_t code;  // 0: none; 1 count flag; 2 arrival counter; 3 Linear-1 row done; 4 completion flag;
+                       // 5 the partner CTA's SwiGLU row maxima (FP8)
   std::uint32_t rank, block, thread, index;
   std::uint64_t target, seen;
 };
@@ -52,7 +53,7 @@ struct MoeFusedParams {
   std::uint64_t timeout_ns = 4'000'000'000ull;
 
   // Element type of the GEMM operands (recv, h, w1, w2): bf16, or FP8 e4m3 with float scales (x is
-  // quantized per 128 channels as it is dispatched, h per 64 in the SwiGLU epilogue; weights carry one
+  // quantized per 128 channels as it is dispatched, h per 128 in the SwiGLU epilogue; weights carry one
   // scale per 128 x 128 block).
   bool fp8 = false;
 
@@ -88,7 +89,7 @@ struct MoeFusedParams {
   void* recv = nullptr;           // [recv_rows][hidden] (peers write it)
   void* h = nullptr;              // [recv_rows][h_inter] SwiGLU output
   float* recv_scale = nullptr;    // FP8: [recv_rows][hidden / 128] (peers write it)
-  float* h_scale = nullptr;       // FP8: [recv_rows][h_inter / 64]
+  float* h_scale = nullptr;       // FP8: [recv_rows][h_inter / 128]
   long long recv_rows = 0;        // capacity (recv_capacity_rows)
   const int* origin = nullptr;    // [recv_rows]: src·tokens·top_k + slot (peers write it)
   std::uint32_t* l1_done = nullptr;        // [recv_rows / BM] zeroed before each run

@@ -37,7 +37,7 @@ struct MoeFused::RankState : MoeRankBuffers {
   comm::LocalRank* lr = nullptr;
   int local_index = 0;
   void* h = nullptr;  // SwiGLU output [capacity rows][h_inter] (bf16 or e4m3)
-  float* h_scale = nullptr;  // FP8: [capacity rows][h_inter / 64]
+  float* h_scale = nullptr;  // FP8: [capacity rows][h_inter / kFp8L2Group]
   std::uint8_t *w1q = nullptr, *w2q = nullptr;  // FP8 weights (layout of w1, w2)
   float *w1s = nullptr, *w2s = nullptr;          // FP8 block scales
   std::uint32_t* l1_done = nullptr;

@@ -80,6 +80,11 @@ struct MoeFusedTraitsT {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutB>, 1024> b;
     cute::array_aligned<cutlass::bfloat16_t, kBlockM * kEpiPitch, 128> epi;  // Combine staging (bf16), 64 rows per warpgroup
     typename Pipeline::SharedStorage pipe;
+    // FP8 SwiGLU epilogue: the partner CTA's per-row maxima of its 64 h columns of the shared 128-channel
+    // group, written by the partner (st.async), double-buffered by Linear-1 tile parity, each buffer with
+    // its barrier (per phase: one local arrival expecting kBlockM · 4 bytes). Unused in bf16.
+    float amax_peer[2][kBlockM];
+    alignas(8) std::uint64_t amax_bar[2];
   };
 };
 using MoeFusedTraits = MoeFusedTraitsT<false>;

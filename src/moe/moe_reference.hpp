@@ -11,8 +11,8 @@
 // FP8 (W8A8, DeepSeek style): activations entering each GEMM quantized to e4m3 with one scale per token
 // per 128 channels, weights with one scale per 128×128 block; each partial product over one activation
 // group is promoted to FP32 and scaled (see moe_numerics.hpp for the scale and rounding rules). The
-// Linear-2 input (the SwiGLU output) may use a finer group (l2_group = 64: the fused kernel quantizes it
-// in its Linear-1 epilogue, whose tiles are 64 channels wide); 128 is the separate-kernel path's.
+// Linear-2 input (the SwiGLU output) may use a finer group (l2_group, a divisor of 128); both GPU paths
+// use 128 (the fused kernel's CTA pairs exchange their 64-channel halves' maxima).
 #pragma once
 
 #include <cstdint>
