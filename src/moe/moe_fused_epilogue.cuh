@@ -135,7 +135,7 @@ __device__ __forceinline__ void moe_combine_store_chunk(const MoeFusedParams& p,
   const int idx = it * 128 + t;
   const int r = wg * 64 + idx / kChunks, ch = idx % kChunks;
   if (r >= valid) return;
-  const int origin = ld_relaxed_sys_s32(p.origin + (long long)row * T::kBlockM + r);
+  const int origin = ld_after_acquire_s32(p.origin + (long long)row * T::kBlockM + r);  // acquired with the tile's rows
   const int src = moe_origin_rank(origin);
   const long long slot = moe_origin_slot(origin);
   const uint4 v = *reinterpret_cast<const uint4*>(stage + r * T::kEpiPitch + ch * 8);

@@ -279,7 +279,8 @@ __device__ __forceinline__ void moe_drain_tile(typename T::Pipeline& pipe, State
 // rows (r0 and r0 + 8: a0, a1, indexed by k-step·kGroups + group) and the weight block scales of its
 // accumulator columns below and above the tile's middle (b_lo, b_hi, indexed by k-step; Linear-1: the
 // gate and the up block, Linear-2: the same block twice). a0/a1 are written during the kernel (by the
-// peers' dispatch or the SwiGLU epilogue) and read through L2 (ld.global.cg); b_lo/b_hi are weights.
+// peers' dispatch or the SwiGLU epilogue) and read with weak L1-cached loads (ld_after_acquire_f32);
+// b_lo/b_hi are weights.
 struct MoeFp8TileScales {
   const float* a0;
   const float* a1;
@@ -323,8 +324,8 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
     float a0[kGroups], a1[kGroups];
     CUTE_UNROLL
     for (int g = 0; g < kGroups; ++g) {
-      a0[g] = __ldcg(sc.a0 + k * kGroups + g);
-      a1[g] = __ldcg(sc.a1 + k * kGroups + g);
+      a0[g] = ld_after_acquire_f32(sc.a0 + k * kGroups + g);
+      a1[g] = ld_after_acquire_f32(sc.a1 + k * kGroups + g);
     }
     const int s = read.index();
     CUTE_UNROLL

@@ -25,6 +25,23 @@ __device__ __forceinline__ int ld_relaxed_sys_s32(const int* p) {
   return v;
 }
 
+// Weak, L1-cached loads of data written during the kernel by other threads, CTAs or GPUs, for readers
+// ordered after those writes by a chain that ends in an acquire at gpu or sys scope made on this SM (e.g.
+// the producer's acquire of a tile's inputs, then the stage's full barrier): in the PTX memory model the
+// chain makes the writes visible to the weak load, and the acquire drops the SM's L1 lines, so later hits
+// are current. Rows and their scales are read again k-step after k-step, which an L2 round trip per load
+// (ld.global.cg) made the FP8 mainloop wait on. volatile: never moved above the wait that orders it.
+__device__ __forceinline__ float ld_after_acquire_f32(const float* p) {
+  float v;
+  asm volatile("ld.global.ca.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ int ld_after_acquire_s32(const int* p) {
+  int v;
+  asm volatile("ld.global.ca.s32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
 // Bounded spin until load() >= target (the caller follows it with whatever fence its readers need).
 template <class Load>
 __device__ __forceinline__ void moe_wait_geq(Load load, std::uint64_t target, std::uint64_t timeout_ns,
