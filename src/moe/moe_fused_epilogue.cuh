@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include <cute/arch/cluster_sm90.hpp>
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 
@@ -85,13 +86,15 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, typena
     // barrier by tile parity; a barrier's phase completes every second Linear-1 tile).
     const std::uint32_t cta = cute::block_rank_in_cluster(), buf = l1_count & 1, parity = (l1_count >> 1) & 1;
     const int lane = mma_thread_idx % 32;
-    if (mma_thread_idx == 0) moe_mbar_arrive_expect_tx(&smem.amax_bar[buf], T::kBlockM * sizeof(float));
+    if (mma_thread_idx == 0)
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.amax_bar[buf], T::kBlockM * sizeof(float));
     if (lane % 4 == 0) {
-      const std::uint32_t peer_bar = moe_cluster_addr(&smem.amax_bar[buf], cta ^ 1);
+      const std::uint32_t bar = cute::cast_smem_ptr_to_uint(&smem.amax_bar[buf]);
       CUTE_UNROLL
-      for (int rs = 0; rs < 2; ++rs)
-        moe_st_async_f32(moe_cluster_addr(&smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)], cta ^ 1), amax[rs],
-                         peer_bar);
+      for (int rs = 0; rs < 2; ++rs)  // st.async into the partner, completing 4 bytes on its barrier
+        cute::store_shared_remote(__float_as_uint(amax[rs]),
+                                  cute::cast_smem_ptr_to_uint(&smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]),
+                                  bar, cta ^ 1);
       moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(&smem.amax_bar[buf], parity)); }, 1,
                    p.timeout_ns, p.failure, 5, p.rank, tile.row);
       CUTE_UNROLL

@@ -74,11 +74,6 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
   moe_cluster_sync();  // the partner's barriers are initialized before any multicast or remote release
 
   moe_exchange_counts(p, smem.layout);  // ends with __syncthreads (barriers initialized too)
-  if constexpr (!T::kConcurrentDispatch) {
-    if (p.gemm_only == 0) moe_dispatch(p, smem.layout, int(blockIdx.x * blockDim.x + threadIdx.x) / 32,
-                                       int(gridDim.x * blockDim.x) / 32);
-    __syncthreads();
-  }
 
   // Computed in each role's branch, not before the split: values live across warpgroup_reg_dealloc must fit
   // the producer's 40 registers, and with the dispatch warps in that region ptxas spilled them.
@@ -92,8 +87,9 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegisters>();
     if (warp_idx != 0) {
-      if (T::kConcurrentDispatch && p.gemm_only == 0) {
-        // Dispatch, concurrent with the GEMM tiles (the TMA warp waits for each expert's arrival count).
+      if (p.gemm_only == 0) {
+        // Dispatch, concurrent with the GEMM tiles (the TMA warp waits for each expert's arrival count). With
+        // the row layout computed inside each role's branch ptxas keeps the consumers' GMMA code free of spills.
         constexpr int kDispatchWarps = 3;
         moe_dispatch(p, smem.layout, int(blockIdx.x) * kDispatchWarps + warp_idx - 1, int(gridDim.x) * kDispatchWarps);
       }

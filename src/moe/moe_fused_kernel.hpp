@@ -1,7 +1,7 @@
 // Launch interface of the fused expert-parallel MoE kernel (host-visible; no CuTe here).
 //
 // One persistent kernel per GPU runs: count exchange -> receive layout (smem) -> dispatch (remote
-// 16-byte stores + arrival counters; bf16: by three producer warps while the tiles run) ->
+// 16-byte stores + arrival counters, by three producer warps while the tiles run) ->
 // Linear-1/SwiGLU and Linear-2/Combine tiles in the order of a sched:: MoE scheduler -> completion
 // flags. A second, small kernel waits for every CTA of every rank and reduces the k combined rows of
 // each token (float, routing order).

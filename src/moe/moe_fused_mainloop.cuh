@@ -37,10 +37,6 @@ struct MoeFusedTraitsT {
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerRegisters = 232;
   static_assert((168 - kProducerRegisters) * 128 >= (kConsumerRegisters - 168) * kNumMmaThreads);
-  // Dispatch by the producer warpgroup's three non-TMA warps while the GEMM tiles run (both precisions;
-  // false: by every warp before the first tile). With the row layout computed inside each role's branch
-  // ptxas keeps the consumers' GMMA code free of spills (FP8: a few values reloaded in the Combine epilogue).
-  static constexpr bool kConcurrentDispatch = true;
   static constexpr int kEpiPitch = kBlockN + 8;  // staging row pitch (elements): 16-byte aligned, fewer conflicts
 
   using TileA = cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockK>>;

@@ -71,28 +71,6 @@ __device__ __forceinline__ void moe_wait_geq(Load load, std::uint64_t target, st
   }
 }
 
-// Shared-memory address `local` of this CTA as the cluster CTA `cta` holds it (mapa).
-__device__ __forceinline__ std::uint32_t moe_cluster_addr(const void* local, std::uint32_t cta) {
-  std::uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(remote)
-               : "r"(std::uint32_t(__cvta_generic_to_shared(local))), "r"(cta));
-  return remote;
-}
-// An asynchronous 4-byte store into another CTA's shared memory that completes 4 transaction bytes on that
-// CTA's barrier `remote_bar` (no fence: the barrier's phase orders the data for its waiters).
-__device__ __forceinline__ void moe_st_async_f32(std::uint32_t remote, float v, std::uint32_t remote_bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(remote), "f"(v),
-               "r"(remote_bar)
-               : "memory");
-}
-// This CTA's arrival on its own barrier, expecting `bytes` transaction bytes in the phase.
-__device__ __forceinline__ void moe_mbar_arrive_expect_tx(const std::uint64_t* bar, std::uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                   std::uint32_t(__cvta_generic_to_shared(bar))),
-               "r"(bytes)
-               : "memory");
-}
 // 1 once the phase of parity `parity` of this CTA's barrier has completed (acquire at cluster scope).
 __device__ __forceinline__ std::uint32_t moe_mbar_try_wait_acquire_cluster(const std::uint64_t* bar, std::uint32_t parity) {
   std::uint32_t done;
