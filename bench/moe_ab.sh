@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# On the GPU machine (two GPUs): two builds of xstage side by side in one script, on the same machine, in
+# On the GPU machine (two GPUs, or one with GPUS=0): two builds of xstage side by side in one script, on the same machine, in
 # alternating order (A B B A ...): the fused MoE kernel's GEMMs alone (`--gemm-alone`) and/or the whole
 # layer (`--impl both --schedule both`: separate-kernel baseline, fused wave, fused interleaved).
 # For a kernel change: A = the build before it, B = the build with it. One JSON, $OUT/moe_ab.json.
 #   A=build-dev/xstage_prev B=build-dev/xstage GIT_REV_A=... GIT_REV_B=... bench/moe_ab.sh
-# Knobs: SHAPES, TOKENS, PRECISIONS, MODES ("gemm layer"), ROUTING, ITERS, WARMUP, BUDGET_S (wall seconds
+# Knobs: SHAPES, TOKENS, PRECISIONS, MODES ("gemm layer"), ROUTING, ITERS, WARMUP, GPUS, BUDGET_S (wall seconds
 # for the whole script; each run's timeout is cut to what is left, so the merge always runs).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
@@ -17,6 +17,7 @@ MODES=${MODES:-"gemm layer"}
 ROUTING=${ROUTING:-balanced}
 ITERS=${ITERS:-10}
 WARMUP=${WARMUP:-2}
+GPUS=${GPUS:-0,1}  # one GPU (GPUS=0): every row local, no remote store
 BUDGET_S=${BUDGET_S:-300}
 for v in "$A" "$B"; do [ -x "$v" ] || { echo "moe_ab: not an executable: '$v'" >&2; exit 2; }; done
 mkdir -p "$OUT/ab"
@@ -34,7 +35,7 @@ for mode in $MODES; do
           if [ $mode = gemm ]; then args=(--impl fused --schedule interleaved --gemm-alone); else args=(--impl both --schedule both); fi
           f="$OUT/ab/$mode.$s.$t.$prec.$which.json"
           echo "-- $(date -u +%T) $which $mode $s T=$t $prec" >> "$log"
-          timeout $(left 90) "$bin" moe bench --gpus 0,1 --shape "$s" --tokens "$t" --routing "$ROUTING" --precision "$prec" \
+          timeout $(left 90) "$bin" moe bench --gpus "$GPUS" --shape "$s" --tokens "$t" --routing "$ROUTING" --precision "$prec" \
             "${args[@]}" --iters "$ITERS" --warmup "$WARMUP" --check-tokens 1 --seed 1 --out "$f" >> "$log" 2>&1
           echo "rc=$?" >> "$log"
         done

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# On the GPU machine (two GPUs), from the repository root with the build folder carried from the
+# On the GPU machine (two GPUs, or one with GPUS=0), from the repository root with the build folder carried from the
 # development machine: Linear-1 and Linear-2 alone, the fused kernel's GEMM-only mode
 # (`xstage moe bench --impl fused --gemm-alone`, per-rank medians of the fused kernel launch alone) beside
 # torch._grouped_mm (bench/moe_grouped_mm.py: bf16, and torch._scaled_grouped_mm for FP8 where torch has
-# it) on the same per-GPU shapes: T tokens per rank, balanced routing, 2 ranks; balanced routing gives
+# it) on the same per-GPU shapes: T tokens per rank, balanced routing, the ranks of GPUS (2 unless set); balanced routing gives
 # every expert T·k·ranks/E rows (the torch script's rows per expert; the merge checks it against the
 # rows each rank received). One JSON, $OUT/moe_gemm_alone.json, with provenance.
 #   BUILD=build-ga-dev GIT_REV=$(git rev-parse HEAD) bench/moe_gemm_alone.sh
-# Knobs: SHAPES, TOKENS, PRECISIONS, ITERS, WARMUP, SCHEDULE, BUDGET_S (wall seconds for the whole script;
+# Knobs: SHAPES, TOKENS, PRECISIONS, ITERS, WARMUP, SCHEDULE, GPUS, BUDGET_S (wall seconds for the whole script;
 # every step's timeout is cut to what is left, so the merge always runs).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
@@ -16,6 +16,7 @@ TOKENS=${TOKENS:-8192}
 PRECISIONS=${PRECISIONS:-"bf16 fp8"}
 ITERS=${ITERS:-10}
 WARMUP=${WARMUP:-2}
+GPUS=${GPUS:-0,1}  # one GPU (GPUS=0): every row local, no remote store
 SCHEDULE=${SCHEDULE:-interleaved}
 BUDGET_S=${BUDGET_S:-170}
 mkdir -p "$OUT/ga"
@@ -23,13 +24,13 @@ log="$OUT/moe_gemm_alone.txt"
 { echo "== $(date -u +%FT%TZ)"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.max.sm --format=csv; } > "$log" 2>&1
 for prec in $PRECISIONS; do
   for s in $SHAPES; do
-    timeout $(left 45) "$BUILD/xstage" moe bench --gpus 0,1 --shape "$s" --tokens "$TOKENS" --routing balanced \
+    timeout $(left 45) "$BUILD/xstage" moe bench --gpus "$GPUS" --shape "$s" --tokens "$TOKENS" --routing balanced \
       --precision "$prec" --impl fused --schedule "$SCHEDULE" --gemm-alone --iters "$ITERS" --warmup "$WARMUP" \
       --check-tokens 1 --seed 1 --out "$OUT/ga/$s.$prec.json" >> "$log" 2>&1
     echo "xstage $s $prec rc=$?" >> "$log"
   done
   if [ "$prec" = bf16 ]; then  # torch after the bf16 runs: its numbers come back even if fp8 runs out of time
-    PYTHONUNBUFFERED=1 timeout $(left 60) python3 bench/moe_grouped_mm.py --tokens $TOKENS --shapes $SHAPES \
+    PYTHONUNBUFFERED=1 timeout $(left 60) python3 bench/moe_grouped_mm.py --ranks $(echo "$GPUS" | tr , "\n" | wc -l) --tokens $TOKENS --shapes $SHAPES \
       $([[ " $PRECISIONS " == *" fp8 "* ]] && echo --fp8) --out "$OUT/ga/torch.json" >> "$log" 2>&1
     echo "torch rc=$?" >> "$log"
   fi
