@@ -103,8 +103,9 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
       while (schedule.next(tile)) {
         if (moe_gemm_only_skips(p.gemm_only, tile.stage) || tile.stage != sched::MoeStage::kLinear1) continue;
         if (cute::elect_one_sync()) {
-          moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait(&smem.main.l1_epi_bar[n & 1], (n >> 1) & 1)); },
-                       1, p.timeout_ns, p.failure, 6, p.rank, tile.row);
+          const std::uint64_t* handed = &smem.main.l1_epi_bar[n & 1];
+          moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(handed, (n >> 1) & 1)); }, 1,
+                       p.timeout_ns, p.failure, 6, p.rank, tile.row);
           gpu::arrive_counter_release_gpu(p.l1_done + tile.row, 1);
           moe_mbar_arrive(&smem.main.l1_rel_bar[n & 1]);
         }
@@ -215,7 +216,8 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
         // previous tile, two Linear-1 tiles ago, must have been published.
         const std::uint32_t slot = l1_count & 1, use = l1_count >> 1;
         if (use > 0) {
-          moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait(&smem.main.l1_rel_bar[slot], (use - 1) & 1)); }, 1,
+          const std::uint64_t* published = &smem.main.l1_rel_bar[slot];
+          moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(published, (use - 1) & 1)); }, 1,
                        p.timeout_ns, p.failure, 7, p.rank, tile.row);
         }
         __syncwarp();

@@ -87,17 +87,6 @@ __device__ __forceinline__ void moe_mbar_arrive(const std::uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(std::uint32_t(__cvta_generic_to_shared(bar)))
                : "memory");
 }
-// 1 once the phase of parity `parity` of this CTA's barrier has completed (acquire at CTA scope).
-__device__ __forceinline__ std::uint32_t moe_mbar_try_wait(const std::uint64_t* bar, std::uint32_t parity) {
-  std::uint32_t done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(done)
-      : "r"(std::uint32_t(__cvta_generic_to_shared(bar))), "r"(parity)
-      : "memory");
-  return done;
-}
-
 // All threads of both CTAs of the cluster (barrier.cluster, not .aligned: callers may be divergent).
 __device__ __forceinline__ void moe_cluster_sync() {
   asm volatile("barrier.cluster.arrive;\n" ::: "memory");
