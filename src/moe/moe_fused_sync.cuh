@@ -82,7 +82,8 @@ __device__ __forceinline__ std::uint32_t moe_mbar_try_wait_acquire_cluster(const
   return done;
 }
 
-// One arrival on this CTA's barrier (release at CTA scope).
+// One arrival on this CTA's barrier (release at CTA scope). Not cutlass::arch::ClusterBarrier::arrive: that
+// asm has no memory clobber, and the stores this arrival publishes must not be moved below it.
 __device__ __forceinline__ void moe_mbar_arrive(const std::uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(std::uint32_t(__cvta_generic_to_shared(bar)))
                : "memory");
