@@ -3,8 +3,8 @@
 // Per GPU, one persistent kernel (grid = co-resident CTAs in 2-CTA clusters; CTA pair = cluster g = blockIdx / 2
 // is scheduler instance g, role r = blockIdx % 2 takes N-tiles 2j + r; the pair shares its A tiles by TMA multicast):
 //   prologue (all threads): count exchange, receive layout (moe_fused_dispatch.cuh);
-//   producer warpgroup, warps 1-2: the dispatch, concurrently with the tiles; warp 3:
-//     the Linear-1 releases (below);
+//   producer warpgroup, warps 1-3: the dispatch, concurrently with the tiles; warp 3 also publishes the
+//     Linear-1 tiles (below), between its rows and after its dispatch;
 //   producer warp: for each tile of the scheduler, wait for its inputs (Linear-1: the expert's arrival
 //     counter reaches base + rows; Linear-2: all Linear-1 N-tiles of the row are done), then
 //     fence.proxy.async.global and TMA loads (moe_fused_mainloop.cuh);
