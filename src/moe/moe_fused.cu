@@ -3,13 +3,14 @@
 // Per GPU, one persistent kernel (grid = co-resident CTAs in 2-CTA clusters; CTA pair = cluster g = blockIdx / 2
 // is scheduler instance g, role r = blockIdx % 2 takes N-tiles 2j + r; the pair shares its A tiles by TMA multicast):
 //   prologue (all threads): count exchange, receive layout (moe_fused_dispatch.cuh);
-//   producer warpgroup, three warps: the dispatch, concurrently with the tiles;
+//   producer warpgroup, warps 1-3: the dispatch, concurrently with the tiles; warp 3 also publishes the
+//     Linear-1 tiles (below), between its rows and after its dispatch;
 //   producer warp: for each tile of the scheduler, wait for its inputs (Linear-1: the expert's arrival
 //     counter reaches base + rows; Linear-2: all Linear-1 N-tiles of the row are done), then
 //     fence.proxy.async.global and TMA loads (moe_fused_mainloop.cuh);
 //   two consumer warpgroups: GMMA, then the SwiGLU or Combine epilogue (moe_fused_epilogue.cuh); after
-//     each Linear-1 tile one thread adds 1 to l1_done[row] (red.release.gpu); after the last tile one
-//     st.release.sys completion flag per rank.
+//     each Linear-1 tile the consumer warps hand it to the releaser warp (a shared-memory barrier), which
+//     adds 1 to l1_done[row] (red.release.gpu); after the last tile one st.release.sys completion flag per rank.
 // The completion kernel waits for every CTA of every rank (bounded) and sums each token's k rows in
 // routing order (float) into y, as the baseline's combine kernel does.
 // FP8: the operands are e4m3 (BK = 128), each k-step's product promoted into FP32 with its activation
@@ -40,6 +41,8 @@ const char* moe_fused_wait_name(std::uint32_t code) {
     case 3: return "Linear-1 completion of a row block";
     case 4: return "completion flag of a CTA";
     case 5: return "the partner CTA's SwiGLU row maxima (FP8 Linear-1 epilogue)";
+    case 6: return "consumers' hand-off of a Linear-1 tile (releaser warp)";
+    case 7: return "releaser's publication of a Linear-1 hand-off slot (consumers)";
     default: return "nothing";
   }
 }

@@ -75,8 +75,10 @@ __device__ __forceinline__ void moe_exchange_counts(const MoeFusedParams& p, Moe
 }
 
 // Warp `worker` of `workers` dispatch warps (over all CTAs of the rank) takes chunks worker, worker +
-// workers, ... of kChunk rows.
-__device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeLayoutSmem& L, int worker, int workers) {
+// workers, ... of kChunk rows; the whole warp calls after_row() after each row it copies.
+template <class AfterRow>
+__device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeLayoutSmem& L, int worker, int workers,
+                                             AfterRow&& after_row) {
   constexpr int kChunk = 8;  // rows per warp between arrival updates
   const int N = p.ranks, E = p.experts, el = E / N, K = p.top_k;
   const int lane = threadIdx.x & 31;
@@ -131,6 +133,7 @@ __device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeL
       }
       if (lane == 0) p.origin_peer[o][dst] = moe_origin(p.rank, token * K + j);
       ++pending;
+      after_row();
     }
     flush();
   }

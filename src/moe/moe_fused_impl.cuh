@@ -66,9 +66,15 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
   }
   Pipeline pipe(smem.main.pipe, gpu::tma_pipeline_params<Pipeline>(T::kStageBytes, is_producer, T::kNumMmaThreads, 0),
                 typename T::ClusterShape{});
-  if (T::kFp8 && threadIdx.x == 0) {
-    cutlass::arch::ClusterBarrier::init(&smem.main.amax_bar[0], 1);
-    cutlass::arch::ClusterBarrier::init(&smem.main.amax_bar[1], 1);
+  if (threadIdx.x == 0) {
+    if (T::kFp8) {
+      cutlass::arch::ClusterBarrier::init(&smem.main.amax_bar[0], 1);
+      cutlass::arch::ClusterBarrier::init(&smem.main.amax_bar[1], 1);
+    }
+    for (int b = 0; b < 2; ++b) {
+      cutlass::arch::ClusterBarrier::init(&smem.main.l1_epi_bar[b], T::kNumMmaThreads / 32);
+      cutlass::arch::ClusterBarrier::init(&smem.main.l1_rel_bar[b], 1);
+    }
     cutlass::arch::fence_barrier_init();
   }
   moe_cluster_sync();  // the partner's barriers are initialized before any multicast or remote release
@@ -83,16 +89,54 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
                                l2_tiles_even(p.hidden) / 2};
   };
   const int instance = blockIdx.x / 2, instances = gridDim.x / 2, role = blockIdx.x % 2;  // pair = cluster
+  constexpr int kReleaserWarp = 3;  // of the producer warpgroup: 0 TMA, 1-3 dispatch, 3 also Linear-1 releases
+  constexpr int kDispatchWarps = 3;
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegisters>();
     if (warp_idx != 0) {
+      // Dispatch, concurrent with the GEMM tiles (the TMA warp waits for each expert's arrival count). With
+      // the row layout computed inside each role's branch ptxas keeps the consumers' GMMA code free of spills.
+      // Warp 3 also publishes each Linear-1 tile once the consumers have handed it off: l1_done[row] += 1 with
+      // release at gpu scope. Its MEMBAR.GPU waits for the SM's outstanding stores (the SwiGLU rows, and any
+      // Combine stores still in flight) here, not in a consumer warp that the next tile's GMMAs wait for. Lane
+      // 0 alone walks the schedule. While the warp dispatches, it publishes the hand-offs already complete
+      // after every row it copies (a non-blocking test); then it waits (bounded) for the rest in turn.
+      const bool releaser = warp_idx == kReleaserWarp && threadIdx.x % 32 == 0;
+      Schedule schedule(row_layout(), instance, instances, role, p.schedule_param);
+      sched::MoeTile tile;
+      std::uint32_t n = 0;  // Linear-1 tiles published so far
+      bool have = false;    // `tile` is the next Linear-1 tile to publish
+      auto next_l1 = [&] {
+        have = false;
+        while (!have && schedule.next(tile))
+          have = !moe_gemm_only_skips(p.gemm_only, tile.stage) && tile.stage == sched::MoeStage::kLinear1;
+      };
+      auto release = [&] {
+        gpu::arrive_counter_release_gpu(p.l1_done + tile.row, 1);
+        moe_mbar_arrive(&smem.main.l1_rel_bar[n & 1]);
+        ++n;
+        next_l1();
+      };
+      if (releaser) next_l1();
       if (p.gemm_only == 0) {
-        // Dispatch, concurrent with the GEMM tiles (the TMA warp waits for each expert's arrival count). With
-        // the row layout computed inside each role's branch ptxas keeps the consumers' GMMA code free of spills.
-        constexpr int kDispatchWarps = 3;
-        moe_dispatch(p, smem.layout, int(blockIdx.x) * kDispatchWarps + warp_idx - 1, int(gridDim.x) * kDispatchWarps);
+        moe_dispatch(p, smem.layout, int(blockIdx.x) * kDispatchWarps + warp_idx - 1, int(gridDim.x) * kDispatchWarps,
+                     [&] {
+                       if (releaser)
+                         while (have && moe_mbar_test_wait_acquire_cluster(&smem.main.l1_epi_bar[n & 1], (n >> 1) & 1))
+                           release();
+                       __syncwarp();
+                     });
       }
+      if (releaser) {
+        while (have) {
+          const std::uint64_t* handed = &smem.main.l1_epi_bar[n & 1];
+          moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(handed, (n >> 1) & 1)); }, 1,
+                       p.timeout_ns, p.failure, 6, p.rank, tile.row);
+          release();
+        }
+      }
+      __syncwarp();
     } else {
       const int el = p.experts / p.ranks;
       const int n1 = l1_tiles(p.h_inter), n2 = l2_tiles(p.hidden);
@@ -184,10 +228,19 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
           moe_mma_tile<T>(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_thread_idx, p.timeout_ns, issue,
                           t_first);
         }
-        moe_store_swiglu<T>(p, smem.main, tile, acc, mma_thread_idx, l1_count++);
+        moe_store_swiglu<T>(p, smem.main, tile, acc, mma_thread_idx, l1_count);
         gpu::fence_proxy_async_global();  // SwiGLU rows are read next by TMA (other CTAs' producers)
-        cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);
-        if (mma_thread_idx == 0) gpu::arrive_counter_release_gpu(p.l1_done + tile.row, 1);
+        // Hand the tile to the releaser warp (one arrival per warp, after its lanes' stores); the slot's
+        // previous tile, two Linear-1 tiles ago, must have been published.
+        const std::uint32_t slot = l1_count & 1, use = l1_count >> 1;
+        if (use > 0) {
+          const std::uint64_t* published = &smem.main.l1_rel_bar[slot];
+          moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(published, (use - 1) & 1)); }, 1,
+                       p.timeout_ns, p.failure, 7, p.rank, tile.row);
+        }
+        __syncwarp();
+        if (mma_thread_idx % 32 == 0) moe_mbar_arrive(&smem.main.l1_epi_bar[slot]);
+        ++l1_count;
         trace_end();
       } else {
         if (tile.n >= n2) {

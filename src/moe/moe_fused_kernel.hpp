@@ -28,7 +28,8 @@ inline constexpr int kFusedMaxGrid = 256;      // CTAs per rank (completion flag
 // the host can report it after the launch fails.
 struct MoeFusedWaitFailure {
   std::uint32_t code;  // 0: none; 1 count flag; 2 arrival counter; 3 Linear-1 row done; 4 completion flag;
-                       // 5 the partner CTA's SwiGLU row maxima (FP8)
+                       // 5 the partner CTA's SwiGLU row maxima (FP8); 6 the consumers' Linear-1 hand-off
+                       // (releaser warp); 7 the releaser's publication of a hand-off slot (consumers)
   std::uint32_t rank, block, thread, index;
   std::uint64_t target, seen;
 };

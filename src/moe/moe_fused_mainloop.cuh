@@ -81,6 +81,12 @@ struct MoeFusedTraitsT {
     // its barrier (per phase: one local arrival expecting kBlockM · 4 bytes). Unused in bf16.
     float amax_peer[2][kBlockM];
     alignas(8) std::uint64_t amax_bar[2];
+    // Linear-1 completion, handed from the consumers to the releaser warp, double-buffered by Linear-1 tile
+    // parity: l1_epi_bar[b] completes once the consumer warps have stored the tile's SwiGLU rows
+    // (kNumMmaThreads / 32 arrivals), l1_rel_bar[b] once the releaser has published them (one arrival), so
+    // slot b may take the tile after next.
+    alignas(8) std::uint64_t l1_epi_bar[2];
+    alignas(8) std::uint64_t l1_rel_bar[2];
   };
 };
 using MoeFusedTraits = MoeFusedTraitsT<false>;

@@ -82,6 +82,23 @@ __device__ __forceinline__ std::uint32_t moe_mbar_try_wait_acquire_cluster(const
   return done;
 }
 
+// Like moe_mbar_try_wait_acquire_cluster, but never suspends the thread (mbarrier.test_wait).
+__device__ __forceinline__ std::uint32_t moe_mbar_test_wait_acquire_cluster(const std::uint64_t* bar, std::uint32_t parity) {
+  std::uint32_t done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.test_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(done)
+      : "r"(std::uint32_t(__cvta_generic_to_shared(bar))), "r"(parity)
+      : "memory");
+  return done;
+}
+
+// One arrival on this CTA's barrier (release at CTA scope). Not cutlass::arch::ClusterBarrier::arrive: that
+// asm has no memory clobber, and the stores this arrival publishes must not be moved below it.
+__device__ __forceinline__ void moe_mbar_arrive(const std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(std::uint32_t(__cvta_generic_to_shared(bar)))
+               : "memory");
+}
 // All threads of both CTAs of the cluster (barrier.cluster, not .aligned: callers may be divergent).
 __device__ __forceinline__ void moe_cluster_sync() {
   asm volatile("barrier.cluster.arrive;\n" ::: "memory");
