@@ -221,7 +221,7 @@ int MoeFused::schedule_param() const {
   if (options_.lead_rows > 0) return options_.lead_rows;
   // The default lead (max of eq. 16's D_knee and the row-dependency floor) with b_n = 128 and one
   // producer per CTA of the grid: the D that `--schedule auto` and `plan moe --simulate` predict with.
-  return int(model::moe_default_lead_rows(128, grid_, dims_.h_inter));
+  return int(model::moe_default_lead_rows(128, grid_, dims_.h_inter, dims_.hidden));
 }
 
 MoeFused::RankState& MoeFused::state_of_rank(int rank) const {

@@ -94,14 +94,15 @@ TEST(Cli, PlanMoeSimulatesBothOrders) {
 }
 
 // The simulated interleaved order runs the fused layer's default lead (model::moe_default_lead_rows):
-// dit-moe at 132 producers, max(D_knee = 2, ceil(66 / 44) + 2) = 4; --lead-rows overrides it.
+// dit-moe at 132 producers, max(D_knee = 2, ceil(66 / 44) + 1 + 66·5632 / (44·1408)) = 9; --lead-rows
+// overrides it.
 TEST(Cli, PlanMoeSimulatesTheDefaultLead) {
   const std::string cmd = "plan moe --shape dit-moe-g2-16e2a --simulate --producers 132 --tokens 1024 --json";
   const CliRun d = run_cli(cmd);
   ASSERT_EQ(d.code, 0) << d.err;
   const auto j = nlohmann::json::parse(d.out);
   EXPECT_EQ(j["lead_knee_rows"], 2);
-  EXPECT_EQ(j["simulated"]["lead_rows"], 4);
+  EXPECT_EQ(j["simulated"]["lead_rows"], 9);
   const CliRun o = run_cli(cmd + " --lead-rows 3");
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(nlohmann::json::parse(o.out)["simulated"]["lead_rows"], 3);

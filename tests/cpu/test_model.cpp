@@ -115,49 +115,57 @@ TEST(Equations, Moe) {
   EXPECT_DOUBLE_EQ(remote_store_span_s(1e-6, 2e-6, 0.5e-6), 3.5e-6);
 }
 
-// The interleaved order's default lead, max(D_knee, ceil(G / P_1) + 2) with G = producers / 2 and
-// P_1 = ceil(h_inter / b_n), at the fused layer's grid (132 CTAs, b_n = 128) for every built-in shape.
+// The interleaved order's default lead, max(D_knee, ceil(G / P_1) + 1 + ceil(G·h_inter / (P_1·hidden)))
+// with G = producers / 2 and P_1 = ceil(h_inter / b_n), at the fused layer's grid (132 CTAs, b_n = 128)
+// for every built-in shape.
 TEST(Equations, MoeDefaultLeadOfBuiltInShapes) {
-  // {D_knee, default}: G = 66; P_1 = 12 (h 1536), 16 (2048), 24 (3072), 44 (5632).
+  // {D_knee, default}: G = 66; P_1 = 12 (h_inter 1536), 16 (2048), 24 (3072), 44 (5632).
   const std::map<std::string, std::pair<int, int>> expected = {
-      {"deepseek-v4-flash", {5, 7}},  // ceil(16896/4096) = 5; ceil(66/16) + 2 = 7
-      {"deepseek-v4-pro", {3, 5}},    // ceil(16896/6144) = 3; ceil(66/24) + 2 = 5
-      {"deepseek-v3", {5, 7}},        // h_inter 2048
-      {"qwen3-235b-a22b", {6, 8}},    // ceil(16896/3072) = 6; ceil(66/12) + 2 = 8
-      {"mimo-v2-flash", {5, 7}},      // h_inter 2048
-      {"dit-moe-g2-16e2a", {2, 4}},   // ceil(16896/11264) = 2; ceil(66/44) + 2 = 4
-      {"glm-4.5", {6, 8}},            // h_inter 1536
+      {"deepseek-v4-flash", {5, 9}},  // ceil(16896/4096) = 5; 5 + 1 + ceil(66·2048/(16·4096) = 2.06) = 9
+      {"deepseek-v4-pro", {3, 6}},    // ceil(16896/6144) = 3; 3 + 1 + ceil(66·3072/(24·7168) = 1.18) = 6
+      {"deepseek-v3", {5, 8}},        // 5 + 1 + ceil(66·2048/(16·7168) = 1.18) = 8
+      {"qwen3-235b-a22b", {6, 10}},   // ceil(16896/3072) = 6; 6 + 1 + ceil(66·1536/(12·4096) = 2.06) = 10
+      {"mimo-v2-flash", {5, 9}},      // hidden 4096, h_inter 2048: as deepseek-v4-flash
+      {"dit-moe-g2-16e2a", {2, 9}},   // ceil(16896/11264) = 2; 2 + 1 + 66·5632/(44·1408) = 6 exactly: 9
+      {"glm-4.5", {6, 9}},            // 6 + 1 + ceil(66·1536/(12·5120) = 1.65) = 9
   };
   EXPECT_EQ(builtin_moe_shapes().size(), expected.size());
   for (const auto& shape : builtin_moe_shapes()) {
     SCOPED_TRACE(shape.name);
     const auto it = expected.find(shape.name);
     ASSERT_NE(it, expected.end()) << "new built-in shape: add its expected lead";
-    const double h = shape.h_inter;
+    const double h = shape.h_inter, pairs = std::ceil(h / 128.0);
     const double knee = std::ceil(128.0 * 132.0 / (2.0 * h));
-    const double dep_floor = std::ceil(66.0 / std::ceil(h / 128.0)) + 2.0;
+    const double dep_floor = std::ceil(66.0 / pairs) + 1.0 + std::ceil(66.0 * h / (pairs * shape.hidden));
     EXPECT_EQ(knee, it->second.first);
     EXPECT_EQ(std::max(knee, dep_floor), it->second.second);
     EXPECT_EQ(moe_lead_knee_rows(128, 132, shape.h_inter), it->second.first);
-    EXPECT_EQ(moe_default_lead_rows(128, 132, shape.h_inter), it->second.second);
+    EXPECT_EQ(moe_default_lead_rows(128, 132, shape.h_inter, shape.hidden), it->second.second);
   }
-  static_assert(moe_default_lead_rows(128, 132, 5632) == 4);
+  static_assert(moe_default_lead_rows(128, 132, 5632, 1408) == 9);
   // An odd producer count leaves its last CTA unpaired: G = 66 at 133 producers as at 132.
-  EXPECT_EQ(moe_default_lead_rows(128, 133, 5632), 4);
-  // A single producer is one instance: ceil(1 / 44) + 2 = 3 > D_knee = 1.
-  EXPECT_EQ(moe_default_lead_rows(128, 1, 5632), 3);
-  // D_knee decides where a partial N-tile rounds P_1 up: h_inter 100, P_1 = 1, floor 68, D_knee
-  // ceil(16896/200) = 85; h_inter 192, P_1 = 2, floor 35, D_knee ceil(16896/384) = 44.
-  EXPECT_EQ(moe_default_lead_rows(128, 132, 100), 85);
-  EXPECT_EQ(moe_default_lead_rows(128, 132, 192), 44);
-  // Never below D_knee; exactly D_knee + 2 where b_n divides h_inter and every producer has a partner.
+  EXPECT_EQ(moe_default_lead_rows(128, 133, 5632, 1408), 9);
+  // A single producer is one instance: ceil(1 / 44) + 1 + ceil(5632 / (44·1408)) = 3 > D_knee = 1.
+  EXPECT_EQ(moe_default_lead_rows(128, 1, 5632, 1408), 3);
+  // The skew term grows with h_inter / hidden: hidden 5632 instead of 1408 gives 2 + 1 + ceil(1.5) = 5.
+  EXPECT_EQ(moe_default_lead_rows(128, 132, 5632, 5632), 5);
+  // D_knee decides where a partial N-tile rounds P_1 up: h_inter 100, P_1 = 1, floor 66 + 1 + 2 = 69,
+  // D_knee ceil(16896/200) = 85; h_inter 192, P_1 = 2, floor 33 + 1 + 2 = 36, D_knee ceil(16896/384) = 44.
+  EXPECT_EQ(moe_default_lead_rows(128, 132, 100, 4096), 85);
+  EXPECT_EQ(moe_default_lead_rows(128, 132, 192, 4096), 44);
+  // Never below D_knee; exactly D_knee + 1 + the skew rows where b_n divides h_inter and every producer
+  // has a partner (then ceil(G / P_1) is D_knee's own quotient).
   std::mt19937 rng(11);
-  std::uniform_int_distribution<int> bn_pick(0, 2), producers(1, 300), h(1, 64);
+  std::uniform_int_distribution<int> bn_pick(0, 2), producers(1, 300), h(1, 64), hid(1, 128);
   for (int i = 0; i < 500; ++i) {
-    const std::int64_t bn = 64 << bn_pick(rng), k = producers(rng), hi = h(rng) * 64;
-    const std::int64_t d = moe_default_lead_rows(bn, k, hi), knee = moe_lead_knee_rows(bn, k, hi);
-    EXPECT_GE(d, knee) << bn << " " << k << " " << hi;
-    if (hi % bn == 0 && k % 2 == 0) EXPECT_EQ(d, knee + kMoeLeadMarginRows) << bn << " " << k << " " << hi;
+    const std::int64_t bn = 64 << bn_pick(rng), k = producers(rng), hi = h(rng) * 64, hd = hid(rng) * 64;
+    const std::int64_t d = moe_default_lead_rows(bn, k, hi, hd), knee = moe_lead_knee_rows(bn, k, hi);
+    EXPECT_GE(d, knee) << bn << " " << k << " " << hi << " " << hd;
+    if (hi % bn == 0 && k % 2 == 0) {
+      const double g = double(k / 2), pairs = double(hi / bn);
+      const std::int64_t skew = std::int64_t(std::ceil(g * double(hi) / (pairs * double(hd)) - 1e-9));
+      EXPECT_EQ(d, knee + 1 + skew) << bn << " " << k << " " << hi << " " << hd;
+    }
   }
 }
 

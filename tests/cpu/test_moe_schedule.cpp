@@ -253,7 +253,7 @@ TEST(MoeOrderPrediction, ShortLeadMakesLinear2WaitForItsRow) {
 
 // dit-moe on the fused layer's grid (132 CTAs = 66 instances): one row holds 44 Linear-1 pairs, so a
 // grid step covers 1.5 rows and eq. 16's D_knee = 2 lets Linear-2 tiles catch up with their row's
-// Linear-1 tiles. The default lead (model::moe_default_lead_rows, 4 rows) cuts the predicted
+// Linear-1 tiles. The default lead (model::moe_default_lead_rows, 9 rows) cuts the predicted
 // Linear-2 dependency waits and is no slower. T = 8192 balanced over 2 ranks: 8192 · 2 · top-2 / 16
 // experts = 2048 tokens = 16 rows of 128 per local expert, 8 local experts; the embedded platform
 // and the 4.5 TFLOP/s per SM of `moe bench --schedule auto`.
@@ -272,9 +272,9 @@ TEST(MoeOrderPrediction, DefaultLeadCutsDitMoeDependencyWaits) {
   const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances);
 
   const int knee = static_cast<int>(model::moe_lead_knee_rows(128, grid, shape->h_inter));
-  const int lead = static_cast<int>(model::moe_default_lead_rows(128, grid, shape->h_inter));
+  const int lead = static_cast<int>(model::moe_default_lead_rows(128, grid, shape->h_inter, shape->hidden));
   ASSERT_EQ(knee, 2);
-  ASSERT_EQ(lead, 4);
+  ASSERT_EQ(lead, 9);
   p.lead_rows = knee;
   const sim::MoeOrderPrediction at_knee = sim::predict_moe_orders(platform, p, costs);
   p.lead_rows = lead;

@@ -136,25 +136,24 @@ constexpr std::int64_t moe_lead_knee_rows(std::int64_t block_n, std::int64_t sm_
 }
 // Default lead of the interleaved order (not a paper equation; the fused layer's and the planner's
 // D, docs/model.md): D = max(D_knee, D_dep) with the row-dependency floor
-//   D_dep = ceil(G / P_1) + kMoeLeadMarginRows,  G = producers / 2 scheduler instances (CTA pairs),
-//   P_1 = ceil(h_inter / b_n) Linear-1 pairs per row,
-// ceil(G / P_1) being the rows one grid step of the G instances covers. A Linear-2 tile of row p
-// reads every Linear-1 tile of row p, computed by any instance; an instance emits it once its own
-// Linear-1 cursor is D rows past p. Margin, 2 rows: one because the row holding the instance's cursor
-// is only partly computed while the G - 1 cursors behind it may still be in flight (with the
-// instances in lockstep, D >= 1 + ceil((G - 1) / P_1) leaves no wait), one for the skew between
-// instances (a Linear-2 tile holds its instance back by T_L2 / T_L1 Linear-1 tiles, 4 on dit-moe).
-// Chosen with the event simulator (sim::predict_moe_orders, row dependencies) and the measured lead
-// sweep (results/h200-x2/moe_wave_lead_rows.json, docs/moe_notes.md): dit-moe (P_1 = 44, G = 66)
-// gets D = 4, the shortest measured lead that recovers its interleaved order; shapes with few pairs
-// per row get D_knee + 2 (qwen3 8, deepseek-v3 7), short of the doubled lead that measured no gain.
-// When K_SM = producers and b_n divides h_inter, ceil(G / P_1) is D_knee's own quotient, so D =
-// D_knee + 2; D_knee decides when a partial N-tile makes P_1 > h_inter / b_n.
-inline constexpr std::int64_t kMoeLeadMarginRows = 2;
-constexpr std::int64_t moe_default_lead_rows(std::int64_t block_n, std::int64_t producers, std::int64_t h_inter) {
+//   D_dep = ceil(G / P_1) + 1 + ceil(G · h_inter / (P_1 · hidden)),
+//   G = producers / 2 scheduler instances (CTA pairs), P_1 = ceil(h_inter / b_n) Linear-1 pairs per row.
+// A Linear-2 tile of row p reads every Linear-1 tile of row p, computed by any instance; an instance emits
+// it once its own Linear-1 cursor is D rows past p. ceil(G / P_1) is the rows one grid step of the G
+// instances covers; + 1 because the row holding the instance's cursor is only partly computed while the
+// G - 1 cursors behind it may still be in flight (instances in lockstep need D >= 1 + ceil((G - 1) / P_1)
+// to never wait); the last term is the skew between instances: an instance that has just run a
+// Linear-2 tile (K = h_inter) is T_L2 / T_L1 = h_inter / hidden Linear-1 tiles (K = hidden) behind the
+// others, h_inter / hidden grid steps of G / P_1 rows each. Measured with results/h200/moe_lead_1gpu.json
+// (one GPU, T = 16384, bf16 and FP8, both leads in one script): dit-moe 4 -> 9 (interleaved / wave time
+// 1.114 -> 1.026 bf16, 1.030 -> 0.998 FP8), geometric mean over the 7 shapes x 2 precisions 0.988 -> 0.972.
+constexpr std::int64_t moe_default_lead_rows(std::int64_t block_n, std::int64_t producers, std::int64_t h_inter,
+                                             std::int64_t hidden) {
   const std::int64_t instances = producers / 2 > 1 ? producers / 2 : 1;
   const std::int64_t pairs_per_row = (h_inter + block_n - 1) / block_n;
-  const std::int64_t dependency_floor = (instances + pairs_per_row - 1) / pairs_per_row + kMoeLeadMarginRows;
+  const std::int64_t step_rows = (instances + pairs_per_row - 1) / pairs_per_row;
+  const std::int64_t skew_rows = (instances * h_inter + pairs_per_row * hidden - 1) / (pairs_per_row * hidden);
+  const std::int64_t dependency_floor = step_rows + 1 + skew_rows;
   const std::int64_t knee = moe_lead_knee_rows(block_n, producers, h_inter);
   return knee > dependency_floor ? knee : dependency_floor;
 }
