@@ -7,10 +7,14 @@ torch has it; a failure is recorded as linear1_fp8_error, the bf16 numbers stand
 import argparse, json, time
 import torch
 
-SHAPES = {  # name: hidden, h_inter, experts, top_k (model::builtin_moe_shapes)
-    "qwen3-235b-a22b": (4096, 1536, 128, 8),
+SHAPES = {  # name: hidden, h_inter, experts, top_k (model::builtin_moe_shapes, src/model/workloads.cpp)
+    "deepseek-v4-flash": (4096, 2048, 256, 6),
+    "deepseek-v4-pro": (7168, 3072, 384, 6),
     "deepseek-v3": (7168, 2048, 256, 8),
+    "qwen3-235b-a22b": (4096, 1536, 128, 8),
+    "mimo-v2-flash": (4096, 2048, 256, 8),
     "dit-moe-g2-16e2a": (1408, 5632, 16, 2),
+    "glm-4.5": (5120, 1536, 160, 8),
 }
 
 

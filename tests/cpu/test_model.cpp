@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <random>
 #include <string>
@@ -166,6 +168,22 @@ TEST(Equations, MoeDefaultLeadOfBuiltInShapes) {
       const std::int64_t skew = std::int64_t(std::ceil(g * double(hi) / (pairs * double(hd)) - 1e-9));
       EXPECT_EQ(d, knee + 1 + skew) << bn << " " << k << " " << hi << " " << hd;
     }
+  }
+}
+
+// The PyTorch GEMM baseline (bench/moe_grouped_mm.py) repeats the built-in MoE shapes in its SHAPES table:
+// every built-in shape is there with the same hidden, h_inter, experts and top-k.
+TEST(Workloads, TorchGemmBaselineKnowsEveryBuiltInMoeShape) {
+  std::ifstream in(std::string(XSTAGE_SOURCE_DIR) + "/bench/moe_grouped_mm.py");
+  ASSERT_TRUE(in) << "bench/moe_grouped_mm.py not found";
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string py = text.str();
+  for (const auto& shape : builtin_moe_shapes()) {
+    const std::string entry = "\"" + std::string(shape.name) + "\": (" + std::to_string(shape.hidden) + ", " +
+                              std::to_string(shape.h_inter) + ", " + std::to_string(shape.experts) + ", " +
+                              std::to_string(shape.top_k) + ")";
+    EXPECT_NE(py.find(entry), std::string::npos) << "missing or different in bench/moe_grouped_mm.py: " << entry;
   }
 }
 
