@@ -122,9 +122,11 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
       if (p.gemm_only == 0) {
         moe_dispatch(p, smem.layout, int(blockIdx.x) * kDispatchWarps + warp_idx - 1, int(gridDim.x) * kDispatchWarps,
                      [&] {
-                       if (releaser)
-                         while (have && moe_mbar_test_wait_acquire_cluster(&smem.main.l1_epi_bar[n & 1], (n >> 1) & 1))
+                       if (releaser) {
+                         while (have && moe_mbar_try_wait_acquire_cluster</*kNeverSuspend=*/true>(
+                                            &smem.main.l1_epi_bar[n & 1], (n >> 1) & 1))
                            release();
+                       }
                        __syncwarp();
                      });
       }

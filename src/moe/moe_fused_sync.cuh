@@ -72,26 +72,25 @@ __device__ __forceinline__ void moe_wait_geq(Load load, std::uint64_t target, st
 }
 
 // 1 once the phase of parity `parity` of this CTA's barrier has completed (acquire at cluster scope).
+// mbarrier.try_wait may suspend the thread for a while before it answers; with kNeverSuspend,
+// mbarrier.test_wait answers at once (for a warp that has other work between its tests).
+#define XSTAGE_MOE_MBAR_POLL(op)                                                                           \
+  asm volatile("{\n .reg .pred p;\n mbarrier." op ".parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n" \
+               " selp.u32 %0, 1, 0, p;\n}"                                                                 \
+               : "=r"(done)                                                                                \
+               : "r"(std::uint32_t(__cvta_generic_to_shared(bar))), "r"(parity)                            \
+               : "memory")
+template <bool kNeverSuspend = false>
 __device__ __forceinline__ std::uint32_t moe_mbar_try_wait_acquire_cluster(const std::uint64_t* bar, std::uint32_t parity) {
   std::uint32_t done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(done)
-      : "r"(std::uint32_t(__cvta_generic_to_shared(bar))), "r"(parity)
-      : "memory");
+  if constexpr (kNeverSuspend) {
+    XSTAGE_MOE_MBAR_POLL("test_wait");
+  } else {
+    XSTAGE_MOE_MBAR_POLL("try_wait");
+  }
   return done;
 }
-
-// Like moe_mbar_try_wait_acquire_cluster, but never suspends the thread (mbarrier.test_wait).
-__device__ __forceinline__ std::uint32_t moe_mbar_test_wait_acquire_cluster(const std::uint64_t* bar, std::uint32_t parity) {
-  std::uint32_t done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(done)
-      : "r"(std::uint32_t(__cvta_generic_to_shared(bar))), "r"(parity)
-      : "memory");
-  return done;
-}
+#undef XSTAGE_MOE_MBAR_POLL
 
 // One arrival on this CTA's barrier (release at CTA scope). Not cutlass::arch::ClusterBarrier::arrive: that
 // asm has no memory clobber, and the stores this arrival publishes must not be moved below it.
