@@ -50,6 +50,16 @@ Fp8References load_random_inputs_fp8(MoeFused& layer, const MoeDims& d, RoutingK
           in.reference(d, MoePrecision::kFp8, kFp8GroupSize)};
 }
 
+// Relative L2 error allowed against the CPU reference: bf16 1e-2. FP8 against the reference that quantizes
+// as the kernel does: 2e-2. The reference accumulates Linear-1 in another order, so now and then an h value
+// within rounding distance of an e4m3 boundary lands on the neighbouring code, one e4m3 step (6-12 %)
+// off; on a large h value that alone moves the layer's error by up to ~1e-2 (one-GPU runs of the 7 FP8
+// cases, 35 in all: median 4e-3, max 1.1e-2, with the FP8 error against the bf16 layer of that run
+// still below the separate-kernel path's). A wrong scale,
+// group or row shows as 1e-1 or more (the inputs' groups and blocks differ by up to 2^6), and the check
+// against the bf16 layer below bounds the FP8 error as a whole.
+double tolerance(MoePrecision p) { return p == MoePrecision::kFp8 ? 2e-2 : 1e-2; }
+
 // GPUs 0 .. n-1.
 std::vector<int> first_gpus(int n) {
   std::vector<int> gpus;
@@ -82,7 +92,7 @@ void run_case(const Case& c, int ranks) {
     const std::vector<float> got = all_outputs(layer, d);
     ASSERT_EQ(count_non_finite(got), 0u) << "elements not written (still NaN) or non-finite, pass " << pass;
     const double err = relative_l2_error(got.data(), ref.data(), ref.size());
-    EXPECT_LT(err, 1e-2) << c.name << " pass " << pass;
+    EXPECT_LT(err, tolerance(c.precision)) << c.name << " pass " << pass;
     if (pass == 0 && fp8) {
       // Against the bf16 layer, the FP8 error must stay within the separate-kernel path's (128-channel
       // Linear-2 groups) with a margin for the rounding of different values.
@@ -164,7 +174,7 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
       layer.run(20.0);
       const std::vector<float> got = all_outputs(layer, d);
       ASSERT_EQ(count_non_finite(got), 0u);
-      EXPECT_LT(relative_l2_error(got.data(), ref.data(), ref.size()), 1e-2) << to_string(s);
+      EXPECT_LT(relative_l2_error(got.data(), ref.data(), ref.size()), tolerance(precision)) << to_string(s);
       EXPECT_EQ(total_rows(), (long long)d.ranks * d.tokens * d.top_k);
       ref = load(next);
       layer.run(20.0);  // the operands of the next GEMM-only runs
