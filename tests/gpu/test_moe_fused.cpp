@@ -51,14 +51,16 @@ Fp8References load_random_inputs_fp8(MoeFused& layer, const MoeDims& d, RoutingK
 }
 
 // Relative L2 error allowed against the CPU reference: bf16 1e-2. FP8 against the reference that quantizes
-// as the kernel does: 2e-2. The reference accumulates Linear-1 in another order, so now and then an h value
-// within rounding distance of an e4m3 boundary lands on the neighbouring code, one e4m3 step (6-12 %)
-// off; on a large h value that alone moves the layer's error by up to ~1e-2 (one-GPU runs of the 7 FP8
-// cases, 35 in all: median 4e-3, max 1.1e-2, with the FP8 error against the bf16 layer of that run
-// still below the separate-kernel path's). A wrong scale,
-// group or row shows as 1e-1 or more (the inputs' groups and blocks differ by up to 2^6), and the check
-// against the bf16 layer below bounds the FP8 error as a whole.
-double tolerance(MoePrecision p) { return p == MoePrecision::kFp8 ? 2e-2 : 1e-2; }
+// as the kernel does: 3e-2. The two do not round alike everywhere: the reference accumulates in double,
+// the Tensor Cores' FP8 accumulation inside a 128-deep k-step is not IEEE FP32 (the DeepSeek-V3 report
+// gives about 14 bits), so some h values fall on the other side of a bf16 or e4m3 rounding boundary, one
+// e4m3 step (6-12 %) off. With the inputs' groups and blocks spread over 2^±3, h spans far more, and
+// the layer's error depends on which values flip: measured on one GPU, 217 runs of the 7 FP8 cases at
+// git 4418cb8-9bbfa9f (results/h200/moe_fp8_test_error_1gpu.json): median 3.7e-3, 4 above 1e-2,
+// largest 2.39e-2, and the FP8 error against the bf16 layer within 1.03x the separate-kernel path's
+// in every run. A wrong scale, group or row shows as 1e-1 or more (groups and blocks differ by up to
+// 2^6), and the check against the bf16 layer below bounds the FP8 error as a whole.
+double tolerance(MoePrecision p) { return p == MoePrecision::kFp8 ? 3e-2 : 1e-2; }
 
 // GPUs 0 .. n-1.
 std::vector<int> first_gpus(int n) {
