@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Interleaved / expert-wave layer time per shape and precision at each lead D of a lead sweep.
+
+Reads the JSON written by bench/moe_lead_sweep.sh (schema xstage.moe_lead) and draws one group of bars per
+(shape, precision), one bar per D (ratio < 1: the interleaved order is faster), with a line at 1.
+
+usage: plot_moe_lead.py MOE_LEAD_JSON OUT_PNG [--note TEXT]
+"""
+import argparse
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            j = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        sys.exit(f"plot_moe_lead: cannot read {path}: {e}")
+    if j.get("schema") != "xstage.moe_lead":
+        sys.exit(f"plot_moe_lead: {path}: schema is {j.get('schema')!r}, expected 'xstage.moe_lead'")
+    rows = [r for r in j.get("rows", []) if r.get("wave_ms") and r.get("interleaved")]
+    if not rows:
+        sys.exit(f"plot_moe_lead: {path}: no row with a wave time and interleaved runs")
+    return j, rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("lead_json")
+    ap.add_argument("out_png")
+    ap.add_argument("--note", default="", help="appended to the title (e.g. what the leads are)")
+    a = ap.parse_args()
+    j, rows = load(a.lead_json)
+    width = 0.38
+    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(rows)), 4.8))
+    labels = []
+    for x, r in enumerate(rows):
+        labels.append(f"{r['shape']}\n{r['precision']}")
+        runs = r["interleaved"]
+        for i, run in enumerate(runs):
+            off = (i - (len(runs) - 1) / 2) * width
+            v = run["interleaved_over_wave_time"]
+            ax.bar(x + off, v, width, color=f"C{i}", label=None)
+            ax.text(x + off, v + 0.005, f"D={run['lead_rows']}", ha="center", va="bottom", fontsize=6, rotation=90)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, fontsize=7, rotation=30, ha="right")
+    ax.set_ylabel("interleaved / wave layer time")
+    lo = min(run["interleaved_over_wave_time"] for r in rows for run in r["interleaved"])
+    hi = max(run["interleaved_over_wave_time"] for r in rows for run in r["interleaved"])
+    ax.set_ylim(min(0.85, lo - 0.02), max(1.15, hi + 0.05))
+    ax.set_title(f"fused MoE, lead D of the interleaved order (git {j.get('git_revision', '?')})"
+                 + (f"; {a.note}" if a.note else ""), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(a.out_png, dpi=150)
+    print(f"wrote {a.out_png}")
+
+
+if __name__ == "__main__":
+    main()
