@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# On the GPU machine (one GPU is enough; Firecracker runtimes only: on gVisor ncu cannot read the counters):
+# Nsight Compute on the fused MoE kernel, the GEMM phases alone (`--gemm-alone`), so that the counters
+# say what holds a Linear-1 or Linear-2 tile back (Tensor-pipe utilization, warp stall reasons, L2 and
+# shared-memory throughput). Clocks are left alone (--clock-control none). The first COUNT launches of the
+# kernel per (shape, precision): with `--iters 1 --warmup 1` these are the layer runs, then the Linear-1-only
+# and the Linear-2-only launches (tell them apart by duration in the report); the text report goes to
+# $OUT/ncu_<shape>_<precision>.txt. Not yet run: try it on one shape first.
+#   BUILD=build-ab/F GPUS=0 TOKENS=16384 bench/moe_ncu.sh
+# Knobs: SHAPES, PRECISIONS, TOKENS, GPUS, SKIP (kernel launches skipped first), COUNT (launches profiled),
+# SECTIONS, BUDGET_S.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+SHAPES=${SHAPES:-"dit-moe-g2-16e2a deepseek-v3"}
+PRECISIONS=${PRECISIONS:-"fp8"}
+TOKENS=${TOKENS:-16384}
+GPUS=${GPUS:-0}
+SKIP=${SKIP:-0}
+COUNT=${COUNT:-8}
+SECTIONS=${SECTIONS:-"SpeedOfLight ComputeWorkloadAnalysis MemoryWorkloadAnalysis WarpStateStats SchedulerStats Occupancy"}
+BUDGET_S=${BUDGET_S:-240}
+[ -x "$BUILD/xstage" ] || { echo "moe_ncu: not an executable: '$BUILD/xstage'" >&2; exit 2; }
+command -v ncu > /dev/null || { echo "moe_ncu: ncu is not on the PATH" >&2; exit 2; }
+sections=()
+for s in $SECTIONS; do sections+=(--section "$s"); done
+for prec in $PRECISIONS; do
+  for s in $SHAPES; do
+    out="$OUT/ncu_${s}_${prec}.txt"
+    echo "-- $(date -u +%T) $s $prec" | tee "$out"
+    timeout $(left 120) ncu --clock-control none --target-processes all --kernel-name regex:moe_fused_kernel \
+      --launch-skip "$SKIP" --launch-count "$COUNT" "${sections[@]}" \
+      "$BUILD/xstage" moe bench --gpus "$GPUS" --shape "$s" --tokens "$TOKENS" --routing balanced --precision "$prec" \
+      --impl fused --schedule interleaved --gemm-alone --iters 1 --warmup 1 --check-tokens 1 --seed 1 \
+      --out "$OUT/ncu_${s}_${prec}.bench.json" >> "$out" 2>&1
+    echo "rc=$?" | tee -a "$out"
+  done
+done
