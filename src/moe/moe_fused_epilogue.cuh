@@ -121,6 +121,9 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, typena
 // × kBlockN / 8 16-byte chunks, chunk it·128 + t of the warpgroup for it = 0 .. kCombineChunksPerThread - 1.
 template <class T>
 inline constexpr int kCombineChunksPerThread = 64 * (T::kBlockN / 8) / 128;
+static_assert(kCombineChunksPerThread<MoeFusedTraitsT<false>> == kFusedCombineChunks &&
+                  kCombineChunksPerThread<MoeFusedTraitsT<true>> == kFusedCombineChunks,
+              "the simulator's piggyback model (kFusedCombineChunks) issues the chunks the kernel does");
 
 // Combine chunks staged but not yet stored (piggybacked mode): the tile's row block and N-tile, its valid
 // rows and the next chunk of this thread; next == kCombineChunksPerThread: nothing pending.

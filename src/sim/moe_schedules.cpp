@@ -7,6 +7,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/stats.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/moe/moe_fused_layout.hpp"
 
 namespace xstage::sim {
 
@@ -14,19 +15,50 @@ ProducerSchedule moe_producer_schedule(const std::vector<sched::MoeTile>& order,
                                        int l1_tiles_per_row, int l2_tiles_per_row) {
   if (l1_tiles_per_row < 0) throw InputError("moe schedule: l1_tiles_per_row must be >= 0");
   if (l2_tiles_per_row < 0) throw InputError("moe schedule: l2_tiles_per_row must be >= 0");
+  if (c.combine_chunks < 0) throw InputError("moe schedule: combine_chunks must be >= 0");
+  const bool stores = c.tile_bytes > 0.0;  // none: every Combine store is local (one rank)
+  const bool piggyback = stores && c.combine_chunks > 0;
+  if (piggyback && (c.l1_k_steps <= 0 || c.l2_k_steps <= 0))
+    throw InputError("moe schedule: k-steps per tile must be > 0 for a piggybacked Combine");
+  const double chunk_bytes = piggyback ? c.tile_bytes / c.combine_chunks : 0.0;
+  int pending = 0;  // chunks of the last Linear-2 tile not yet issued
   ProducerSchedule s;
-  s.reserve(order.size() * 3);
+  s.reserve(order.size() * (piggyback ? 4 + 2 * c.combine_chunks : 3));
+  auto flush = [&] {
+    for (; pending > 0; --pending) s.push_back(Step::burst(chunk_bytes, c.chunk_issue_floor_s));
+  };
+  // A tile's mainloop: with chunks pending, one chunk at each of its first k-steps, the chunk's issue
+  // taking its part of the k-step.
+  auto mainloop = [&](double t, int k_steps) {
+    if (!piggyback || pending == 0) {
+      s.push_back(Step::compute(t));
+      return;
+    }
+    const double step = t / k_steps;
+    int k = 0;
+    for (; k < k_steps && pending > 0; ++k, --pending) {
+      s.push_back(Step::burst(chunk_bytes, c.chunk_issue_floor_s));
+      if (step > c.chunk_issue_floor_s) s.push_back(Step::compute(step - c.chunk_issue_floor_s));
+    }
+    if (k < k_steps) s.push_back(Step::compute(step * (k_steps - k)));
+  };
   for (const auto& t : order) {
     if (t.stage == sched::MoeStage::kLinear1) {
-      s.push_back(Step::compute(c.t_l1_mma_s));
+      mainloop(c.t_l1_mma_s, c.l1_k_steps);
       if (l1_tiles_per_row > 0) s.push_back(Step::signal(t.row));
     } else {
       if (l2_tiles_per_row > 0 && t.n >= l2_tiles_per_row) continue;  // padding tile
       if (l1_tiles_per_row > 0) s.push_back(Step::wait(t.row, l1_tiles_per_row));
-      s.push_back(Step::compute(c.t_l2_mma_s));
-      s.push_back(Step::burst(c.tile_bytes, c.issue_floor_s));
+      mainloop(c.t_l2_mma_s, c.l2_k_steps);
+      if (piggyback) {
+        flush();  // the previous tile's chunks, before this tile is staged
+        pending = c.combine_chunks;
+      } else if (stores) {
+        s.push_back(Step::burst(c.tile_bytes, c.issue_floor_s));
+      }
     }
   }
+  flush();  // the last tile's chunks, before the completion flags
   return s;
 }
 
@@ -87,9 +119,28 @@ void set_tile_counts(const model::MoeInput& in, MoeOrderParams& p) {
   p.n2_real = static_cast<int>(std::ceil(in.n2));
 }
 
-MoeTileCosts moe_tile_costs(const model::Platform& platform, const model::MoeInput& in, int instances) {
-  return MoeTileCosts{in.t_l1_mma_s, in.t_l2_mma_s, in.tile_bytes,
-                      platform.issue_floor_s(2 * instances, in.tile_bytes).value};
+MoeTileCosts moe_tile_costs(const model::Platform& platform, const model::MoeInput& in, int instances,
+                            double remote_share, MoeCombineModel combine, int block_k) {
+  if (block_k <= 0) throw InputError("moe tile costs: block_k must be > 0, got " + std::to_string(block_k));
+  if (!(remote_share >= 0.0 && remote_share <= 1.0))
+    throw InputError("moe tile costs: remote share must be in [0, 1], got " + std::to_string(remote_share));
+  const double bytes = in.tile_bytes * remote_share;
+  MoeTileCosts c{in.t_l1_mma_s, in.t_l2_mma_s, bytes, 0.0};
+  if (bytes == 0.0) return c;  // one rank: no Combine byte leaves the GPU
+  c.issue_floor_s = platform.issue_floor_s(2 * instances, bytes).value;
+  if (combine == MoeCombineModel::kPiggyback) {
+    c.combine_chunks = moe::kFusedCombineChunks;
+    const double hidden = in.n2 * in.block_n;  // Linear-1 depth; Linear-2's is h_inter
+    c.l1_k_steps = std::max(1, static_cast<int>(std::ceil(hidden / block_k)));
+    c.l2_k_steps = std::max(1, static_cast<int>(std::ceil(double(in.h_inter) / block_k)));
+    c.chunk_issue_floor_s = platform.issue_floor_s(2 * instances, bytes / c.combine_chunks).value;
+  }
+  return c;
+}
+
+double moe_remote_share(int ranks) {
+  if (ranks < 1) throw InputError("moe remote share: needs 1 or more ranks, got " + std::to_string(ranks));
+  return double(ranks - 1) / ranks;
 }
 
 MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const MoeOrderParams& p, const MoeTileCosts& costs) {

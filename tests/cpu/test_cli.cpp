@@ -80,15 +80,32 @@ TEST(Cli, PlanMoe) {
 }
 
 TEST(Cli, PlanMoeSimulatesBothOrders) {
-  // Short mainloops (fast Tensor Cores): the wave order's back-to-back Combine bursts hit the drain
-  // rate; the interleaved order puts Linear-1 work between them.
-  const CliRun r = run_cli("plan moe --platform " + paper_platform() +
-                           " --shape deepseek-v4-flash --simulate --routing skewed --sm-tflops 20 --json");
-  ASSERT_EQ(r.code, 0) << r.err;
-  const auto j = nlohmann::json::parse(r.out)["simulated"];
-  EXPECT_GT(j["wave"]["total_stall_us"].get<double>(), 10 * j["interleaved"]["total_stall_us"].get<double>() + 1.0);
-  EXPECT_GT(j["predicted_speedup"].get<double>(), 1.0);
-  EXPECT_EQ(j["choice"], "interleaved");
+  // Short mainloops (fast Tensor Cores) on the paper's 8 GPUs (7/8 of the Combine remote): the wave
+  // order's back-to-back Combine bursts hit the drain rate, issued in the epilogue or piggybacked on the
+  // next tiles' k-steps; the interleaved order puts Linear-1 work between them.
+  const std::string cmd = "plan moe --platform " + paper_platform() +
+                          " --shape deepseek-v4-flash --simulate --routing skewed --sm-tflops 20 --ranks 8 --json";
+  for (const char* combine : {"epilogue", "piggyback"}) {
+    SCOPED_TRACE(combine);
+    const CliRun r = run_cli(cmd + " --combine " + combine);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out)["simulated"];
+    EXPECT_EQ(j["combine"], combine);
+    EXPECT_DOUBLE_EQ(j["remote_share"].get<double>(), 7.0 / 8.0);
+    EXPECT_GT(j["wave"]["total_stall_us"].get<double>(), 10 * j["interleaved"]["total_stall_us"].get<double>() + 1.0);
+    EXPECT_GT(j["predicted_speedup"].get<double>(), 1.0);
+    EXPECT_EQ(j["choice"], "interleaved");
+  }
+  // On one rank every Combine store is local: nothing enters the path, nothing stalls, the orders tie.
+  const CliRun one = run_cli("plan moe --platform " + paper_platform() +
+                             " --shape deepseek-v4-flash --simulate --sm-tflops 20 --ranks 1 --json");
+  ASSERT_EQ(one.code, 0) << one.err;
+  const auto j1 = nlohmann::json::parse(one.out)["simulated"];
+  EXPECT_EQ(j1["remote_share"].get<double>(), 0.0);
+  EXPECT_EQ(j1["wave"]["total_stall_us"].get<double>(), 0.0);
+  EXPECT_EQ(j1["interleaved"]["total_stall_us"].get<double>(), 0.0);
+  expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --combine both"),
+                        "--combine: must be piggyback or epilogue, got \"both\"");
   expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --routing zipf"), "--routing: must be balanced, skewed or a routing file, got \"zipf\"");
   expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --ranks 3"), "--ranks: 3 does not divide the 256 experts");
 }

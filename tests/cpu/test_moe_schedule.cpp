@@ -2,6 +2,7 @@
 // long-run Linear-1/Linear-2 mix independent of the lead D, and interleaving breaks up L2 runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -11,6 +12,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/model/workloads.hpp"
+#include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/sched/moe_schedule.hpp"
 #include "xstage/sim/moe_schedules.hpp"
 
@@ -199,6 +201,84 @@ TEST(MoeOrderPrediction, InterleavedWinsOnlyWhenTheWaveStalls) {
   EXPECT_NEAR(f.wave.total_stall_s, 0.0, 1e-12);
   EXPECT_NEAR(f.predicted_speedup, 1.0, 1e-9);
   EXPECT_EQ(f.choice, sim::MoeOrder::kInterleaved);
+}
+
+// The piggybacked Combine (the fused kernel's default): a Linear-2 tile's bytes leave in
+// xstage::moe::kFusedCombineChunks chunks, one at each k-step of the tiles after it, each chunk's issue floor
+// taken out of its k-step; chunks still pending when the next Linear-2 tile ends, or at the end, go out
+// back to back. Bytes and compute time are those of the epilogue issue.
+TEST(MoeOrderPrediction, PiggybackedCombineSpreadsChunksOverTheNextKSteps) {
+  using K = sim::Step::Kind;
+  sim::MoeTileCosts c{8e-6, 4e-6, 800.0, 1e-6};
+  c.combine_chunks = 4;
+  c.l1_k_steps = 8;  // 1 us per k-step
+  c.l2_k_steps = 2;  // 2 us per k-step
+  c.chunk_issue_floor_s = 0.25e-6;
+  const std::vector<MoeTile> order = {MoeTile{MoeStage::kLinear2, 0, 0, 0, 0}, MoeTile{MoeStage::kLinear1, 0, 1, 0, 1},
+                                      MoeTile{MoeStage::kLinear2, 0, 0, 1, 0}, MoeTile{MoeStage::kLinear2, 0, 0, 2, 0}};
+  const sim::ProducerSchedule s = sim::moe_producer_schedule(order, c, 0);
+  std::vector<K> kinds;
+  double bytes = 0, compute = 0;
+  for (const auto& x : s) {
+    kinds.push_back(x.kind);
+    bytes += x.bytes;
+    compute += x.kind == K::kCompute ? x.duration_s : 0.0;
+    if (x.kind == K::kBurst) {
+      EXPECT_DOUBLE_EQ(x.bytes, 200.0);
+      EXPECT_DOUBLE_EQ(x.issue_floor_s, 0.25e-6);
+    }
+  }
+  const std::vector<K> expected = {
+      K::kCompute,                                                                    // Linear-2 #0
+      K::kBurst, K::kCompute, K::kBurst, K::kCompute, K::kBurst, K::kCompute,         // Linear-1: #0's chunks
+      K::kBurst, K::kCompute, K::kCompute,                                            //   at its first 4 k-steps
+      K::kCompute,                                                                    // Linear-2 #1 (nothing pending)
+      K::kBurst, K::kCompute, K::kBurst, K::kCompute,                                 // Linear-2 #2: 2 k-steps,
+      K::kBurst, K::kBurst,                                                           //   #1's last 2 chunks flushed
+      K::kBurst, K::kBurst, K::kBurst, K::kBurst};                                    // #2's chunks at the end
+  EXPECT_EQ(kinds, expected);
+  EXPECT_DOUBLE_EQ(bytes, 3 * 800.0);
+  EXPECT_NEAR(compute, 8e-6 + 3 * 4e-6 - 6 * 0.25e-6, 1e-15);  // the chunks' floors come out of their k-steps
+
+  // Epilogue issue: one burst per Linear-2 tile, right after it; no Combine bytes (one rank): no burst.
+  sim::MoeTileCosts e{8e-6, 4e-6, 800.0, 1e-6};
+  const sim::ProducerSchedule se = sim::moe_producer_schedule(order, e, 0);
+  EXPECT_EQ(std::count_if(se.begin(), se.end(), [](const sim::Step& x) { return x.kind == K::kBurst; }), 3);
+  EXPECT_EQ(se[1].kind, K::kBurst);
+  sim::MoeTileCosts none{8e-6, 4e-6, 0.0, 0.0};
+  none.combine_chunks = 4;
+  const sim::ProducerSchedule sn = sim::moe_producer_schedule(order, none, 0);
+  EXPECT_EQ(std::count_if(sn.begin(), sn.end(), [](const sim::Step& x) { return x.kind == K::kBurst; }), 0);
+  c.l1_k_steps = 0;
+  EXPECT_THROW(sim::moe_producer_schedule(order, c, 0), InputError);
+}
+
+// Tile costs from the model: the remote part of the Combine ((N - 1)/N) and the piggyback's chunks and
+// k-steps (the kernel's chunk count, bf16 k-steps of 64 channels).
+TEST(MoeOrderPrediction, TileCostsCarryTheRemoteShareAndTheChunks) {
+  const model::MoeShape* shape = model::find_moe_shape("deepseek-v3");
+  ASSERT_NE(shape, nullptr);
+  const model::MoeInput in = model::moe_input_for_shape(*shape, 132, 4.5e12, 128, 128, 2);
+  const model::Platform platform = model::default_platform();
+  EXPECT_DOUBLE_EQ(sim::moe_remote_share(1), 0.0);
+  EXPECT_DOUBLE_EQ(sim::moe_remote_share(2), 0.5);
+  EXPECT_DOUBLE_EQ(sim::moe_remote_share(8), 0.875);
+  EXPECT_THROW(sim::moe_remote_share(0), InputError);
+  const sim::MoeTileCosts all = sim::moe_tile_costs(platform, in, 66, 1.0, sim::MoeCombineModel::kEpilogue);
+  const sim::MoeTileCosts half = sim::moe_tile_costs(platform, in, 66, 0.5);
+  EXPECT_DOUBLE_EQ(all.tile_bytes, in.tile_bytes);
+  EXPECT_EQ(all.combine_chunks, 0);
+  EXPECT_DOUBLE_EQ(half.tile_bytes, 0.5 * in.tile_bytes);
+  EXPECT_EQ(half.combine_chunks, xstage::moe::kFusedCombineChunks);
+  EXPECT_EQ(half.l1_k_steps, 7168 / 64);
+  EXPECT_EQ(half.l2_k_steps, 2048 / 64);
+  EXPECT_GT(half.chunk_issue_floor_s, 0.0);
+  EXPECT_LT(half.chunk_issue_floor_s, half.issue_floor_s);
+  const sim::MoeTileCosts local = sim::moe_tile_costs(platform, in, 66, 0.0);
+  EXPECT_EQ(local.tile_bytes, 0.0);
+  EXPECT_EQ(local.issue_floor_s, 0.0);
+  EXPECT_THROW(sim::moe_tile_costs(platform, in, 66, 1.5), InputError);
+  EXPECT_THROW(sim::moe_tile_costs(platform, in, 66, 0.5, sim::MoeCombineModel::kPiggyback, 0), InputError);
 }
 
 TEST(MoeOrderPrediction, TieBandDecidesTheOrder) {

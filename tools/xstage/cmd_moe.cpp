@@ -359,7 +359,10 @@ SchedulePrediction predict_schedule(const BenchOptions& o, const model::MoeShape
   p.instances = grid / 2;
   p.lead_rows = lead_rows;
   p.experts_per_wave = experts_per_wave;
-  const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances);
+  // The Combine issue of the runs this prediction is for (with --combine both: the default, piggybacked).
+  const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances, sim::moe_remote_share(d.ranks),
+                                                       o.combine == "epilogue" ? sim::MoeCombineModel::kEpilogue
+                                                                               : sim::MoeCombineModel::kPiggyback);
   double wave = 0, inter = 0;
   nlohmann::json ranks = nlohmann::json::array();
   for (int r = 0; r < d.ranks; ++r) {
@@ -376,6 +379,8 @@ SchedulePrediction predict_schedule(const BenchOptions& o, const model::MoeShape
   out.j = {{"choice", to_string(out.choice)}, {"predicted_speedup", speedup}, {"tie_band", sim::kMoeOrderTieBand},
            {"platform", platform.name}, {"sm_tflops", sm_flops / 1e12}, {"lead_rows", lead_rows},
            {"experts_per_wave", experts_per_wave}, {"producers", grid},
+           {"combine", o.combine == "epilogue" ? "epilogue" : "piggyback"},
+           {"remote_share", sim::moe_remote_share(d.ranks)},
            {"wave_makespan_us", units::s_to_us(wave)}, {"interleaved_makespan_us", units::s_to_us(inter)}, {"ranks", ranks}};
   return out;
 }

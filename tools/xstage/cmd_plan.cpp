@@ -46,6 +46,7 @@ struct MoeOptions {
   double zipf_s = 1.2;
   int lead_rows = 0;  // 0: model::moe_default_lead_rows (eq. 16's D_knee or the row-dependency floor)
   int experts_per_wave = 0;  // 0: a quarter of the local experts
+  std::string combine = "piggyback";  // how the simulated kernel issues its Combine: piggyback, epilogue
 };
 
 int producers_or_default(const PlanCommon& c, const model::Platform& p) {
@@ -177,9 +178,13 @@ nlohmann::json simulate_orders(const model::Platform& platform, const model::Moe
   p.lead_rows = o.lead_rows > 0 ? o.lead_rows : static_cast<int>(model::moe_default_lead_rows(in.block_n, producers, in.h_inter, shape.hidden));
   p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave
                                               : sim::default_experts_per_wave(static_cast<int>(p.rows_per_expert.size()));
-  const sim::MoeOrderPrediction pred = sim::predict_moe_orders(platform, p, sim::moe_tile_costs(platform, in, p.instances));
+  const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances, sim::moe_remote_share(o.ranks),
+                                                       o.combine == "epilogue" ? sim::MoeCombineModel::kEpilogue
+                                                                               : sim::MoeCombineModel::kPiggyback);
+  const sim::MoeOrderPrediction pred = sim::predict_moe_orders(platform, p, costs);
   return {{"routing", o.routing}, {"ranks", o.ranks}, {"tokens_per_rank", o.tokens_per_rank},
           {"producers", 2 * p.instances}, {"lead_rows", p.lead_rows}, {"experts_per_wave", p.experts_per_wave},
+          {"combine", o.combine}, {"remote_share", sim::moe_remote_share(o.ranks)},
           {"rows", nlohmann::json(p.rows_per_expert)}, {"wave", sim::to_json(pred.wave)},
           {"interleaved", sim::to_json(pred.interleaved)}, {"predicted_speedup", pred.predicted_speedup},
           {"choice", sim::to_string(pred.choice)}};
@@ -348,10 +353,15 @@ void add_plan(CLI::App& root) {
   m->add_option("--routing", moe->routing, "balanced, skewed (Zipf) or a routing file (xstage.routing/1) (--simulate)");
   m->add_option("--zipf-s", moe->zipf_s, "Zipf exponent of skewed routing")->check(kPositive);
   m->add_option("--lead-rows", moe->lead_rows,
-                "D of the interleaved order (default, as the fused layer's: max(eq. 16's D_knee, "
-                "ceil(G / ceil(h_inter / b_n)) + 2), G = producers / 2)")->check(kPositive);
+                "D of the interleaved order (default, as the fused layer's: model::moe_default_lead_rows, "
+                "docs/model.md)")->check(kPositive);
   m->add_option("--experts-per-wave", moe->experts_per_wave, "experts per wave of the baseline order")->check(kPositive);
+  m->add_option("--combine", moe->combine,
+                "how the simulated kernel issues a Linear-2 tile's Combine: piggyback (the fused kernel's default: "
+                "one chunk per k-step of the next tiles) or epilogue (one burst after the tile) (--simulate)");
   m->callback([moe, moe_common, m] {
+    if (moe->combine != "piggyback" && moe->combine != "epilogue")
+      throw InputError("--combine: must be piggyback or epilogue, got \"" + moe->combine + "\"");
     if (moe->shape.empty()) {
       for (const char* opt : {"--tile-bytes", "--t-l1-us", "--t-l2-us", "--n1", "--n2", "--h-inter"})
         if (m->count(opt) == 0) throw InputError(std::string(opt) + " is required without --shape");

@@ -23,6 +23,10 @@
 namespace xstage::moe {
 
 inline constexpr int kFusedBlockM = 128;
+// Piggybacked Combine: each consumer thread stores its share of a staged Linear-2 tile in this many
+// 16-byte chunks, one per k-step of the tiles that follow (moe_fused_epilogue.cuh); the simulator's
+// model of that issue (sim::moe_producer_schedule) uses the same count.
+inline constexpr int kFusedCombineChunks = 8;
 
 XSTAGE_MOE_LAYOUT_HD int row_blocks(int rows, int block_m) { return (rows + block_m - 1) / block_m; }
 

@@ -16,12 +16,22 @@ struct MoeTileCosts {
   double t_l2_mma_s;     // Linear-2 tile mainloop
   double tile_bytes;     // Combine bytes of one Linear-2 tile (V_t)
   double issue_floor_s;  // T_iss0 of one tile's burst at the aligned producer count
+  // Piggybacked Combine (the fused kernel's default issue): a Linear-2 tile's bytes leave in
+  // `combine_chunks` equal chunks, one at each k-step of the tiles that follow it (l1_k_steps,
+  // l2_k_steps per tile), each chunk taking chunk_issue_floor_s of the k-step's time when nothing
+  // stalls it. 0: the whole tile as one burst right after its mainloop (the epilogue issue).
+  int combine_chunks = 0;
+  int l1_k_steps = 1, l2_k_steps = 1;
+  double chunk_issue_floor_s = 0.0;
 };
 
 // One producer per worker: Linear-1 → compute, then signal its row; Linear-2 → wait until all
 // `l1_tiles_per_row` Linear-1 tiles of its row are done (the kernel's per-row readiness counter),
-// compute, then its Combine burst. l1_tiles_per_row = 0 leaves the dependencies out. Linear-2 tiles
-// with n >= l2_tiles_per_row are the padding of an odd tile count (the kernel skips them); 0: none.
+// compute, then its Combine: one burst (epilogue issue) or, piggybacked, one chunk per k-step of the
+// following tiles; chunks still pending when the next Linear-2 tile ends, or at the end, go out back to
+// back first, as the kernel stores them before it stages the next tile. l1_tiles_per_row = 0 leaves the
+// dependencies out. Linear-2 tiles with n >= l2_tiles_per_row are the padding of an odd tile count (the
+// kernel skips them); 0: none.
 ProducerSchedule moe_producer_schedule(const std::vector<sched::MoeTile>& order, const MoeTileCosts& costs,
                                        int l1_tiles_per_row, int l2_tiles_per_row = 0);
 
@@ -53,8 +63,20 @@ std::vector<int> rows_per_local_expert(const std::vector<long long>& received_pe
 // count is padded by one tile, which the kernel skips (n2_real is the unpadded Linear-2 count).
 void set_tile_counts(const model::MoeInput& in, MoeOrderParams& p);
 
+// How the Combine of a Linear-2 tile is issued (the fused kernel's `--combine`).
+enum class MoeCombineModel { kEpilogue, kPiggyback };
+
 // Tile costs of the model's MoE input on a platform (T_iss0 at the aligned producer count 2·instances).
-MoeTileCosts moe_tile_costs(const model::Platform& platform, const model::MoeInput& in, int instances);
+// remote_share: the part of a tile's Combine bytes that crosses to another GPU, in [0, 1]: (N − 1)/N on N ranks
+// when every rank sends as many tokens (a row goes back to its token's rank; the owner's own tokens'
+// rows are local stores, outside the X-Stage path). Piggybacked: moe::kFusedCombineChunks chunks per
+// tile, k-steps of block_k channels (64: bf16 tiles, the rate the model's tile times assume).
+MoeTileCosts moe_tile_costs(const model::Platform& platform, const model::MoeInput& in, int instances,
+                            double remote_share = 1.0, MoeCombineModel combine = MoeCombineModel::kPiggyback,
+                            int block_k = 64);
+// (N − 1)/N: the remote part of the Combine on N ranks (see moe_tile_costs); 0 on one rank, where the
+// tiles' Combine is left out of the simulation.
+double moe_remote_share(int ranks);
 
 // One order through the event simulator.
 struct MoeOrderOutcome {
