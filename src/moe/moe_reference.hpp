@@ -82,6 +82,35 @@ std::vector<float> moe_reference_layer(const MoeDims& d, MoePrecision p, const s
                                        const std::vector<Routing>& routing, const std::vector<float>& w1,
                                        const std::vector<float>& w2, int l2_group = kFp8GroupSize);
 
+// The FP8 layer's reference and what a check needs to allow for rounding that differs from it. The
+// Tensor Cores do not accumulate as this reference does (in double), so some Linear-1 outputs land on the
+// other side of a bf16 rounding boundary, and some of the SwiGLU values quantized for Linear-2 take the
+// neighbouring e4m3 code. flip_bound[token] = Σ_k |w_k| · max_c step(a_kc)·‖W2_k[:, c]‖: one e4m3 step of
+// the Linear-2 input value of each of its experts that moves the output most (step: the larger gap to a
+// neighbouring code, times the value's scale; the column of the dequantized W2). l1_jitter > 0 multiplies
+// each Linear-1 output by 1 + l1_jitter·u, u in [-1, 1) from jitter_seed, before its bf16 rounding: a
+// stand-in for another accumulation, for testing the check on the CPU.
+struct MoeFp8Reference {
+  std::vector<float> y;           // as moe_reference_layer(d, kFp8, ...)
+  std::vector<float> flip_bound;  // per token, rank after rank
+};
+MoeFp8Reference moe_reference_layer_fp8(const MoeDims& d, const std::vector<float>& x,
+                                        const std::vector<Routing>& routing, const std::vector<float>& w1,
+                                        const std::vector<float>& w2, int l2_group = kFp8GroupSize,
+                                        double l1_jitter = 0.0, std::uint64_t jitter_seed = 0);
+// Tokens of `got` whose output row differs from the reference row by more than
+// flips·flip_bound + rel·‖reference row‖ (a non-finite value counts as over), the worst ratio of error to
+// that allowance, and quantiles of the rows' relative errors (a flip moves few rows; a wrong rule or a
+// wrong expert's scale, many).
+struct MoeFlipCheck {
+  int tokens_over = 0;
+  double worst_ratio = 0.0;
+  int worst_token = -1;
+  // Over tokens, of ‖got row − reference row‖ / ‖reference row‖: the median and the 75th percentile.
+  double median_rel_error = 0.0, p75_rel_error = 0.0;
+};
+MoeFlipCheck check_within_flips(const float* got, const MoeFp8Reference& ref, int hidden, double flips, double rel);
+
 // Relative L2 error ‖got − ref‖ / ‖ref‖ (infinity when got holds a non-finite value).
 double relative_l2_error(const float* got, const float* ref, std::size_t n);
 

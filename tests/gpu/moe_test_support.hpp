@@ -76,16 +76,13 @@ inline void spread_blocks(std::vector<float>& m, size_t rows, size_t cols, size_
   }
 }
 
-// As load_random_inputs (same distributions, same routing kinds), returning the inputs instead of the
-// bf16 reference, with every value already a bf16 value (what the layer holds: the FP8 reference
-// quantizes the weights it is given, so unrounded weights would differ from the layer's by a double
-// rounding). block_spread > 0: each 128×128 weight block and each 128-channel group of a token row
+// Fresh random inputs (the distributions and routing kinds of load_random_inputs), every value already
+// a bf16 value (what the layer holds: the FP8 reference quantizes the weights it is given, so unrounded
+// weights would differ from the layer's by a double rounding). block_spread > 0: each 128×128 weight block and each 128-channel group of a token row
 // scaled by 2^u, u uniform in ±block_spread, so FP8 scales differ from block to block and a scale
 // applied to the wrong block shows.
-template <class Layer>
-MoeTestInputs load_random_inputs_kept(Layer& layer, const MoeDims& d, RoutingKind kind, std::mt19937_64& rng,
-                                      float block_spread = 0.f) {
-  const int el = d.experts_per_rank();
+inline MoeTestInputs make_random_inputs(const MoeDims& d, RoutingKind kind, std::mt19937_64& rng,
+                                        float block_spread = 0.f) {
   const size_t n1 = size_t(2) * d.h_inter * d.hidden, n2 = size_t(d.hidden) * d.h_inter;
   MoeTestInputs in;
   in.w1 = random_vec(n1 * d.experts, rng, 0.08f);
@@ -99,6 +96,16 @@ MoeTestInputs load_random_inputs_kept(Layer& layer, const MoeDims& d, RoutingKin
   for (auto* v : {&in.w1, &in.w2, &in.x})
     for (auto& e : *v) e = round_bf16(e);
   in.routing = make_routing(d, kind, rng);
+  return in;
+}
+
+// make_random_inputs, loaded into every rank of `layer`.
+template <class Layer>
+MoeTestInputs load_random_inputs_kept(Layer& layer, const MoeDims& d, RoutingKind kind, std::mt19937_64& rng,
+                                      float block_spread = 0.f) {
+  const int el = d.experts_per_rank();
+  const size_t n1 = size_t(2) * d.h_inter * d.hidden, n2 = size_t(d.hidden) * d.h_inter;
+  const MoeTestInputs in = make_random_inputs(d, kind, rng, block_spread);
   for (int r = 0; r < d.ranks; ++r) {
     layer.set_tokens(r, std::vector<float>(in.x.begin() + size_t(r) * d.tokens * d.hidden,
                                            in.x.begin() + size_t(r + 1) * d.tokens * d.hidden));

@@ -40,27 +40,42 @@ struct Case {
 // Fresh random inputs (load_random_inputs_kept, each 128 x 128 weight block and each 128-channel group of
 // a token row at its own magnitude, 2^±3, so a scale applied to the wrong row, group or block shows),
 // loaded into `layer`; the CPU reference outputs of the bf16 layer and of the FP8 layer with the fused
-// kernel's Linear-2 group (64) and with the separate-kernel path's (128).
+// kernel's Linear-2 group (with the per-token allowance for rounding flips) and with the separate-kernel
+// path's.
 struct Fp8References {
-  std::vector<float> bf16, fp8_fused, fp8_separate;
+  std::vector<float> bf16, fp8_separate;
+  MoeFp8Reference fp8_fused;
 };
 Fp8References load_random_inputs_fp8(MoeFused& layer, const MoeDims& d, RoutingKind kind, std::mt19937_64& rng) {
   const MoeTestInputs in = load_random_inputs_kept(layer, d, kind, rng, /*block_spread=*/3.f);
-  return {in.reference(d, MoePrecision::kBf16), in.reference(d, MoePrecision::kFp8, MoeFused::kFp8L2Group),
-          in.reference(d, MoePrecision::kFp8, kFp8GroupSize)};
+  return {in.reference(d, MoePrecision::kBf16), in.reference(d, MoePrecision::kFp8, kFp8GroupSize),
+          moe_reference_layer_fp8(d, in.x, in.routing, in.w1, in.w2, MoeFused::kFp8L2Group)};
 }
 
-// Relative L2 error allowed against the CPU reference: bf16 1e-2. FP8 against the reference that quantizes
-// as the kernel does: 3e-2. The two do not round alike everywhere: the reference accumulates in double,
-// the Tensor Cores' FP8 accumulation inside a 128-deep k-step is not IEEE FP32 (the DeepSeek-V3 report
-// gives about 14 bits), so some h values fall on the other side of a bf16 or e4m3 rounding boundary, one
-// e4m3 step (6-12 %) off. With the inputs' groups and blocks spread over 2^±3, h spans far more, and
-// the layer's error depends on which values flip: measured on one GPU, 217 runs of the 7 FP8 cases at
-// git 4418cb8-9bbfa9f (results/h200/moe_fp8_test_error_1gpu.json): median 3.7e-3, 4 above 1e-2,
-// largest 2.39e-2, and the FP8 error against the bf16 layer within 1.03x the separate-kernel path's
-// in every run. A wrong scale, group or row shows as 1e-1 or more (groups and blocks differ by up to
-// 2^6), and the check against the bf16 layer below bounds the FP8 error as a whole.
-double tolerance(MoePrecision p) { return p == MoePrecision::kFp8 ? 3e-2 : 1e-2; }
+// bf16: relative L2 error within 1e-2 of the CPU reference. FP8, against the reference that quantizes as
+// the kernel does: the Tensor Cores do not accumulate as the reference (double) does, so some h values
+// round to the neighbouring bf16 / e4m3 value, and with the inputs' 2^±3 magnitudes one such value can
+// weigh from nothing to several % of a token's row: over 217 one-GPU runs the whole-output error had a
+// long tail (median 3.7e-3, max 2.39e-2, results/h200/moe_fp8_test_error_1gpu.json). So each token's row
+// must be within kFp8Flips e4m3 steps of its most sensitive Linear-2 input values plus 1e-2 of its norm
+// (check_within_flips), and the 75th percentile of the rows' relative errors below 1e-2 (a wrong
+// quantization rule or one expert's wrong scales moves many rows; a flip, few).
+// tests/cpu/test_moe_fp8_check.cpp checks both against a reference with its Linear-1 outputs perturbed
+// as much as reproduces the GPU's error spread (the per-token part also at 4x that), and against
+// planted errors.
+constexpr double kFp8Flips = 4.0;
+void expect_matches(const std::vector<float>& got, const std::vector<float>& bf16_ref, const Fp8References* fp8,
+                    int hidden, const std::string& what) {
+  if (fp8 == nullptr) {
+    EXPECT_LT(relative_l2_error(got.data(), bf16_ref.data(), bf16_ref.size()), 1e-2) << what;
+    return;
+  }
+  ASSERT_EQ(got.size(), fp8->fp8_fused.y.size()) << what;
+  const MoeFlipCheck c = check_within_flips(got.data(), fp8->fp8_fused, hidden, kFp8Flips, 1e-2);
+  EXPECT_EQ(c.tokens_over, 0) << what << ": worst token " << c.worst_token << " at " << c.worst_ratio
+                              << "x its allowance";
+  EXPECT_LT(c.p75_rel_error, 1e-2) << what;
+}
 
 // GPUs 0 .. n-1.
 std::vector<int> first_gpus(int n) {
@@ -85,7 +100,7 @@ void run_case(const Case& c, int ranks) {
   const bool fp8 = c.precision == MoePrecision::kFp8;
   Fp8References refs;
   if (fp8) refs = load_random_inputs_fp8(layer, d, c.routing, rng);
-  const std::vector<float> ref = fp8 ? refs.fp8_fused : load_random_inputs(layer, d, c.routing, rng);
+  const std::vector<float> ref = fp8 ? refs.fp8_fused.y : load_random_inputs(layer, d, c.routing, rng);
 
   std::vector<float> first;
   for (int pass = 0; pass < 3; ++pass) {
@@ -94,14 +109,16 @@ void run_case(const Case& c, int ranks) {
     const std::vector<float> got = all_outputs(layer, d);
     ASSERT_EQ(count_non_finite(got), 0u) << "elements not written (still NaN) or non-finite, pass " << pass;
     const double err = relative_l2_error(got.data(), ref.data(), ref.size());
-    EXPECT_LT(err, tolerance(c.precision)) << c.name << " pass " << pass;
+    expect_matches(got, ref, fp8 ? &refs : nullptr, d.hidden, std::string(c.name) + " pass " + std::to_string(pass));
     if (pass == 0 && fp8) {
       // Against the bf16 layer, the FP8 error must stay within the separate-kernel path's (128-channel
       // Linear-2 groups) with a margin for the rounding of different values.
       const double e_fused = relative_l2_error(got.data(), refs.bf16.data(), ref.size());
       const double e_separate = relative_l2_error(refs.fp8_separate.data(), refs.bf16.data(), ref.size());
-      std::printf("[moe fused] %s: FP8 error vs bf16 layer %.3e (separate-kernel rule %.3e)\n", c.name, e_fused,
-                  e_separate);
+      const MoeFlipCheck flips = check_within_flips(got.data(), refs.fp8_fused, d.hidden, kFp8Flips, 1e-2);
+      std::printf("[moe fused] %s: FP8 error vs bf16 layer %.3e (separate-kernel rule %.3e); vs own-rule reference: "
+                  "worst token at %.3f of its allowance, row errors median %.2e, 75th percentile %.2e\n",
+                  c.name, e_fused, e_separate, flips.worst_ratio, flips.median_rel_error, flips.p75_rel_error);
       EXPECT_GT(e_fused, 1e-4) << "FP8 output equals the bf16 layer's: not quantized?";
       EXPECT_LT(e_fused, 1.25 * e_separate);
     }
@@ -149,8 +166,11 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
   MoeFused layer(team, d, MoeFusedOptions{}, precision);
   std::mt19937_64 rng(std::random_device{}());
   EXPECT_THROW(layer.time_gemm_only(1, 2), InputError) << "GEMM-only before any run has no operands";
+  Fp8References refs;
   auto load = [&](RoutingKind kind) {
-    return fp8 ? load_random_inputs_fp8(layer, d, kind, rng).fp8_fused : load_random_inputs(layer, d, kind, rng);
+    if (!fp8) return load_random_inputs(layer, d, kind, rng);
+    refs = load_random_inputs_fp8(layer, d, kind, rng);
+    return refs.fp8_fused.y;
   };
   auto total_rows = [&] {
     long long total = 0;
@@ -176,7 +196,7 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
       layer.run(20.0);
       const std::vector<float> got = all_outputs(layer, d);
       ASSERT_EQ(count_non_finite(got), 0u);
-      EXPECT_LT(relative_l2_error(got.data(), ref.data(), ref.size()), tolerance(precision)) << to_string(s);
+      expect_matches(got, ref, fp8 ? &refs : nullptr, d.hidden, to_string(s));
       EXPECT_EQ(total_rows(), (long long)d.ranks * d.tokens * d.top_k);
       ref = load(next);
       layer.run(20.0);  // the operands of the next GEMM-only runs
