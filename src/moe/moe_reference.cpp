@@ -194,8 +194,10 @@ void expert_output(const MoeDims& d, MoePrecision p, const PreparedExpert& e, co
 }  // namespace
 
 void moe_reference_expert(const MoeDims& d, MoePrecision p, const PreparedExpert& e, const float* x_row, float* out_row,
-                          int l2_group) {
-  expert_output(d, p, e, x_row, out_row, l2_group, nullptr);
+                          int l2_group, double* flip) {
+  ExpertExtra extra;
+  expert_output(d, p, e, x_row, out_row, l2_group, flip != nullptr ? &extra : nullptr);
+  if (flip != nullptr) *flip = extra.flip;
 }
 
 void moe_reference_combine(int hidden, int top_k, const float* const* expert_out, const float* weights, float* y_row) {

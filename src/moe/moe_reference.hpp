@@ -64,9 +64,10 @@ PreparedExpert prepare_expert(const float* w1, const float* w2, int hidden, int 
 
 // One expert's output row for one token (bf16 values): out_row[hidden] = W2·swiglu(W1·x_row), with the
 // GPU path's roundings; x_row must already hold bf16 values. l2_group: FP8 activation group of the
-// Linear-2 input (a divisor of 128).
+// Linear-2 input (a divisor of 128). flip (FP8, when given): max_c step(a_c)·‖W2[:, c]‖, the effect of
+// one e4m3 step of the Linear-2 input value that moves the row most (see moe_reference_layer_fp8).
 void moe_reference_expert(const MoeDims& d, MoePrecision p, const PreparedExpert& e, const float* x_row, float* out_row,
-                          int l2_group = kFp8GroupSize);
+                          int l2_group = kFp8GroupSize, double* flip = nullptr);
 // The combine rule: y_row = bf16(Σ_j weights[j]·expert_out[j]), j = 0..top_k-1 in order, float sums.
 void moe_reference_combine(int hidden, int top_k, const float* const* expert_out, const float* weights, float* y_row);
 

@@ -124,6 +124,9 @@ struct CheckResult {
   long long non_finite = 0;
   int tokens_checked = 0;
   int experts_fetched = 0;
+  // FP8: tokens outside their rounding allowance (check_within_flips) and the worst error / allowance.
+  int fp8_tokens_over = 0;
+  double fp8_worst_ratio = 0;
 };
 
 // The reference rule of each layer: its precision and, for FP8, the Linear-2 input's scale group.
@@ -162,6 +165,7 @@ CheckResult check_against_reference(const Layer& layer, const std::vector<Routin
     for (size_t i = 0; i < picked[r].size(); ++i)
       for (int j = 0; j < d.top_k; ++j) by_expert[routing[r].expert_ids[size_t(picked[r][i]) * d.top_k + j]].push_back({r, int(i)});
   std::map<std::tuple<int, int, int>, std::vector<float>> expert_out;  // (rank, i, expert) -> row
+  std::map<std::tuple<int, int, int>, double> expert_flip;              // FP8: its one-step flip effect
   std::map<int, PreparedExpert> local;
   std::map<int, PreparedExpert>& cache = prepared != nullptr ? *prepared : local;
   for (auto& [e, users] : by_expert) {
@@ -178,24 +182,41 @@ CheckResult check_against_reference(const Layer& layer, const std::vector<Routin
       if (!row.empty()) continue;
       row.resize(d.hidden);
       moe_reference_expert(d, precision_of(layer), pe, &x[r][size_t(picked[r][i]) * d.hidden], row.data(),
-                           l2_group_of(layer));
+                           l2_group_of(layer), &expert_flip[{r, i, e}]);
     }
   }
-  std::vector<float> got, ref;
+  std::vector<float> got;
+  MoeFp8Reference ref;  // the sampled tokens' reference rows and, FP8, their rounding allowances
   for (int r = 0; r < d.ranks; ++r) {
     for (size_t i = 0; i < picked[r].size(); ++i) {
       const int t = picked[r][i];
       std::vector<const float*> rows(d.top_k);
-      for (int j = 0; j < d.top_k; ++j) rows[j] = expert_out[{r, int(i), routing[r].expert_ids[size_t(t) * d.top_k + j]}].data();
+      double bound = 0;
+      for (int j = 0; j < d.top_k; ++j) {
+        const std::tuple<int, int, int> key{r, int(i), routing[r].expert_ids[size_t(t) * d.top_k + j]};
+        rows[j] = expert_out[key].data();
+        bound += std::fabs(double(routing[r].weights[size_t(t) * d.top_k + j])) * expert_flip[key];
+      }
       std::vector<float> yr(d.hidden);
       moe_reference_combine(d.hidden, d.top_k, rows.data(), &routing[r].weights[size_t(t) * d.top_k], yr.data());
-      ref.insert(ref.end(), yr.begin(), yr.end());
+      ref.y.insert(ref.y.end(), yr.begin(), yr.end());
+      ref.flip_bound.push_back(float(bound));
       got.insert(got.end(), y[r].begin() + size_t(t) * d.hidden, y[r].begin() + size_t(t + 1) * d.hidden);
       ++c.tokens_checked;
     }
   }
-  c.rel_l2 = relative_l2_error(got.data(), ref.data(), ref.size());
-  c.passed = c.non_finite == 0 && c.rel_l2 < 1e-2;
+  c.rel_l2 = relative_l2_error(got.data(), ref.y.data(), ref.y.size());
+  if (precision_of(layer) == MoePrecision::kFp8) {
+    // Few tokens are sampled here, and the Tensor Cores round some values to the neighbouring code where the
+    // reference does not: each sampled row within 4 e4m3 steps of its most sensitive Linear-2 input
+    // values plus 1e-2 of its norm (the fused GPU tests' per-token check; tests/cpu/test_moe_fp8_check.cpp).
+    const MoeFlipCheck f = check_within_flips(got.data(), ref, d.hidden, 4.0, 1e-2);
+    c.fp8_tokens_over = f.tokens_over;
+    c.fp8_worst_ratio = f.worst_ratio;
+    c.passed = c.non_finite == 0 && f.tokens_over == 0;
+  } else {
+    c.passed = c.non_finite == 0 && c.rel_l2 < 1e-2;
+  }
   return c;
 }
 
@@ -253,9 +274,17 @@ nlohmann::json timing_json(const std::vector<double>& layer_ms, double flops, do
           {"layer_samples_ms", layer_ms}};
 }
 
-nlohmann::json check_json(const CheckResult& c, std::uint64_t seed) {
-  return {{"passed", c.passed}, {"rel_l2", c.rel_l2}, {"non_finite_outputs", c.non_finite},
-          {"tokens_checked", c.tokens_checked}, {"experts_checked", c.experts_fetched}, {"seed", seed}};
+nlohmann::json check_json(const CheckResult& c, std::uint64_t seed, MoePrecision p) {
+  nlohmann::json j = {{"passed", c.passed}, {"rel_l2", c.rel_l2}, {"non_finite_outputs", c.non_finite},
+                      {"tokens_checked", c.tokens_checked}, {"experts_checked", c.experts_fetched}, {"seed", seed}};
+  if (p == MoePrecision::kFp8) {
+    j["rule"] = "every sampled row within 4 e4m3 steps of its most sensitive Linear-2 input values + 1e-2 of its norm";
+    j["tokens_over"] = c.fp8_tokens_over;
+    j["worst_error_over_allowance"] = c.fp8_worst_ratio;
+  } else {
+    j["rule"] = "rel_l2 < 1e-2";
+  }
+  return j;
 }
 
 double percentile_of(std::vector<double> v, double q) {
@@ -661,7 +690,7 @@ void run_bench_fused(const BenchOptions& o) {
       x["combine"] = to_string(im.combine);
       x[im.schedule == MoeFusedSchedule::kWave ? "experts_per_wave" : "lead_rows"] = im.schedule_param;
     }
-    x["check"] = check_json(im.check, seed);
+    x["check"] = check_json(im.check, seed, precision);
     x["timing"] = timing_json(im.layer_ms, flops, nvlink_bytes);
     med[im.name] = median_of(im.layer_ms);
     all_passed = all_passed && im.check.passed;
@@ -846,8 +875,7 @@ void run_bench(const BenchOptions& o) {
   j["precision"] = o.precision;
   put_layer_json(j, o, *shape, d, expert_load(routing, d.experts));
   j["flops"] = flops;
-  j["check"] = {{"passed", check.passed}, {"rel_l2", check.rel_l2}, {"non_finite_outputs", check.non_finite},
-                {"tokens_checked", check.tokens_checked}, {"experts_checked", check.experts_fetched}, {"seed", seed}};
+  j["check"] = check_json(check, seed, layer.precision());
   j["timing"] = {{"layer_median_ms", med_layer},
                  {"layer_min_ms", *std::min_element(layer_ms.begin(), layer_ms.end())},
                  {"layer_max_ms", *std::max_element(layer_ms.begin(), layer_ms.end())},
