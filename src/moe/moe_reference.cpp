@@ -86,6 +86,16 @@ PreparedLinear prepare_linear(const float* w, int rows, int cols, MoePrecision p
   l.block_scale.resize(size_t(fp8_groups(rows)) * fp8_groups(cols));
   quantize_weight_fp8(l.w.data(), rows, cols, q.data(), l.block_scale.data());
   for (size_t i = 0; i < q.size(); ++i) l.w[i] = e4m3_to_float(q[i]);
+  std::vector<double> col2(cols, 0.0);
+  const int wgroups = fp8_groups(cols);
+  for (int n = 0; n < rows; ++n)
+    for (int c = 0; c < cols; ++c) {
+      const double s = l.block_scale[size_t(n / kFp8GroupSize) * wgroups + c / kFp8GroupSize];
+      const double w = double(l.w[size_t(n) * cols + c]) * s;
+      col2[c] += w * w;
+    }
+  l.col_norm.resize(cols);
+  for (int c = 0; c < cols; ++c) l.col_norm[c] = float(std::sqrt(col2[c]));
   return l;
 }
 
@@ -122,7 +132,7 @@ double e4m3_step(std::uint8_t q) {
 // stand-in for the tensor cores' FP32). FP8: the input is quantized per in_group channels and each
 // in_group-deep partial sum is promoted and scaled by s_in[g]·s_w[n/128][c/128]. jitter > 0 multiplies
 // each output by 1 + jitter·u (u in [-1, 1) from seed, n) before its rounding; flip (FP8, not null)
-// receives max_c step(q_c)·s_in[c]·‖column c of the scaled W‖.
+// receives max_c step(q_c)·s_in[c]·‖column c of the dequantized W‖.
 void linear(const PreparedLinear& l, MoePrecision p, const float* in, float* out, int in_group, double jitter = 0.0,
             std::uint64_t seed = 0, double* flip = nullptr) {
   auto round_out = [&](int n, double acc) {
@@ -156,17 +166,8 @@ void linear(const PreparedLinear& l, MoePrecision p, const float* in, float* out
     round_out(n, acc);
   }
   if (flip != nullptr) {
-    std::vector<double> col2(l.cols, 0.0);  // ‖column c of the scaled W‖²
-    for (int n = 0; n < l.rows; ++n) {
-      const float* row = &l.w[size_t(n) * l.cols];
-      const float* s_w = &l.block_scale[size_t(n / kFp8GroupSize) * wgroups];
-      for (int c = 0; c < l.cols; ++c) {
-        const double w = double(row[c]) * s_w[c / kFp8GroupSize];
-        col2[c] += w * w;
-      }
-    }
     double f = 0.0;
-    for (int c = 0; c < l.cols; ++c) f = std::max(f, e4m3_step(q[c]) * s_in[c / in_group] * std::sqrt(col2[c]));
+    for (int c = 0; c < l.cols; ++c) f = std::max(f, e4m3_step(q[c]) * s_in[c / in_group] * double(l.col_norm[c]));
     *flip = f;
   }
 }
@@ -297,8 +298,9 @@ MoeFp8Reference moe_reference_layer_fp8(const MoeDims& d, const std::vector<floa
 MoeFlipCheck check_within_flips(const float* got, const MoeFp8Reference& ref, int hidden, double flips,
                                 double rel) {
   if (hidden <= 0 || ref.y.size() != ref.flip_bound.size() * size_t(hidden))
-    throw InputError("check_within_flips: reference of " + std::to_string(ref.flip_bound.size()) + " tokens does not hold " +
-                     std::to_string(ref.y.size()) + " values of hidden " + std::to_string(hidden));
+    throw InputError("check_within_flips: reference of " + std::to_string(ref.flip_bound.size()) +
+                     " tokens does not hold " + std::to_string(ref.y.size()) + " values of hidden " +
+                     std::to_string(hidden));
   MoeFlipCheck c;
   std::vector<double> rel_errors;
   for (size_t t = 0; t < ref.flip_bound.size(); ++t) {

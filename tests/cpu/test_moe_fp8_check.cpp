@@ -40,7 +40,8 @@ TEST(MoeFp8Check, ToleratesAnotherAccumulation) {
     const MoeFp8Reference ref = moe_reference_layer_fp8(kDims, in.x, in.routing, in.w1, in.w2);
     ASSERT_EQ(ref.flip_bound.size(), size_t(kDims.tokens));
     for (float b : ref.flip_bound) EXPECT_GT(b, 0.f);
-    const MoeFp8Reference like_gpu = moe_reference_layer_fp8(kDims, in.x, in.routing, in.w1, in.w2, 128, 0x1p-12, 77 + i);
+    const MoeFp8Reference like_gpu =
+        moe_reference_layer_fp8(kDims, in.x, in.routing, in.w1, in.w2, 128, 0x1p-12, 77 + i);
     EXPECT_NE(like_gpu.y, ref.y) << "the perturbation changed nothing";
     const MoeFlipCheck c = check_within_flips(like_gpu.y.data(), ref, kDims.hidden, kFlips, kRel);
     EXPECT_EQ(c.tokens_over, 0) << "worst token " << c.worst_token << " at " << c.worst_ratio;

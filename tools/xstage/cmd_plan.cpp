@@ -175,7 +175,9 @@ nlohmann::json simulate_orders(const model::Platform& platform, const model::Moe
   sim::set_tile_counts(in, p);
   p.instances = std::max(1, producers / 2);
   // The fused layer's default D (MoeFused::schedule_param) for this b_n and producer count.
-  p.lead_rows = o.lead_rows > 0 ? o.lead_rows : static_cast<int>(model::moe_default_lead_rows(in.block_n, producers, in.h_inter, shape.hidden));
+  p.lead_rows = o.lead_rows > 0 ? o.lead_rows
+                                : static_cast<int>(model::moe_default_lead_rows(in.block_n, producers, in.h_inter,
+                                                                                shape.hidden));
   p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave
                                               : sim::default_experts_per_wave(static_cast<int>(p.rows_per_expert.size()));
   const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances, sim::moe_remote_share(o.ranks),
