@@ -8,27 +8,12 @@ fused/torch ratio written above each fused bar.
 usage: plot_moe_gemm_alone.py MOE_GEMM_ALONE_JSON OUT_PNG [--note TEXT]
 """
 import argparse
-import json
-import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            j = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        sys.exit(f"plot_moe_gemm_alone: cannot read {path}: {e}")
-    if j.get("schema") != "xstage.moe_gemm_alone":
-        sys.exit(f"plot_moe_gemm_alone: {path}: schema is {j.get('schema')!r}, expected 'xstage.moe_gemm_alone'")
-    rows = [r for r in j.get("rows", []) if r.get("fused")]
-    if not rows:
-        sys.exit(f"plot_moe_gemm_alone: {path}: no rows with fused timings")
-    return j, rows
+from plot_common import load_rows  # noqa: E402
 
 
 def main():
@@ -37,7 +22,8 @@ def main():
     ap.add_argument("out_png")
     ap.add_argument("--note", default="", help="appended to the title")
     a = ap.parse_args()
-    j, rows = load(a.gemm_json)
+    j, rows = load_rows(a.gemm_json, "xstage.moe_gemm_alone", "plot_moe_gemm_alone", lambda r: r.get("fused"),
+                        "rows with fused timings")
     shapes = sorted({r["shape"] for r in rows})
     precisions = [p for p in ("bf16", "fp8") if any(r["precision"] == p for r in rows)]
     by = {(r["shape"], r["precision"]): r for r in rows}

@@ -7,27 +7,12 @@ Reads the JSON written by bench/moe_lead_sweep.sh (schema xstage.moe_lead) and d
 usage: plot_moe_lead.py MOE_LEAD_JSON OUT_PNG [--note TEXT]
 """
 import argparse
-import json
-import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            j = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        sys.exit(f"plot_moe_lead: cannot read {path}: {e}")
-    if j.get("schema") != "xstage.moe_lead":
-        sys.exit(f"plot_moe_lead: {path}: schema is {j.get('schema')!r}, expected 'xstage.moe_lead'")
-    rows = [r for r in j.get("rows", []) if r.get("wave_ms") and r.get("interleaved")]
-    if not rows:
-        sys.exit(f"plot_moe_lead: {path}: no row with a wave time and interleaved runs")
-    return j, rows
+from plot_common import load_rows  # noqa: E402
 
 
 def main():
@@ -36,7 +21,9 @@ def main():
     ap.add_argument("out_png")
     ap.add_argument("--note", default="", help="appended to the title (e.g. what the leads are)")
     a = ap.parse_args()
-    j, rows = load(a.lead_json)
+    j, rows = load_rows(a.lead_json, "xstage.moe_lead", "plot_moe_lead",
+                        lambda r: r.get("wave_ms") and r.get("interleaved"),
+                        "row with a wave time and interleaved runs")
     width = 0.38
     fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(rows)), 4.8))
     labels = []
