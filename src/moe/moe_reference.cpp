@@ -74,7 +74,8 @@ void dequantize_weight_fp8(const std::uint8_t* q, const float* scales, int rows,
 
 namespace {
 
-PreparedLinear prepare_linear(const float* w, int rows, int cols, MoePrecision p) {
+// col_norms (FP8): also the column norms of the dequantized matrix (the Linear-2 weights' flip allowance).
+PreparedLinear prepare_linear(const float* w, int rows, int cols, MoePrecision p, bool col_norms = false) {
   PreparedLinear l;
   l.rows = rows;
   l.cols = cols;
@@ -86,6 +87,7 @@ PreparedLinear prepare_linear(const float* w, int rows, int cols, MoePrecision p
   l.block_scale.resize(size_t(fp8_groups(rows)) * fp8_groups(cols));
   quantize_weight_fp8(l.w.data(), rows, cols, q.data(), l.block_scale.data());
   for (size_t i = 0; i < q.size(); ++i) l.w[i] = e4m3_to_float(q[i]);
+  if (!col_norms) return l;
   std::vector<double> col2(cols, 0.0);
   const int wgroups = fp8_groups(cols);
   for (int n = 0; n < rows; ++n)
@@ -175,7 +177,8 @@ void linear(const PreparedLinear& l, MoePrecision p, const float* in, float* out
 }  // namespace
 
 PreparedExpert prepare_expert(const float* w1, const float* w2, int hidden, int h_inter, MoePrecision p) {
-  return PreparedExpert{prepare_linear(w1, 2 * h_inter, hidden, p), prepare_linear(w2, hidden, h_inter, p)};
+  return PreparedExpert{prepare_linear(w1, 2 * h_inter, hidden, p),
+                        prepare_linear(w2, hidden, h_inter, p, /*col_norms=*/true)};
 }
 
 namespace {

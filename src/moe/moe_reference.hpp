@@ -55,7 +55,7 @@ struct PreparedLinear {
   int rows = 0, cols = 0;
   std::vector<float> w;            // [rows][cols]
   std::vector<float> block_scale;  // FP8 only: [groups(rows)][groups(cols)]
-  std::vector<float> col_norm;     // FP8 only: [cols], ‖column c of the dequantized matrix‖
+  std::vector<float> col_norm;     // FP8 Linear-2 only: [cols], ‖column c of the dequantized matrix‖
 };
 struct PreparedExpert {
   PreparedLinear w1;  // [2·h_inter][hidden]
