@@ -8,7 +8,8 @@
 # $OUT/ncu_<shape>_<precision>.txt. Not yet run: try it on one shape first.
 #   BUILD=build-ab/F GPUS=0 TOKENS=16384 bench/moe_ncu.sh
 # Knobs: SHAPES, PRECISIONS, TOKENS, GPUS, SKIP (kernel launches skipped first), COUNT (launches profiled),
-# SECTIONS, BUDGET_S.
+# SECTIONS, BUDGET_S, SOURCE (1: also warp-stall sampling per SASS instruction: the report is kept as
+# $OUT/ncu_<shape>_<precision>.ncu-rep and its source page printed, gzipped, to ...sass.csv.gz).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 SHAPES=${SHAPES:-"dit-moe-g2-16e2a deepseek-v3"}
@@ -19,19 +20,29 @@ SKIP=${SKIP:-0}
 COUNT=${COUNT:-8}
 SECTIONS=${SECTIONS:-"SpeedOfLight ComputeWorkloadAnalysis MemoryWorkloadAnalysis WarpStateStats SchedulerStats Occupancy"}
 BUDGET_S=${BUDGET_S:-240}
+SOURCE=${SOURCE:-0}
 [ -x "$BUILD/xstage" ] || { echo "moe_ncu: not an executable: '$BUILD/xstage'" >&2; exit 2; }
 command -v ncu > /dev/null || { echo "moe_ncu: ncu is not on the PATH" >&2; exit 2; }
 sections=()
 for s in $SECTIONS; do sections+=(--section "$s"); done
+[ "$SOURCE" = 1 ] && sections+=(--section SourceCounters --section WarpStateStats)
 for prec in $PRECISIONS; do
   for s in $SHAPES; do
     out="$OUT/ncu_${s}_${prec}.txt"
+    report=()
+    [ "$SOURCE" = 1 ] && report=(--export "$OUT/ncu_${s}_${prec}" --force-overwrite)
     echo "-- $(date -u +%T) $s $prec" | tee "$out"
     timeout $(left 120) ncu --clock-control none --target-processes all --kernel-name regex:moe_fused_kernel \
-      --launch-skip "$SKIP" --launch-count "$COUNT" "${sections[@]}" \
+      --launch-skip "$SKIP" --launch-count "$COUNT" "${sections[@]}" "${report[@]}" \
       "$BUILD/xstage" moe bench --gpus "$GPUS" --shape "$s" --tokens "$TOKENS" --routing balanced --precision "$prec" \
       --impl fused --schedule interleaved --gemm-alone --iters 1 --warmup 1 --check-tokens 1 --seed 1 \
       --out "$OUT/ncu_${s}_${prec}.bench.json" >> "$out" 2>&1
     echo "rc=$?" | tee -a "$out"
+    if [ "$SOURCE" = 1 ] && [ -f "$OUT/ncu_${s}_${prec}.ncu-rep" ]; then
+      ncu --import "$OUT/ncu_${s}_${prec}.ncu-rep" --print-details all >> "$out" 2>&1
+      timeout $(left 120) ncu --import "$OUT/ncu_${s}_${prec}.ncu-rep" --page source --csv --print-source sass \
+        2>> "$out" | gzip > "$OUT/ncu_${s}_${prec}.sass.csv.gz"
+      echo "source page: rc=${PIPESTATUS[0]}" | tee -a "$out"
+    fi
   done
 done
