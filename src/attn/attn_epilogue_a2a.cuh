@@ -57,6 +57,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "a2a_params.hpp"
+#include "attn_bulk_store.cuh"
 #include "attn_kernel_traits.cuh"
 #include "xstage/gpu/flags.cuh"
 #include "xstage/sched/attn_tile_scheduler.hpp"
@@ -79,18 +80,6 @@ enum class A2AStoreMode {
   kBulk,    // shared-memory staging per warp, one 256-byte TMA bulk store per row
 };
 
-// Bulk copy engine (sm_90): shared::cta → global, completion through this thread's bulk groups.
-__device__ __forceinline__ void bulk_store_s2g(void* gmem, const void* smem, uint32_t bytes) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem), "r"(s), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-// This thread's bulk groups have finished reading shared memory (their global writes may be in flight).
-__device__ __forceinline__ void bulk_wait_all_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-// This thread's bulk groups are complete: their global writes are performed.
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-
 template <class Traits, bool kCompletionCoupled, A2AStoreMode kMode = A2AStoreMode::kStaged>
 struct AttnEpilogueA2A {
   using Element = typename Traits::Element;
@@ -106,7 +95,6 @@ struct AttnEpilogueA2A {
   };
   struct NoStorage {};
   static constexpr bool kHasStaging = kMode != A2AStoreMode::kDirect;  // kStaged and kBulk: same buffer
-  static constexpr int kRowsPerWarp = 16;                                // wgmma m64: 16 rows per warp
   using SharedStorage = std::conditional_t<kHasStaging, StagedStorage, NoStorage>;
 
   // The last tile of this CTA: arrive (without waiting) at the barrier the producer's TMA warp waits
@@ -138,29 +126,7 @@ struct AttnEpilogueA2A {
   static CUTE_DEVICE void store_bulk(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
                                      TensorO const& acc_o, int mma_thread_idx) {
     using namespace cute;
-    TiledMmaPV mma_pv;
-    auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
-    Tensor sO = make_tensor(make_smem_ptr(smem.stage),
-                            make_layout(Shape<Int<kBlockM>, Int<kHeadDim>>{}, Stride<Int<kPitch>, _1>{}));
-    Tensor tOsO = thr_pv.partition_C(sO);
-    static_assert(decltype(size(tOsO))::value == decltype(size(acc_o))::value);
-    const int lane = mma_thread_idx % 32;
-    const int warp_row0 = (mma_thread_idx / 32) * kRowsPerWarp;  // this warp's rows of the tile
-
-    // The previous tile's bulk copies of this warp's rows have read them (all lanes: a lane that
-    // issued nothing has no pending group and passes at once).
-    bulk_wait_all_read();
-    __syncwarp();
-    // Same rounding as the local epilogue (bf16x2 from adjacent fp32 columns).
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_o); i += 2) {
-      *reinterpret_cast<__nv_bfloat162*>(&tOsO(i)) = __floats2bfloat162_rn(acc_o(i), acc_o(i + 1));
-    }
-    // Generic-proxy shared-memory writes → the copy engine's (async proxy) reads.
-    gpu::fence_proxy_async_shared_cta();
-    __syncwarp();
-    if (lane < kRowsPerWarp) {
-      const int r = warp_row0 + lane;
+    bulk_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim, kPitch>(smem.stage, acc_o, mma_thread_idx, [&](int r) {
       const int i = tile.m_block * kBlockM + r;  // the kernel's query row (rotated, see a2a_params.hpp)
       if (i < p.seq) {
         const A2ARowOwner o = a2a_row_owner(a2a_sequence_row(i, p.row_rotation, p.seq), p.shard_len);
@@ -168,7 +134,7 @@ struct AttnEpilogueA2A {
         bulk_store_s2g(base + (int64_t(o.local_row) * p.heads_total + p.head_offset + tile.head) * kHeadDim,
                        &smem.stage[r * kPitch], kHeadDim * int(sizeof(Element)));
       }
-    }
+    });
     bulk_commit_group();
     if constexpr (kCompletionCoupled) {
       bulk_wait_all();  // this warp's rows are performed at the owner before the next tile starts

@@ -1,5 +1,11 @@
 // Default epilogue of the attention forward kernel: writes each finished output tile to local global
 // memory in the caller's layout, and optionally the rows' log-sum-exp.
+// head_dim 128: the rows leave through the copy engine (attn_bulk_store.cuh, the store path of the fused
+// All-to-All's kBulk epilogue): each consumer warp stages its 16 rows in shared memory and issues one
+// 256-byte bulk copy per row, then returns to the mainloop; the copies of a warp's previous tile have
+// read its staging rows before it rewrites them, and a CTA's copies are complete after its last tile.
+// head_dim 64: bf16x2 stores straight from the fragment (with 128-byte rows the bulk path measured
+// slower; docs/attn_notes.md).
 //
 // Epilogue policy interface (what the kernel needs from any epilogue, e.g. a remote-store All-to-All):
 //   struct Params;                                   // kernel parameter block, passed by value
@@ -15,10 +21,12 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cute/tensor.hpp>
 
+#include "attn_bulk_store.cuh"
 #include "attn_fragment.cuh"
 #include "attn_kernel_traits.cuh"
 #include "xstage/sched/attn_tile_scheduler.hpp"
@@ -37,29 +45,49 @@ struct AttnEpilogueLocal {
     float* lse;                                           // [batch, heads, seq_q] or nullptr
     int seq_q;
     int heads;
+    sched::AttnTileScheduler scheduler;  // the kernel's: which tile is a CTA's last
   };
-  struct SharedStorage {};
+  static constexpr bool kBulk = kHeadDim == 128;
+  static constexpr int kPitch = kHeadDim + 8;  // elements; 16-byte pad per row (bank spread of the staging writes)
+  struct StagedStorage {
+    alignas(16) __nv_bfloat16 stage[kBlockM * kPitch];
+  };
+  struct NoStorage {};
+  using SharedStorage = std::conditional_t<kBulk, StagedStorage, NoStorage>;
 
+  // Bulk path: rows are contiguous along head_dim and start 16-byte aligned (attn_forward_can_implement:
+  // strides multiples of 8 elements, 16-byte aligned pointers), as the bulk copies need.
   template <class TiledMmaPV, class TensorO, class RowLse>
-  static CUTE_DEVICE void store(Params const& p, SharedStorage&, sched::AttnTile const& tile, TensorO const& acc_o,
+  static CUTE_DEVICE void store(Params const& p, SharedStorage& smem, sched::AttnTile const& tile, TensorO const& acc_o,
                                 RowLse const& lse, int mma_thread_idx) {
     using namespace cute;
-    TiledMmaPV mma_pv;
-    auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
-    Tensor cO = make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{});
-    Tensor tOcO = thr_pv.partition_C(cO);  // (row, col) of each acc_o element within the tile
-    static_assert(decltype(size(tOcO))::value == decltype(size(acc_o))::value);
-
     const int row0 = tile.m_block * kBlockM;
     Element* o_tile = p.o + int64_t(tile.batch) * p.o_stride_batch + int64_t(tile.head) * p.o_stride_head;
-    // Accumulator values 2i and 2i+1 are adjacent columns of one row: store them as one bf16x2.
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_o); i += 2) {
-      const int row = row0 + get<0>(tOcO(i));
-      const int col = get<1>(tOcO(i));
-      if (row < p.seq_q) {
-        __nv_bfloat162 v = __floats2bfloat162_rn(acc_o(i), acc_o(i + 1));
-        *reinterpret_cast<__nv_bfloat162*>(o_tile + int64_t(row) * p.o_stride_seq + col) = v;
+    TiledMmaPV mma_pv;
+    Tensor tOcO = mma_pv.get_thread_slice(mma_thread_idx)
+                      .partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));  // (row, col)
+    static_assert(decltype(size(tOcO))::value == decltype(size(acc_o))::value);
+    if constexpr (kBulk) {
+      bulk_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim, kPitch>(smem.stage, acc_o, mma_thread_idx, [&](int r) {
+        if (row0 + r < p.seq_q) {
+          bulk_store_s2g(o_tile + int64_t(row0 + r) * p.o_stride_seq, &smem.stage[r * kPitch],
+                         kHeadDim * int(sizeof(Element)));
+        }
+      });
+      bulk_commit_group();
+      // After a CTA's last tile its copies must have read the staging rows before the CTA exits. Waited
+      // here rather than in finish(): a wait after the consumer loop made ptxas serialize the GMMAs.
+      if (p.scheduler.last_of_cta(tile, int(gridDim.x))) bulk_wait_all();
+    } else {
+      // Accumulator values 2i and 2i+1 are adjacent columns of one row: stored as one bf16x2.
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_o); i += 2) {
+        const int row = row0 + get<0>(tOcO(i));
+        const int col = get<1>(tOcO(i));
+        if (row < p.seq_q) {
+          __nv_bfloat162 v = __floats2bfloat162_rn(acc_o(i), acc_o(i + 1));
+          *reinterpret_cast<__nv_bfloat162*>(o_tile + int64_t(row) * p.o_stride_seq + col) = v;
+        }
       }
     }
     if (p.lse != nullptr && (mma_thread_idx % 4) == 0) {

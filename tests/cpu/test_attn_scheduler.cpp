@@ -18,6 +18,7 @@ TEST(AttnTileScheduler, EveryTileExactlyOnceAcrossThePersistentGrid) {
         ASSERT_EQ(s.num_m_blocks, (seq + 127) / 128);
         const int grid = AttnTileScheduler::grid_size(s.num_tiles(), 132);
         std::vector<int> seen(size_t(s.num_tiles()), 0);
+        int last = 0;
         for (int cta = 0; cta < grid; ++cta) {
           for (int t = s.first_tile(cta); s.valid(t); t = s.next_tile(t, grid)) {
             const AttnTile tile = s.tile(t);
@@ -26,7 +27,11 @@ TEST(AttnTileScheduler, EveryTileExactlyOnceAcrossThePersistentGrid) {
             ASSERT_LT(tile.head, heads);
             ASSERT_LT(tile.batch, batch);
             ++seen[size_t((tile.batch * heads + tile.head) * s.num_m_blocks + tile.m_block)];
+            ASSERT_EQ(s.linear(tile), t);
+            ASSERT_EQ(s.last_of_cta(tile, grid), !s.valid(s.next_tile(t, grid)));
+            last += s.last_of_cta(tile, grid) ? 1 : 0;
           }
+          ASSERT_EQ(last, cta + 1) << "one last tile per CTA";
         }
         for (int c : seen) ASSERT_EQ(c, 1) << "seq " << seq << " heads " << heads << " batch " << batch;
       }
