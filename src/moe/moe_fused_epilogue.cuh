@@ -43,8 +43,11 @@ __device__ __forceinline__ int acc_col(int t, int i) { return 8 * (i / 4) + 2 * 
 inline constexpr int kBarConsumers = 0;
 inline constexpr int kBarWarpgroup0 = 1;
 
+// Two floats as bf16 (round to nearest even, float_to_bf16_bits' rounding), `lo` in the low half: one
+// conversion instruction for the pair.
 __device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
-  return std::uint32_t(float_to_bf16_bits(lo)) | (std::uint32_t(float_to_bf16_bits(hi)) << 16);
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
 }
 
 // swiglu_bf16 (moe_numerics.hpp) with the fast division and exponential: the IEEE

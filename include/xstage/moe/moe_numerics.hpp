@@ -9,6 +9,7 @@
 #include <cstring>
 
 #if defined(__CUDACC__)
+#include <cuda_bf16.h>
 #define XSTAGE_MOE_HD __host__ __device__ __forceinline__
 #else
 #define XSTAGE_MOE_HD inline
@@ -42,11 +43,17 @@ XSTAGE_MOE_HD float moe_bits_float(std::uint32_t u) {
 }
 
 // float -> bf16 bits, round to nearest even (the rounding of cuBLAS epilogues and __float2bfloat16).
+// In device code the conversion instruction (cvt.rn.bf16.f32) does it: the same bits for every number
+// and infinity; a NaN comes out as the canonical quiet NaN 0x7fff instead of keeping its payload.
 XSTAGE_MOE_HD std::uint16_t float_to_bf16_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#else
   const std::uint32_t u = moe_float_bits(f);
   if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return std::uint16_t((u >> 16) | 0x40u);  // quiet NaN
   const std::uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
   return std::uint16_t((u + rounding) >> 16);
+#endif
 }
 
 XSTAGE_MOE_HD float bf16_bits_to_float(std::uint16_t b) { return moe_bits_float(std::uint32_t(b) << 16); }
