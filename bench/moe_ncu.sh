@@ -2,11 +2,11 @@
 # On the GPU machine (one GPU is enough; Firecracker runtimes only: on gVisor ncu cannot read the counters):
 # Nsight Compute on the fused MoE kernel, the GEMM phases alone (`--gemm-alone`), so that the counters
 # say what holds a Linear-1 or Linear-2 tile back (Tensor-pipe utilization, warp stall reasons, L2 and
-# shared-memory throughput). Clocks are left alone (--clock-control none). The first COUNT launches of the
-# kernel per (shape, precision): with `--iters 1 --warmup 1` these are the layer runs, then the Linear-1-only
-# and the Linear-2-only launches (tell them apart by duration in the report); the text report goes to
-# $OUT/ncu_<shape>_<precision>.txt. Not yet run: try it on one shape first.
-#   BUILD=build-ab/F GPUS=0 TOKENS=16384 bench/moe_ncu.sh
+# shared-memory throughput). Clocks are left alone (--clock-control none). COUNT launches of the kernel
+# per (shape, precision) after SKIP: with `--iters 1 --warmup 1` the first four are layer runs, the next
+# two Linear-1-only, then two Linear-2-only (SKIP=4 COUNT=1: the first Linear-1-only launch); the text
+# report goes to $OUT/ncu_<shape>_<precision>.txt. About 10-40 s per shape with SKIP=4 COUNT=1 SOURCE=1.
+#   BUILD=build-ab/F GPUS=0 TOKENS=16384 SHAPES=deepseek-v3 SKIP=4 COUNT=1 SOURCE=1 bench/moe_ncu.sh
 # Knobs: SHAPES, PRECISIONS, TOKENS, GPUS, SKIP (kernel launches skipped first), COUNT (launches profiled),
 # SECTIONS, BUDGET_S, SOURCE (1: also warp-stall sampling per SASS instruction: the report is kept as
 # $OUT/ncu_<shape>_<precision>.ncu-rep and its source page printed, gzipped, to ...sass.csv.gz).
