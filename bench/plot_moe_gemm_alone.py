@@ -7,21 +7,15 @@ fused/torch ratio written above each fused bar.
 
 usage: plot_moe_gemm_alone.py MOE_GEMM_ALONE_JSON OUT_PNG [--note TEXT]
 """
-import argparse
-
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from plot_common import load_rows  # noqa: E402
+from plot_common import load_rows, plot_args, save_figure, title_note  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("gemm_json")
-    ap.add_argument("out_png")
-    ap.add_argument("--note", default="", help="appended to the title")
-    a = ap.parse_args()
+    a = plot_args(__doc__, "gemm_json")
     j, rows = load_rows(a.gemm_json, "xstage.moe_gemm_alone", "plot_moe_gemm_alone", lambda r: r.get("fused"),
                         "rows with fused timings")
     shapes = sorted({r["shape"] for r in rows})
@@ -56,10 +50,8 @@ def main():
     axes[1].legend(fontsize=7)
     rev = (j.get("provenance") or {}).get("git_revision", "?")
     fig.suptitle(f"fused MoE GEMM tiles alone vs torch (git {rev[:7]}); numbers: fused / torch"
-                 + (f"; {a.note}" if a.note else ""), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(a.out_png, dpi=150)
-    print(f"wrote {a.out_png}")
+                 + title_note(a.note), fontsize=9)
+    save_figure(fig, a.out_png)
 
 
 if __name__ == "__main__":

@@ -6,21 +6,15 @@ Reads the JSON written by bench/moe_lead_sweep.sh (schema xstage.moe_lead) and d
 
 usage: plot_moe_lead.py MOE_LEAD_JSON OUT_PNG [--note TEXT]
 """
-import argparse
-
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from plot_common import load_rows  # noqa: E402
+from plot_common import load_rows, plot_args, save_figure, title_note  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("lead_json")
-    ap.add_argument("out_png")
-    ap.add_argument("--note", default="", help="appended to the title (e.g. what the leads are)")
-    a = ap.parse_args()
+    a = plot_args(__doc__, "lead_json", "appended to the title (e.g. what the leads are)")
     j, rows = load_rows(a.lead_json, "xstage.moe_lead", "plot_moe_lead",
                         lambda r: r.get("wave_ms") and r.get("interleaved"),
                         "row with a wave time and interleaved runs")
@@ -43,10 +37,8 @@ def main():
     hi = max(run["interleaved_over_wave_time"] for r in rows for run in r["interleaved"])
     ax.set_ylim(min(0.85, lo - 0.02), max(1.15, hi + 0.05))
     ax.set_title(f"fused MoE, lead D of the interleaved order (git {j.get('git_revision', '?')})"
-                 + (f"; {a.note}" if a.note else ""), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(a.out_png, dpi=150)
-    print(f"wrote {a.out_png}")
+                 + title_note(a.note), fontsize=9)
+    save_figure(fig, a.out_png)
 
 
 if __name__ == "__main__":
