@@ -174,6 +174,33 @@ TEST(MoeSchedule, ExpertOfRowSkipsEmptyExperts) {
   EXPECT_EQ(l.expert_of_row(4), 4);
 }
 
+// The streams' cursors keep row, residues and expert by additions; every tile they give is make_tile's
+// for the same cursor, over random layouts (empty and hot experts), pair counts, strides and starts,
+// including strides smaller, equal and larger than the pair count and starts past the first row.
+TEST(MoeSchedule, StreamCursorMatchesMakeTile) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const Layout l = random_layout(rng, 1 + trial % 40);
+    const int rows = l.offsets.back();
+    const int n1 = 2 * std::uniform_int_distribution<int>(1, 50)(rng), n2 = 2 * std::uniform_int_distribution<int>(1, 12)(rng);
+    const MoeRowLayout view = l.view(n1, n2);
+    const int stride = std::uniform_int_distribution<int>(1, 150)(rng);
+    for (MoeStage stage : {MoeStage::kLinear1, MoeStage::kLinear2}) {
+      const int pairs = stage == MoeStage::kLinear1 ? view.pairs_l1 : view.pairs_l2;
+      const long long start = std::uniform_int_distribution<long long>(0, static_cast<long long>(rows) * pairs / 2 + stride)(rng);
+      MoeStreamCursor c(view, stage, start, stride);
+      for (long long k = start; k < static_cast<long long>(rows) * pairs; k += stride) {
+        ASSERT_EQ(c.c, k);
+        const MoeTile a = c.tile(view, stage, 1), b = view.make_tile(stage, k, 1);
+        ASSERT_EQ(std::tie(a.expert, a.m, a.n, a.row), std::tie(b.expert, b.m, b.n, b.row))
+            << "trial " << trial << " cursor " << k << " stride " << stride << " pairs " << pairs;
+        c.advance(view, stride);
+      }
+      EXPECT_GE(c.p, rows);
+    }
+  }
+}
+
 // The choice `plan moe --simulate` and `moe bench --schedule auto` make: concentrated Combine bursts
 // on a slow path stall the wave order, so interleaving wins; on a path far faster than the bursts
 // neither order stalls, and a tie (within kMoeOrderTieBand) takes the interleaved order.

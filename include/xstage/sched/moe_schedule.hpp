@@ -79,6 +79,44 @@ struct MoeRowLayout {
   }
 };
 
+// One stage's stream of pair cursors c, c + stride, c + 2·stride, ...: the tile of each is
+// layout.make_tile(stage, c, role), but the cursor keeps its row p = c / P, c mod P, p mod P and the
+// expert of p up to date by additions alone, so the schedules divide only when a stream starts (on the
+// GPU an integer division is some twenty instructions, once per tile on every role's path). The CPU
+// tests check tile() against make_tile() cursor by cursor.
+struct MoeStreamCursor {
+  long long c = 0;
+  int p = 0, c_mod = 0, p_mod = 0, expert = 0;
+  int pairs = 1, rows_step = 0, mod_step = 0, rows_step_mod = 0;  // stride / P, stride % P, (stride / P) % P
+
+  XSTAGE_SCHED_HD MoeStreamCursor() = default;
+  XSTAGE_SCHED_HD MoeStreamCursor(const MoeRowLayout& layout, MoeStage stage, long long start, int stride)
+      : c(start), pairs(stage == MoeStage::kLinear1 ? layout.pairs_l1 : layout.pairs_l2) {
+    p = static_cast<int>(cursor_div(start, pairs));
+    c_mod = cursor_mod(start, pairs);
+    p_mod = p % pairs;
+    rows_step = stride / pairs;
+    mod_step = stride % pairs;
+    rows_step_mod = rows_step % pairs;
+    expert = p < layout.rows() ? layout.expert_of_row(p) : layout.num_experts - 1;
+  }
+  XSTAGE_SCHED_HD void advance(const MoeRowLayout& layout, int stride) {
+    c += stride;
+    c_mod += mod_step;
+    const int carry = c_mod >= pairs ? 1 : 0;
+    c_mod -= carry * pairs;
+    p += rows_step + carry;
+    p_mod += rows_step_mod + carry;  // < 2·P
+    if (p_mod >= pairs) p_mod -= pairs;
+    while (expert + 1 < layout.num_experts && layout.offsets[expert + 1] <= p) ++expert;
+  }
+  XSTAGE_SCHED_HD MoeTile tile(const MoeRowLayout& layout, MoeStage stage, int role) const {
+    int j = c_mod + p_mod;  // (c mod P + p) mod P, as make_tile
+    if (j >= pairs) j -= pairs;
+    return MoeTile{stage, expert, p - layout.offsets[expert], 2 * j + role, p};
+  }
+};
+
 // Algorithm 1: merge the Linear-1 and Linear-2 streams; emit Linear-2 only when the Linear-1 cursor
 // leads by at least D rows, otherwise the next Linear-1 tile (Linear-1 adds useful work between
 // Combine bursts without adding stores). Once Linear-1 is done, Linear-2 drains.
@@ -88,23 +126,22 @@ struct InterleavedMoeScheduler {
   int stride = 1;    // G
   int role = 0;      // r
   int lead_rows = 1; // D (the CLI's default: model::moe_default_lead_rows, >= eq. 16's D_knee)
-  long long k1 = 0, k2 = 0;
+  MoeStreamCursor k1, k2;  // the next Linear-1 and Linear-2 pair cursors
 
   XSTAGE_SCHED_HD InterleavedMoeScheduler(MoeRowLayout l, int g, int G, int r, int d)
-      : layout(l), instance(g), stride(G), role(r), lead_rows(d), k1(g), k2(g) {}
+      : layout(l), instance(g), stride(G), role(r), lead_rows(d), k1(l, MoeStage::kLinear1, g, G),
+        k2(l, MoeStage::kLinear2, g, G) {}
 
   XSTAGE_SCHED_HD bool next(MoeTile& out) {
-    const long long end1 = static_cast<long long>(layout.rows()) * layout.pairs_l1;
-    const long long end2 = static_cast<long long>(layout.rows()) * layout.pairs_l2;
-    if (k1 >= end1 && k2 >= end2) return false;
-    const long long p1 = k1 < end1 ? cursor_div(k1, layout.pairs_l1) : (1LL << 62);
-    const long long p2 = cursor_div(k2, layout.pairs_l2);
-    if (k2 < end2 && p2 + lead_rows <= p1) {
-      out = layout.make_tile(MoeStage::kLinear2, k2, role);
-      k2 += stride;
+    const int rows = layout.rows();
+    if (k1.p >= rows && k2.p >= rows) return false;
+    const long long p1 = k1.p < rows ? k1.p : (1LL << 62);
+    if (k2.p < rows && static_cast<long long>(k2.p) + lead_rows <= p1) {
+      out = k2.tile(layout, MoeStage::kLinear2, role);
+      k2.advance(layout, stride);
     } else {
-      out = layout.make_tile(MoeStage::kLinear1, k1, role);
-      k1 += stride;
+      out = k1.tile(layout, MoeStage::kLinear1, role);
+      k1.advance(layout, stride);
     }
     return true;
   }
@@ -117,10 +154,11 @@ struct ExpertWaveMoeScheduler {
   int instance = 0, stride = 1, role = 0, experts_per_wave = 1;
   int wave = 0;
   MoeStage stage = MoeStage::kLinear1;
-  long long k = 0;
+  bool started = false;  // `cursor` is the current (wave, stage) stream's
+  MoeStreamCursor cursor;
 
   XSTAGE_SCHED_HD ExpertWaveMoeScheduler(MoeRowLayout l, int g, int G, int r, int w)
-      : layout(l), instance(g), stride(G), role(r), experts_per_wave(w), k(g) {}
+      : layout(l), instance(g), stride(G), role(r), experts_per_wave(w) {}
 
   XSTAGE_SCHED_HD int num_waves() const { return (layout.num_experts + experts_per_wave - 1) / experts_per_wave; }
 
@@ -129,15 +167,18 @@ struct ExpertWaveMoeScheduler {
       const int first_expert = wave * experts_per_wave;
       const int last_expert = first_expert + experts_per_wave < layout.num_experts ? first_expert + experts_per_wave
                                                                                  : layout.num_experts;
-      const long long row_begin = layout.offsets[first_expert], row_end = layout.offsets[last_expert];
-      const int pairs = stage == MoeStage::kLinear1 ? layout.pairs_l1 : layout.pairs_l2;
-      const long long cursor = row_begin * pairs + k;
-      if (cursor < row_end * pairs) {
-        out = layout.make_tile(stage, cursor, role);
-        k += stride;
+      if (!started) {  // the stream of this wave's rows at this stage, from cursor row_begin · P + g
+        const int pairs = stage == MoeStage::kLinear1 ? layout.pairs_l1 : layout.pairs_l2;
+        cursor = MoeStreamCursor(layout, stage, static_cast<long long>(layout.offsets[first_expert]) * pairs + instance,
+                                 stride);
+        started = true;
+      }
+      if (cursor.p < layout.offsets[last_expert]) {
+        out = cursor.tile(layout, stage, role);
+        cursor.advance(layout, stride);
         return true;
       }
-      k = instance;
+      started = false;
       if (stage == MoeStage::kLinear1) {
         stage = MoeStage::kLinear2;
       } else {
