@@ -50,11 +50,24 @@ __device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&v);
 }
 
-// swiglu_bf16 (moe_numerics.hpp) with the fast division and exponential: the IEEE
-// division's slow path is a subroutine call, which in a GMMA kernel costs spills. Relative error ~1e-6,
-// far below the bf16 rounding that follows.
-__device__ __forceinline__ float swiglu_bf16_fast(float gate_bf16, float up_bf16) {
-  return round_bf16(__fdividef(gate_bf16, 1.f + __expf(-gate_bf16)) * up_bf16);
+// A bf16 pair (pack_bf16x2's layout) widened back to floats: the values round_bf16 gives.
+__device__ __forceinline__ float2 unpack_bf16x2(std::uint32_t p) {
+  return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
+}
+
+// swiglu_bf16 (moe_numerics.hpp) of two elements, with inputs and outputs as bf16 pairs: silu(g) · u with
+// e^{-g} = 2^{-g·log2 e} and the reciprocal from the approximate instructions (ex2.approx.ftz,
+// rcp.approx.ftz: the fast exponential's and division's instructions without their range fix-ups;
+// relative error ~1e-6, far below the bf16 rounding that follows; g → -inf gives e^{-g} = inf and
+// silu(g) = -0, as the exact formula's limit). One conversion instruction rounds each pair.
+__device__ __forceinline__ std::uint32_t swiglu_bf16x2_fast(std::uint32_t gate_bf16x2, std::uint32_t up_bf16x2) {
+  const float2 g = unpack_bf16x2(gate_bf16x2), u = unpack_bf16x2(up_bf16x2);
+  float e0, e1, r0, r1;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e0) : "f"(g.x * -1.44269504088896341f));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e1) : "f"(g.y * -1.44269504088896341f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(1.f + e0));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r1) : "f"(1.f + e1));
+  return pack_bf16x2(g.x * r0 * u.x, g.y * r1 * u.y);
 }
 
 // l1_count: this consumer's Linear-1 tiles so far (the partner's count is the same at the same tile).
@@ -68,20 +81,22 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, typena
   if constexpr (!T::kFp8) {
     std::uint16_t* base = static_cast<std::uint16_t*>(p.h) + row0 * p.h_inter + tile.n * (T::kBlockN / 2);
     CUTE_UNROLL
-    for (int i = 0; i < kHalf; i += 2) {
+    for (int i = 0; i < kHalf; i += 2) {  // values i, i + 1: one row, adjacent columns
       const int r = acc_row(mma_thread_idx, i), c = acc_col(mma_thread_idx, i);
-      const float h0 = swiglu_bf16_fast(round_bf16(acc(i)), round_bf16(acc(i + kHalf)));
-      const float h1 = swiglu_bf16_fast(round_bf16(acc(i + 1)), round_bf16(acc(i + 1 + kHalf)));
-      *reinterpret_cast<std::uint32_t*>(base + (long long)r * p.h_inter + c) = pack_bf16x2(h0, h1);
+      *reinterpret_cast<std::uint32_t*>(base + (long long)r * p.h_inter + c) =
+          swiglu_bf16x2_fast(pack_bf16x2(acc(i), acc(i + 1)), pack_bf16x2(acc(i + kHalf), acc(i + 1 + kHalf)));
     }
   } else {
     // Values i with (i / 2) % 2 == rs belong to row acc_row(t, 2·rs); kHalf / 2 of them per row.
     float h[kHalf];
     float amax[2] = {0.f, 0.f};
     CUTE_UNROLL
-    for (int i = 0; i < kHalf; ++i) {
-      h[i] = swiglu_bf16_fast(round_bf16(acc(i)), round_bf16(acc(i + kHalf)));
-      amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fabsf(h[i]));
+    for (int i = 0; i < kHalf; i += 2) {
+      const float2 hv = unpack_bf16x2(
+          swiglu_bf16x2_fast(pack_bf16x2(acc(i), acc(i + 1)), pack_bf16x2(acc(i + kHalf), acc(i + 1 + kHalf))));
+      h[i] = hv.x;
+      h[i + 1] = hv.y;
+      amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fmaxf(fabsf(hv.x), fabsf(hv.y)));
     }
     CUTE_UNROLL
     for (int rs = 0; rs < 2; ++rs) amax[rs] = group_amax<4>(amax[rs]);  // the quad holds the row's 64 columns
