@@ -190,11 +190,10 @@ TEST(MoeSchedule, StreamCursorMatchesMakeTile) {
       const long long start = std::uniform_int_distribution<long long>(0, static_cast<long long>(rows) * pairs / 2 + stride)(rng);
       MoeStreamCursor c(view, stage, start, stride);
       for (long long k = start; k < static_cast<long long>(rows) * pairs; k += stride) {
-        ASSERT_EQ(c.c, k);
         const MoeTile a = c.tile(view, stage, 1), b = view.make_tile(stage, k, 1);
         ASSERT_EQ(std::tie(a.expert, a.m, a.n, a.row), std::tie(b.expert, b.m, b.n, b.row))
             << "trial " << trial << " cursor " << k << " stride " << stride << " pairs " << pairs;
-        c.advance(view, stride);
+        c.advance(view);
       }
       EXPECT_GE(c.p, rows);
     }

@@ -80,39 +80,47 @@ struct MoeRowLayout {
 };
 
 // One stage's stream of pair cursors c, c + stride, c + 2·stride, ...: the tile of each is
-// layout.make_tile(stage, c, role), but the cursor keeps its row p = c / P, c mod P, p mod P and the
-// expert of p up to date by additions alone, so the schedules divide only when a stream starts (on the
-// GPU an integer division is some twenty instructions, once per tile on every role's path). The CPU
-// tests check tile() against make_tile() cursor by cursor.
+// layout.make_tile(stage, c, role), but the cursor keeps its row p = c / P, c mod P, the tile's pair
+// j = (c mod P + p) mod P and the expert of p up to date by additions alone, so the schedules divide only
+// when a stream starts (on the GPU an integer division is some twenty instructions, once per tile on
+// every role's path). Eight 32-bit values: the kernels' roles keep their schedules in registers (the
+// producer warps in 40), and rows · P < 2^31 there. The CPU tests check tile() against make_tile() cursor
+// by cursor.
 struct MoeStreamCursor {
-  long long c = 0;
-  int p = 0, c_mod = 0, p_mod = 0, expert = 0;
-  int pairs = 1, rows_step = 0, mod_step = 0, rows_step_mod = 0;  // stride / P, stride % P, (stride / P) % P
+  int p = 0, c_mod = 0, j = 0, expert = 0;
+  int pairs = 1, rows_step = 0, mod_step = 0, j_step = 0;  // P, stride / P, stride % P, (stride % P + stride / P) % P
 
   XSTAGE_SCHED_HD MoeStreamCursor() = default;
   XSTAGE_SCHED_HD MoeStreamCursor(const MoeRowLayout& layout, MoeStage stage, long long start, int stride)
-      : c(start), pairs(stage == MoeStage::kLinear1 ? layout.pairs_l1 : layout.pairs_l2) {
+      : pairs(stage == MoeStage::kLinear1 ? layout.pairs_l1 : layout.pairs_l2) {
     p = static_cast<int>(cursor_div(start, pairs));
     c_mod = cursor_mod(start, pairs);
-    p_mod = p % pairs;
+    j = (c_mod + p % pairs) % pairs;
     rows_step = stride / pairs;
     mod_step = stride % pairs;
-    rows_step_mod = rows_step % pairs;
+    j_step = (mod_step + rows_step % pairs) % pairs;
     expert = p < layout.rows() ? layout.expert_of_row(p) : layout.num_experts - 1;
   }
-  XSTAGE_SCHED_HD void advance(const MoeRowLayout& layout, int stride) {
-    c += stride;
+  // The same stage's stream from cursor row_begin · P + start (row_begin: the first row of expert
+  // first_expert; start < stride): as the constructor, without its division by the stride or the search
+  // for the expert.
+  XSTAGE_SCHED_HD void restart(const MoeRowLayout& layout, int first_expert, int start) {
+    p = layout.offsets[first_expert] + start / pairs;
+    c_mod = start % pairs;
+    j = (c_mod + p % pairs) % pairs;
+    expert = first_expert;
+    while (expert + 1 < layout.num_experts && layout.offsets[expert + 1] <= p) ++expert;
+  }
+  XSTAGE_SCHED_HD void advance(const MoeRowLayout& layout) {
     c_mod += mod_step;
     const int carry = c_mod >= pairs ? 1 : 0;
     c_mod -= carry * pairs;
     p += rows_step + carry;
-    p_mod += rows_step_mod + carry;  // < 2·P
-    if (p_mod >= pairs) p_mod -= pairs;
+    j += j_step + carry;  // < 2·P
+    if (j >= pairs) j -= pairs;
     while (expert + 1 < layout.num_experts && layout.offsets[expert + 1] <= p) ++expert;
   }
   XSTAGE_SCHED_HD MoeTile tile(const MoeRowLayout& layout, MoeStage stage, int role) const {
-    int j = c_mod + p_mod;  // (c mod P + p) mod P, as make_tile
-    if (j >= pairs) j -= pairs;
     return MoeTile{stage, expert, p - layout.offsets[expert], 2 * j + role, p};
   }
 };
@@ -138,10 +146,10 @@ struct InterleavedMoeScheduler {
     const long long p1 = k1.p < rows ? k1.p : (1LL << 62);
     if (k2.p < rows && static_cast<long long>(k2.p) + lead_rows <= p1) {
       out = k2.tile(layout, MoeStage::kLinear2, role);
-      k2.advance(layout, stride);
+      k2.advance(layout);
     } else {
       out = k1.tile(layout, MoeStage::kLinear1, role);
-      k1.advance(layout, stride);
+      k1.advance(layout);
     }
     return true;
   }
@@ -151,33 +159,37 @@ struct InterleavedMoeScheduler {
 // Linear-1 tile comes first, then every Linear-2 tile, so the wave's Combine stores are concentrated.
 struct ExpertWaveMoeScheduler {
   MoeRowLayout layout;
-  int instance = 0, stride = 1, role = 0, experts_per_wave = 1;
+  int instance = 0, stride = 1, role = 0, experts_per_wave = 1, num_waves = 0;
   int wave = 0;
   MoeStage stage = MoeStage::kLinear1;
-  bool started = false;  // `cursor` is the current (wave, stage) stream's
-  MoeStreamCursor cursor;
+  bool started = false;      // the current (wave, stage) stream has begun
+  MoeStreamCursor k1, k2;    // the Linear-1 and Linear-2 streams, restarted at each wave
 
   XSTAGE_SCHED_HD ExpertWaveMoeScheduler(MoeRowLayout l, int g, int G, int r, int w)
-      : layout(l), instance(g), stride(G), role(r), experts_per_wave(w) {}
+      : layout(l), instance(g), stride(G), role(r), experts_per_wave(w),
+        num_waves((l.num_experts + w - 1) / w), k1(l, MoeStage::kLinear1, g, G), k2(l, MoeStage::kLinear2, g, G) {}
 
-  XSTAGE_SCHED_HD int num_waves() const { return (layout.num_experts + experts_per_wave - 1) / experts_per_wave; }
+  // The next tile of the current (wave, stage) stream, if it has one; the stream of this wave's rows at
+  // this stage begins at cursor row_begin · P + g.
+  XSTAGE_SCHED_HD bool take(MoeStreamCursor& cursor, int first_expert, int last_expert, MoeTile& out) {
+    if (!started) {
+      cursor.restart(layout, first_expert, instance);
+      started = true;
+    }
+    if (cursor.p >= layout.offsets[last_expert]) return false;
+    out = cursor.tile(layout, stage, role);
+    cursor.advance(layout);
+    return true;
+  }
 
   XSTAGE_SCHED_HD bool next(MoeTile& out) {
-    while (wave < num_waves()) {
+    while (wave < num_waves) {
       const int first_expert = wave * experts_per_wave;
       const int last_expert = first_expert + experts_per_wave < layout.num_experts ? first_expert + experts_per_wave
                                                                                  : layout.num_experts;
-      if (!started) {  // the stream of this wave's rows at this stage, from cursor row_begin · P + g
-        const int pairs = stage == MoeStage::kLinear1 ? layout.pairs_l1 : layout.pairs_l2;
-        cursor = MoeStreamCursor(layout, stage, static_cast<long long>(layout.offsets[first_expert]) * pairs + instance,
-                                 stride);
-        started = true;
-      }
-      if (cursor.p < layout.offsets[last_expert]) {
-        out = cursor.tile(layout, stage, role);
-        cursor.advance(layout, stride);
+      // (k1 or k2 by name, not through a reference chosen at run time, which would put both in memory)
+      if (stage == MoeStage::kLinear1 ? take(k1, first_expert, last_expert, out) : take(k2, first_expert, last_expert, out))
         return true;
-      }
       started = false;
       if (stage == MoeStage::kLinear1) {
         stage = MoeStage::kLinear2;
