@@ -30,9 +30,6 @@ struct A2AEpilogueParams {
   int head_offset;  // rank * heads_per_gpu
   // Kernel query row i is sequence row (i + row_rotation) mod seq (0: natural order).
   int row_rotation;
-  // The fused kernel's tile count (m blocks x heads_per_gpu, batch 1): a CTA knows its last tile.
-  int num_m_blocks;
-  int num_tiles;
 };
 
 // Owner of row g and its local row.

@@ -97,34 +97,31 @@ struct AttnEpilogueA2A {
   static constexpr bool kHasStaging = kMode != A2AStoreMode::kDirect;  // kStaged and kBulk: same buffer
   using SharedStorage = std::conditional_t<kHasStaging, StagedStorage, NoStorage>;
 
-  // The last tile of this CTA: arrive (without waiting) at the barrier the producer's TMA warp waits
-  // on. bar.arrive orders each thread's earlier stores before the producer's release. (An arrive after
-  // the consumer loop, in finish(), made ptxas spill and serialize wgmma; here it does not.)
-  static CUTE_DEVICE bool is_last_tile(Params const& p, sched::AttnTile const& tile) {
-    const int linear = tile.head * p.num_m_blocks + tile.m_block;  // batch 1
-    return linear + int(gridDim.x) >= p.num_tiles;
-  }
-  static CUTE_DEVICE void arrive_if_last_tile(Params const& p, sched::AttnTile const& tile) {
-    if (is_last_tile(p, tile)) {
+  // The last tile of this CTA (the kernel's schedule says which): arrive (without waiting) at the
+  // barrier the producer's TMA warp waits on. bar.arrive orders each thread's earlier stores before the
+  // producer's release. (An arrive after the consumer loop, in finish(), made ptxas spill and serialize
+  // wgmma; here it does not.)
+  static CUTE_DEVICE void arrive_if_last_tile(bool last_of_cta) {
+    if (last_of_cta) {
       cutlass::arch::NamedBarrier::arrive(Traits::kNumMmaThreads + 32, kA2AFinishBarrier);
     }
   }
 
   template <class TiledMmaPV, class TensorO, class RowLse>
-  static CUTE_DEVICE void store(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
+  static CUTE_DEVICE void store(Params const& p, SharedStorage& smem, sched::AttnTile const& tile, bool last_of_cta,
                                 TensorO const& acc_o, RowLse const& lse, int mma_thread_idx) {
     if constexpr (kMode == A2AStoreMode::kStaged) {
-      store_staged<TiledMmaPV>(p, smem, tile, acc_o, lse, mma_thread_idx);
+      store_staged<TiledMmaPV>(p, smem, tile, last_of_cta, acc_o, lse, mma_thread_idx);
     } else if constexpr (kMode == A2AStoreMode::kBulk) {
-      store_bulk<TiledMmaPV>(p, smem, tile, acc_o, mma_thread_idx);
+      store_bulk<TiledMmaPV>(p, smem, tile, last_of_cta, acc_o, mma_thread_idx);
     } else {
-      store_direct<TiledMmaPV>(p, tile, acc_o, mma_thread_idx);
+      store_direct<TiledMmaPV>(p, tile, last_of_cta, acc_o, mma_thread_idx);
     }
   }
 
   template <class TiledMmaPV, class TensorO>
   static CUTE_DEVICE void store_bulk(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
-                                     TensorO const& acc_o, int mma_thread_idx) {
+                                     bool last_of_cta, TensorO const& acc_o, int mma_thread_idx) {
     using namespace cute;
     bulk_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim, kPitch>(smem.stage, acc_o, mma_thread_idx, [&](int r) {
       const int i = tile.m_block * kBlockM + r;  // the kernel's query row (rotated, see a2a_params.hpp)
@@ -140,7 +137,7 @@ struct AttnEpilogueA2A {
       bulk_wait_all();  // this warp's rows are performed at the owner before the next tile starts
       __syncwarp();
     }
-    if (is_last_tile(p, tile)) {
+    if (last_of_cta) {
       // Last tile: writes complete, then ordered before the generic-proxy flag release (see top).
       bulk_wait_all();
       gpu::fence_proxy_async_global();
@@ -150,8 +147,8 @@ struct AttnEpilogueA2A {
   }
 
   template <class TiledMmaPV, class TensorO>
-  static CUTE_DEVICE void store_direct(Params const& p, sched::AttnTile const& tile, TensorO const& acc_o,
-                                       int mma_thread_idx) {
+  static CUTE_DEVICE void store_direct(Params const& p, sched::AttnTile const& tile, bool last_of_cta,
+                                       TensorO const& acc_o, int mma_thread_idx) {
     using namespace cute;
     TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
@@ -173,12 +170,12 @@ struct AttnEpilogueA2A {
       asm volatile("fence.sc.sys;" ::: "memory");
       cutlass::arch::NamedBarrier::sync(128, kA2AStageBarrier0 + mma_thread_idx / 128);
     }
-    arrive_if_last_tile(p, tile);
+    arrive_if_last_tile(last_of_cta);
   }
 
   template <class TiledMmaPV, class TensorO, class RowLse>
   static CUTE_DEVICE void store_staged(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
-                                       TensorO const& acc_o, RowLse const&, int mma_thread_idx) {
+                                       bool last_of_cta, TensorO const& acc_o, RowLse const&, int mma_thread_idx) {
     using namespace cute;
     TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
@@ -219,7 +216,7 @@ struct AttnEpilogueA2A {
     if constexpr (kCompletionCoupled) asm volatile("fence.sc.sys;" ::: "memory");
     // The staging rows are rewritten by the next tile; and, coupled, the half tile is complete here.
     cutlass::arch::NamedBarrier::sync(128, kA2AStageBarrier0 + wg);
-    arrive_if_last_tile(p, tile);
+    arrive_if_last_tile(last_of_cta);
   }
 
   static CUTE_DEVICE void finish(Params const&, SharedStorage&, int) {}

@@ -11,8 +11,10 @@
 //   struct Params;                                   // kernel parameter block, passed by value
 //   struct SharedStorage;                            // shared memory the epilogue may use
 //   template <class TiledMmaPV, class TensorO, class RowLse>
-//   static void store(Params const&, SharedStorage&, sched::AttnTile tile, TensorO const& acc_o,
-//                     RowLse const& lse, int mma_thread_idx);
+//   static void store(Params const&, SharedStorage&, sched::AttnTile tile, bool last_of_cta,
+//                     TensorO const& acc_o, RowLse const& lse, int mma_thread_idx);
+//       last_of_cta: `tile` is the last tile of this CTA (the kernel's schedule says so; an epilogue
+//       that must finish its own asynchronous work before the CTA exits does it there);
 //       acc_o: this thread's normalized fp32 output fragment of the kBlockM x head_dim tile, in
 //       TiledMmaPV's accumulator layout; lse: natural-log LSE of the thread's rows;
 //       mma_thread_idx: 0 .. kNumMmaThreads-1 over the consumer warpgroups.
@@ -45,7 +47,6 @@ struct AttnEpilogueLocal {
     float* lse;                                           // [batch, heads, seq_q] or nullptr
     int seq_q;
     int heads;
-    sched::AttnTileScheduler scheduler;  // the kernel's: which tile is a CTA's last
   };
   static constexpr bool kBulk = kHeadDim == 128;
   static constexpr int kPitch = kHeadDim + 8;  // elements; 16-byte pad per row (bank spread of the staging writes)
@@ -58,8 +59,8 @@ struct AttnEpilogueLocal {
   // Bulk path: rows are contiguous along head_dim and start 16-byte aligned (attn_forward_can_implement:
   // strides multiples of 8 elements, 16-byte aligned pointers), as the bulk copies need.
   template <class TiledMmaPV, class TensorO, class RowLse>
-  static CUTE_DEVICE void store(Params const& p, SharedStorage& smem, sched::AttnTile const& tile, TensorO const& acc_o,
-                                RowLse const& lse, int mma_thread_idx) {
+  static CUTE_DEVICE void store(Params const& p, SharedStorage& smem, sched::AttnTile const& tile, bool last_of_cta,
+                                TensorO const& acc_o, RowLse const& lse, int mma_thread_idx) {
     using namespace cute;
     const int row0 = tile.m_block * kBlockM;
     Element* o_tile = p.o + int64_t(tile.batch) * p.o_stride_batch + int64_t(tile.head) * p.o_stride_head;
@@ -77,7 +78,7 @@ struct AttnEpilogueLocal {
       bulk_commit_group();
       // After a CTA's last tile its copies must have read the staging rows before the CTA exits. Waited
       // here rather than in finish(): a wait after the consumer loop made ptxas serialize the GMMAs.
-      if (p.scheduler.last_of_cta(tile, int(gridDim.x))) bulk_wait_all();
+      if (last_of_cta) bulk_wait_all();
     } else {
       // Accumulator values 2i and 2i+1 are adjacent columns of one row: stored as one bf16x2.
       CUTE_UNROLL

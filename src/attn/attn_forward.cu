@@ -71,8 +71,7 @@ cudaError_t launch(const AttnForwardArgs& a, cudaStream_t stream) {
   using Element = typename Traits::Element;
   const AttnForwardProblem& p = a.problem;
   const typename Epilogue::Params ep{static_cast<Element*>(a.o), p.o_stride_batch, p.o_stride_seq, p.o_stride_head,
-                                     a.lse, p.seq_q, p.heads,
-                                     sched::AttnTileScheduler(p.seq_q, Traits::kBlockM, p.heads, p.batch)};
+                                     a.lse, p.seq_q, p.heads};
   return attn_launch_with_epilogue<Traits, Epilogue>(a, ep, stream);
 }
 

@@ -107,7 +107,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       Mainloop::mma(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read, v_read, acc_o, softmax,
                     mma_thread_idx);
       auto lse = softmax.finalize(acc_o);
-      Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile, acc_o, lse,
+      Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile,
+                                                            scheduler.last_of_cta(t, gridDim.x), acc_o, lse,
                                                             mma_thread_idx);
     }
     Epilogue::finish(params.epilogue, storage.epilogue, mma_thread_idx);

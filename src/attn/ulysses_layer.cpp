@@ -171,8 +171,6 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     ep.head_offset = R.rank * hl;
     ep.epoch = R.epoch;
     ep.row_rotation = row_rotation(R.rank);
-    ep.num_m_blocks = (cfg.seq + 127) / 128;
-    ep.num_tiles = ep.num_m_blocks * hl;
     std::vector<void*> h(2 * n);
     if (impl_->window) {
       std::vector<int> peers;

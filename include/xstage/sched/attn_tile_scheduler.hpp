@@ -38,14 +38,9 @@ struct AttnTileScheduler {
     return AttnTile{m_block, rest % num_heads, rest / num_heads};
   }
 
-  // The inverse of tile(): the tile's number.
-  XSTAGE_ATTN_SCHED_HD constexpr int linear(AttnTile const& t) const {
-    return (t.batch * num_heads + t.head) * num_m_blocks + t.m_block;
-  }
-  // Whether `t` is the last tile of the CTA that runs it in a persistent grid of `grid` CTAs.
-  XSTAGE_ATTN_SCHED_HD constexpr bool last_of_cta(AttnTile const& t, int grid) const {
-    return !valid(next_tile(linear(t), grid));
-  }
+  // Whether tile number `linear` is the last tile of the CTA that runs it in a persistent grid of `grid`
+  // CTAs (the kernel passes it to the epilogue, which finishes its asynchronous stores there).
+  XSTAGE_ATTN_SCHED_HD constexpr bool last_of_cta(int linear, int grid) const { return !valid(next_tile(linear, grid)); }
 
   XSTAGE_ATTN_SCHED_HD constexpr int first_tile(int cta) const { return cta; }
   XSTAGE_ATTN_SCHED_HD constexpr int next_tile(int current, int grid) const { return current + grid; }
