@@ -2,7 +2,9 @@
 // moe_fused.cu (bf16) and moe_fused_fp8.cu (FP8 e4m3), one translation unit per precision.
 #pragma once
 
+#include <cstddef>
 #include <mutex>
+#include <new>
 
 #include <cute/tensor.hpp>
 #include <cutlass/arch/reg_reconfig.h>
@@ -26,10 +28,23 @@ cudaError_t launch_moe_fused_fp8(const MoeFusedParams& p, MoeFusedSchedule sched
 
 namespace fused_detail {
 
+// The releaser lane's walk of the schedule (either order) and its next Linear-1 tile, in shared memory:
+// the dispatch loop that the releaser runs in between keeps no schedule state in the producer warps' 40
+// registers (held there, the state spilled the dispatch loop's own values to local memory).
+struct MoeReleaserState {
+  static constexpr std::size_t kScheduleBytes =
+      sizeof(sched::InterleavedMoeScheduler) > sizeof(sched::ExpertWaveMoeScheduler)
+          ? sizeof(sched::InterleavedMoeScheduler)
+          : sizeof(sched::ExpertWaveMoeScheduler);
+  alignas(8) unsigned char schedule[kScheduleBytes];
+  sched::MoeTile tile;
+};
+
 template <class T>
 struct MoeFusedKernelStorage {
   typename T::SharedStorage main;
   MoeLayoutSmem layout;
+  MoeReleaserState releaser;
 };
 
 // Linear-2 N-tiles rounded up to even (CTA pairs); the padding tile of an odd count is loaded (its A half
@@ -103,8 +118,10 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
       // 0 alone walks the schedule. While the warp dispatches, it publishes the hand-offs already complete
       // after every row it copies (a non-blocking test); then it waits (bounded) for the rest in turn.
       const bool releaser = warp_idx == kReleaserWarp && threadIdx.x % 32 == 0;
-      Schedule schedule(row_layout(), instance, instances, role, p.schedule_param);
-      sched::MoeTile tile;
+      static_assert(sizeof(Schedule) <= MoeReleaserState::kScheduleBytes && alignof(Schedule) <= 8);
+      Schedule& schedule = *reinterpret_cast<Schedule*>(smem.releaser.schedule);
+      sched::MoeTile& tile = smem.releaser.tile;
+      if (releaser) new (&schedule) Schedule(row_layout(), instance, instances, role, p.schedule_param);
       std::uint32_t n = 0;  // Linear-1 tiles published so far
       bool have = false;    // `tile` is the next Linear-1 tile to publish
       auto next_l1 = [&] {
