@@ -176,7 +176,8 @@ TEST(MoeSchedule, ExpertOfRowSkipsEmptyExperts) {
 
 // The streams' cursors keep row, residues and expert by additions; every tile they give is make_tile's
 // for the same cursor, over random layouts (empty and hot experts), pair counts, strides and starts,
-// including strides smaller, equal and larger than the pair count and starts past the first row.
+// including strides smaller, equal and larger than the pair count and starts past the first row, and
+// restarted at every expert's first row as the expert-wave order restarts them.
 TEST(MoeSchedule, StreamCursorMatchesMakeTile) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
@@ -196,6 +197,19 @@ TEST(MoeSchedule, StreamCursorMatchesMakeTile) {
         c.advance(view);
       }
       EXPECT_GE(c.p, rows);
+      // Restarted at each expert's first row (the expert-wave order's streams): the same tiles as
+      // make_tile from cursor row_begin · P + start, for every start below the stride.
+      for (int e = 0; e + 1 < static_cast<int>(l.offsets.size()); ++e) {
+        const int s0 = std::uniform_int_distribution<int>(0, stride - 1)(rng);
+        c.restart(view, e, s0);
+        for (long long k = static_cast<long long>(l.offsets[e]) * pairs + s0; k < static_cast<long long>(rows) * pairs;
+             k += stride) {
+          const MoeTile a = c.tile(view, stage, 0), b = view.make_tile(stage, k, 0);
+          ASSERT_EQ(std::tie(a.expert, a.m, a.n, a.row), std::tie(b.expert, b.m, b.n, b.row))
+              << "restart at expert " << e << " start " << s0 << " cursor " << k;
+          c.advance(view);
+        }
+      }
     }
   }
 }
