@@ -2,7 +2,8 @@
 # On the GPU machine (two GPUs, or one with GPUS=0): two builds of xstage side by side in one script, on the same machine, in
 # alternating order (A B B A ...): the fused MoE kernel's GEMMs alone (`--gemm-alone`) and/or the whole
 # layer (`--impl both --schedule both`: separate-kernel baseline, fused wave, fused interleaved).
-# For a kernel change: A = the build before it, B = the build with it. One JSON, $OUT/moe_ab.json.
+# For a kernel change: A = the build before it, B = the build with it. One JSON, $OUT/moe_ab.json; its
+# figure (B over A per shape, precision and order): bench/plot_moe_ab.py moe_ab.json moe_ab.png.
 #   A=build-dev/xstage_prev B=build-dev/xstage GIT_REV_A=... GIT_REV_B=... bench/moe_ab.sh
 # Knobs: SHAPES, TOKENS, PRECISIONS, MODES ("gemm layer"), ROUTING, ITERS, WARMUP, GPUS, BUDGET_S (wall seconds
 # for the whole script; each run's timeout is cut to what is left, so the merge always runs).
