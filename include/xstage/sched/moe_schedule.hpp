@@ -83,9 +83,9 @@ struct MoeRowLayout {
 // layout.make_tile(stage, c, role), but the cursor keeps its row p = c / P, c mod P, the tile's pair
 // j = (c mod P + p) mod P and the expert of p up to date by additions alone, so the schedules divide only
 // when a stream starts (on the GPU an integer division is some twenty instructions, once per tile on
-// every role's path). Eight 32-bit values: the kernels' roles keep their schedules in registers (the
-// producer warps in 40), and rows · P < 2^31 there. The CPU tests check tile() against make_tile() cursor
-// by cursor.
+// every role's path). Eight 32-bit values: the fused kernel's TMA warp (in 40 registers) and consumer
+// warps keep their schedules in registers, and rows · P < 2^31 there. The CPU tests check tile() against
+// make_tile() cursor by cursor.
 struct MoeStreamCursor {
   int p = 0, c_mod = 0, j = 0, expert = 0;
   int pairs = 1, rows_step = 0, mod_step = 0, j_step = 0;  // P, stride / P, stride % P, (stride % P + stride / P) % P
