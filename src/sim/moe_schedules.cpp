@@ -96,6 +96,12 @@ std::vector<std::vector<sched::MoeTile>> moe_orders(MoeOrder order, const MoeOrd
 
 const char* to_string(MoeOrder order) { return order == MoeOrder::kInterleaved ? "interleaved" : "wave"; }
 
+const char* to_string(MoeCombineModel combine) { return combine == MoeCombineModel::kEpilogue ? "epilogue" : "piggyback"; }
+
+MoeCombineModel moe_combine_model(const std::string& name) {
+  return name == "epilogue" ? MoeCombineModel::kEpilogue : MoeCombineModel::kPiggyback;
+}
+
 int default_experts_per_wave(int local_experts) { return std::max(1, local_experts / 4); }
 
 std::vector<int> rows_per_local_expert(const std::vector<long long>& received, int ranks, int rank, int block_m) {

@@ -86,6 +86,13 @@ std::vector<int> first_gpus(int n) {
 
 // One case on `ranks` GPUs (0 .. ranks-1). On one GPU every row stays local: no remote store, but the
 // same schedules, cross-CTA readiness counters and epilogues as on two.
+// Rows the layer's last run received, summed over its ranks.
+long long total_received_rows(const MoeFused& layer) {
+  long long total = 0;
+  for (long long n : layer.last_received_rows()) total += n;
+  return total;
+}
+
 void run_case(const Case& c, int ranks) {
   auto team = comm::Team::single_process(first_gpus(ranks));
   // hidden 384: three Linear-2 N-tiles (odd: one CTA of a pair skips the padding tile); h_inter 256:
@@ -125,8 +132,7 @@ void run_case(const Case& c, int ranks) {
     if (pass == 0) {
       const auto rows = layer.last_received_rows();
       ASSERT_EQ(rows.size(), size_t(ranks));
-      long long total = 0;
-      for (long long n : rows) total += n;
+      const long long total = total_received_rows(layer);
       std::printf("[moe fused] %s on %d GPU(s): schedule %s (param %d, grid %d), rel_l2 %.3e, rows received %lld "
                   "(rank 0 %lld)\n",
                   c.name, ranks, to_string(layer.schedule()), layer.schedule_param(), layer.grid(), err, total,
@@ -172,11 +178,6 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
     refs = load_random_inputs_fp8(layer, d, kind, rng);
     return refs.fp8_fused.y;
   };
-  auto total_rows = [&] {
-    long long total = 0;
-    for (long long n : layer.last_received_rows()) total += n;
-    return total;
-  };
   std::vector<float> ref = load(RoutingKind::kSkewed);
   layer.run(20.0);
   for (MoeFusedSchedule s : {MoeFusedSchedule::kInterleaved, MoeFusedSchedule::kWave}) {
@@ -197,7 +198,7 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
       const std::vector<float> got = all_outputs(layer, d);
       ASSERT_EQ(count_non_finite(got), 0u);
       expect_matches(got, ref, fp8 ? &refs : nullptr, d.hidden, to_string(s));
-      EXPECT_EQ(total_rows(), (long long)d.ranks * d.tokens * d.top_k);
+      EXPECT_EQ(total_received_rows(layer), (long long)d.ranks * d.tokens * d.top_k);
       ref = load(next);
       layer.run(20.0);  // the operands of the next GEMM-only runs
     }

@@ -389,9 +389,9 @@ SchedulePrediction predict_schedule(const BenchOptions& o, const model::MoeShape
   p.lead_rows = lead_rows;
   p.experts_per_wave = experts_per_wave;
   // The Combine issue of the runs this prediction is for (with --combine both: the default, piggybacked).
-  const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances, sim::moe_remote_share(d.ranks),
-                                                       o.combine == "epilogue" ? sim::MoeCombineModel::kEpilogue
-                                                                               : sim::MoeCombineModel::kPiggyback);
+  const sim::MoeCombineModel combine = sim::moe_combine_model(o.combine);
+  const sim::MoeTileCosts costs =
+      sim::moe_tile_costs(platform, in, p.instances, sim::moe_remote_share(d.ranks), combine);
   double wave = 0, inter = 0;
   nlohmann::json ranks = nlohmann::json::array();
   for (int r = 0; r < d.ranks; ++r) {
@@ -408,7 +408,7 @@ SchedulePrediction predict_schedule(const BenchOptions& o, const model::MoeShape
   out.j = {{"choice", to_string(out.choice)}, {"predicted_speedup", speedup}, {"tie_band", sim::kMoeOrderTieBand},
            {"platform", platform.name}, {"sm_tflops", sm_flops / 1e12}, {"lead_rows", lead_rows},
            {"experts_per_wave", experts_per_wave}, {"producers", grid},
-           {"combine", o.combine == "epilogue" ? "epilogue" : "piggyback"},
+           {"combine", sim::to_string(combine)},
            {"remote_share", sim::moe_remote_share(d.ranks)},
            {"wave_makespan_us", units::s_to_us(wave)}, {"interleaved_makespan_us", units::s_to_us(inter)}, {"ranks", ranks}};
   return out;

@@ -181,8 +181,7 @@ nlohmann::json simulate_orders(const model::Platform& platform, const model::Moe
   p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave
                                               : sim::default_experts_per_wave(static_cast<int>(p.rows_per_expert.size()));
   const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances, sim::moe_remote_share(o.ranks),
-                                                       o.combine == "epilogue" ? sim::MoeCombineModel::kEpilogue
-                                                                               : sim::MoeCombineModel::kPiggyback);
+                                                       sim::moe_combine_model(o.combine));
   const sim::MoeOrderPrediction pred = sim::predict_moe_orders(platform, p, costs);
   return {{"routing", o.routing}, {"ranks", o.ranks}, {"tokens_per_rank", o.tokens_per_rank},
           {"producers", 2 * p.instances}, {"lead_rows", p.lead_rows}, {"experts_per_wave", p.experts_per_wave},

@@ -2,6 +2,7 @@
 // expert-wave and interleaved orders can be compared on a platform before a kernel runs.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "xstage/model/audit.hpp"
@@ -65,6 +66,9 @@ void set_tile_counts(const model::MoeInput& in, MoeOrderParams& p);
 
 // How the Combine of a Linear-2 tile is issued (the fused kernel's `--combine`).
 enum class MoeCombineModel { kEpilogue, kPiggyback };
+const char* to_string(MoeCombineModel combine);  // "epilogue", "piggyback"
+// The model of a `--combine` name: "epilogue", else the default, piggybacked (the bench's "both" runs it too).
+MoeCombineModel moe_combine_model(const std::string& name);
 
 // Tile costs of the model's MoE input on a platform (T_iss0 at the aligned producer count 2·instances).
 // remote_share: the part of a tile's Combine bytes that crosses to another GPU, in [0, 1]: (N − 1)/N on N ranks
