@@ -192,6 +192,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
     const int n1 = l1_tiles(p.h_inter), n2 = l2_tiles(p.hidden);
     const sched::MoeRowLayout layout = row_layout();
     const int mma_thread_idx = int(threadIdx.x) - 128;
+    const int mma_wg_thread = moe_mma_wg_thread();  // warp-uniform: the GMMA descriptors' warpgroup
     Schedule schedule(layout, instance, instances, role, p.schedule_param);
     typename Pipeline::PipelineState read;
     typename T::TiledMma mma;
@@ -242,9 +243,9 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
           const float* w1s = p.w1_scale + (long long)tile.expert * (2 * p.h_inter / 128) * kb;
           const MoeFp8TileScales sc{p.recv_scale + r0 * kb, p.recv_scale + (r0 + 8) * kb,
                                     w1s + (tile.n / 2) * kb, w1s + (p.h_inter / 128 + tile.n / 2) * kb};
-          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_thread_idx, sc, p.timeout_ns, issue, t_first);
+          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_wg_thread, sc, p.timeout_ns, issue, t_first);
         } else {
-          moe_mma_tile<T>(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_thread_idx, p.timeout_ns, issue,
+          moe_mma_tile<T>(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_wg_thread, p.timeout_ns, issue,
                           t_first);
         }
         moe_store_swiglu<T>(p, smem.main, tile, acc, mma_thread_idx, l1_count);
@@ -273,9 +274,9 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
           const long long r0 = (long long)tile.row * T::kBlockM + acc_row(mma_thread_idx, 0);
           const float* w2s = p.w2_scale + ((long long)tile.expert * (p.hidden / 128) + tile.n) * kb;
           const MoeFp8TileScales sc{p.h_scale + r0 * hg, p.h_scale + (r0 + 8) * hg, w2s, w2s};
-          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_thread_idx, sc, p.timeout_ns, issue, t_first);
+          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_wg_thread, sc, p.timeout_ns, issue, t_first);
         } else {
-          moe_mma_tile<T>(smem.main, pipe, read, acc, p.h_inter / T::kBlockK, mma_thread_idx, p.timeout_ns, issue,
+          moe_mma_tile<T>(smem.main, pipe, read, acc, p.h_inter / T::kBlockK, mma_wg_thread, p.timeout_ns, issue,
                           t_first);
         }
         // GEMM-only: no valid row, so the tile is staged in shared memory and nothing is stored.

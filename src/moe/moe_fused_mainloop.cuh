@@ -130,6 +130,13 @@ inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedParams& p) {
   return t;
 }
 
+// The first MMA thread of the calling consumer warpgroup (0 or 128), warp-uniform: the warpgroup index
+// comes from a shuffle of lane 0's (cutlass::canonical_warp_group_idx), which the compiler knows to be
+// the same in every lane. Consumer warpgroups are groups 1 and 2 of the block.
+__device__ __forceinline__ int moe_mma_wg_thread() {
+  return (cutlass::canonical_warp_group_idx() - 1) * cutlass::NumThreadsPerWarpGroup;
+}
+
 // A pipeline barrier wait with a bound: try(), spinning while it says WaitAgain (trap past timeout_ns),
 // then commit(token).
 template <class Try, class Commit>
@@ -222,16 +229,20 @@ __device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename
 // Consumer: acc = A · B^T over k_tiles k-steps (both warpgroups; each owns 64 rows). `issue()` runs once
 // per k-step while its GMMAs are in flight (the piggybacked Combine stores of the previous Linear-2 tile).
 // t_first_stage (traced builds): %globaltimer when the first k-step's operands are ready.
+// mma_wg_thread: the first MMA thread of the calling warpgroup (0 or 128), a warp-uniform value (from
+// moe_mma_wg_thread()): the GMMA descriptors depend only on the warpgroup, and computed from a uniform
+// index they stay in uniform registers (a per-thread index costs each k-step a chain of vector adds and
+// register-to-uniform moves before its first GMMA).
 template <class T, class State, class Acc, class Issue>
 __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
-                                             State& read, Acc& acc, int k_tiles, int mma_thread_idx,
+                                             State& read, Acc& acc, int k_tiles, int mma_wg_thread,
                                              std::uint64_t timeout_ns, Issue&& issue,
                                              std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   typename T::TiledMma mma;
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
   Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
-  auto thr = mma.get_thread_slice(mma_thread_idx);
+  auto thr = mma.get_thread_slice(mma_wg_thread);
   Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, MMA_M, MMA_K, stages)
   Tensor tCrB = thr.partition_fragment_B(sB);
   State release = read;
@@ -299,7 +310,7 @@ struct MoeFp8TileScales {
 // helper it changed ptxas's FP8 allocation (8 spill bytes in the expert-wave instantiation, none today).
 template <class T, int kGroups, class State, class Acc, class Issue>
 __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
-                                                 State& read, Acc& total, int k_tiles, int mma_thread_idx,
+                                                 State& read, Acc& total, int k_tiles, int mma_wg_thread,
                                                  MoeFp8TileScales const& sc, std::uint64_t timeout_ns, Issue&& issue,
                                                  std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
@@ -307,7 +318,7 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
   typename T::TiledMma mma;
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
   Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
-  auto thr = mma.get_thread_slice(mma_thread_idx);
+  auto thr = mma.get_thread_slice(mma_wg_thread);
   Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, MMA_M, MMA_K, stages)
   Tensor tCrB = thr.partition_fragment_B(sB);
   Tensor acc = make_fragment_like(total);
@@ -315,8 +326,11 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
   static_assert(kSteps % kGroups == 0, "whole GMMAs per scale group");
   constexpr int kSize = decltype(size(total))::value;
   clear(total);
+  // Weight block scales one k-step ahead: k + 1's are loaded while k's GMMAs run, so neither their
+  // address arithmetic nor their latency sits between a stage's arrival and its first GMMA.
+  float b_lo_next = __ldg(sc.b_lo), b_hi_next = __ldg(sc.b_hi);
   for (int k = 0; k < k_tiles; ++k) {
-    const float b_lo = __ldg(sc.b_lo + k), b_hi = __ldg(sc.b_hi + k);
+    const float b_lo = b_lo_next, b_hi = b_hi_next;
     moe_consumer_wait(pipe, read, timeout_ns);
 #if defined(XSTAGE_MOE_FUSED_TRACE)
     if (k == 0 && t_first_stage != nullptr) *t_first_stage = gpu::globaltimer_ns();
@@ -341,7 +355,10 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
         mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
-      if (g == 0) issue();
+      if (g == 0) {
+        issue();
+        if (k + 1 < k_tiles) b_lo_next = __ldg(sc.b_lo + k + 1), b_hi_next = __ldg(sc.b_hi + k + 1);
+      }
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
       if (g == kGroups - 1) pipe.consumer_release(read);  // the stage's operands are no longer read
