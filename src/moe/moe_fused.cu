@@ -43,6 +43,8 @@ const char* moe_fused_wait_name(std::uint32_t code) {
     case 5: return "the partner CTA's SwiGLU row maxima (FP8 Linear-1 epilogue)";
     case 6: return "consumers' hand-off of a Linear-1 tile (releaser warp)";
     case 7: return "releaser's publication of a Linear-1 hand-off slot (consumers)";
+    case kMoeWaitStageFull: return "operands of a pipeline stage (consumers; index = stage, wanted = phase, saw = count)";
+    case kMoeWaitStageFree: return "a free pipeline stage (TMA producer; index = stage, wanted = phase, saw = count)";
     default: return "nothing";
   }
 }

@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
           gpu::fence_proxy_async_global();  // peer / SwiGLU generic-proxy writes before this thread's TMA reads
         }
         __syncwarp();
-        moe_load_tile<T>(tma, smem.main, pipe, write, tile, p.timeout_ns);
+        moe_load_tile<T>(tma, smem.main, pipe, write, tile, p);
       }
     }
   } else {
@@ -243,9 +243,9 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
           const float* w1s = p.w1_scale + (long long)tile.expert * (2 * p.h_inter / 128) * kb;
           const MoeFp8TileScales sc{p.recv_scale + r0 * kb, p.recv_scale + (r0 + 8) * kb,
                                     w1s + (tile.n / 2) * kb, w1s + (p.h_inter / 128 + tile.n / 2) * kb};
-          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_wg_thread, sc, p.timeout_ns, issue, t_first);
+          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_wg_thread, sc, p, issue, t_first);
         } else {
-          moe_mma_tile<T>(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_wg_thread, p.timeout_ns, issue,
+          moe_mma_tile<T>(smem.main, pipe, read, acc, p.hidden / T::kBlockK, mma_wg_thread, p, issue,
                           t_first);
         }
         moe_store_swiglu<T>(p, smem.main, tile, acc, mma_thread_idx, l1_count);
@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
         trace_end();
       } else {
         if (tile.n >= n2) {
-          moe_drain_tile<T>(pipe, read, p.h_inter / T::kBlockK, p.timeout_ns);
+          moe_drain_tile<T>(pipe, read, p.h_inter / T::kBlockK, p);
           continue;
         }
         trace_begin();
@@ -274,9 +274,9 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
           const long long r0 = (long long)tile.row * T::kBlockM + acc_row(mma_thread_idx, 0);
           const float* w2s = p.w2_scale + ((long long)tile.expert * (p.hidden / 128) + tile.n) * kb;
           const MoeFp8TileScales sc{p.h_scale + r0 * hg, p.h_scale + (r0 + 8) * hg, w2s, w2s};
-          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_wg_thread, sc, p.timeout_ns, issue, t_first);
+          moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_wg_thread, sc, p, issue, t_first);
         } else {
-          moe_mma_tile<T>(smem.main, pipe, read, acc, p.h_inter / T::kBlockK, mma_wg_thread, p.timeout_ns, issue,
+          moe_mma_tile<T>(smem.main, pipe, read, acc, p.h_inter / T::kBlockK, mma_wg_thread, p, issue,
                           t_first);
         }
         // GEMM-only: no valid row, so the tile is staged in shared memory and nothing is stored.

@@ -29,10 +29,13 @@ inline constexpr int kFusedMaxGrid = 256;      // CTAs per rank (completion flag
 struct MoeFusedWaitFailure {
   std::uint32_t code;  // 0: none; 1 count flag; 2 arrival counter; 3 Linear-1 row done; 4 completion flag;
                        // 5 the partner CTA's SwiGLU row maxima (FP8); 6 the consumers' Linear-1 hand-off
-                       // (releaser warp); 7 the releaser's publication of a hand-off slot (consumers)
+                       // (releaser warp); 7 the releaser's publication of a hand-off slot (consumers);
+                       // 8 a pipeline stage's operands (consumers); 9 a free pipeline stage (TMA producer)
   std::uint32_t rank, block, thread, index;
   std::uint64_t target, seen;
 };
+// The pipeline waits' codes (index: the stage, target: the phase, seen: the pipeline state's count).
+constexpr std::uint32_t kMoeWaitStageFull = 8, kMoeWaitStageFree = 9;
 const char* moe_fused_wait_name(std::uint32_t code);
 
 // One traced tile (builds with XSTAGE_MOE_FUSED_TRACE): %globaltimer stamps taken by consumer thread 0.

@@ -137,31 +137,34 @@ __device__ __forceinline__ int moe_mma_wg_thread() {
   return (cutlass::canonical_warp_group_idx() - 1) * cutlass::NumThreadsPerWarpGroup;
 }
 
-// A pipeline barrier wait with a bound: try(), spinning while it says WaitAgain (trap past timeout_ns),
-// then commit(token).
-template <class Try, class Commit>
-__device__ __forceinline__ void moe_pipe_wait_bounded(Try&& try_wait, Commit&& commit, std::uint64_t timeout_ns) {
+// A pipeline barrier wait with a bound: try(), spinning while it says WaitAgain, then commit(token). Past
+// p.timeout_ns it records the wait (failure code `code`, index = the stage, target = its phase, seen = the
+// count of the State) and traps.
+template <class State, class Try, class Commit>
+__device__ __forceinline__ void moe_pipe_wait_bounded(Try&& try_wait, Commit&& commit, State const& s,
+                                                      MoeFusedParams const& p, std::uint32_t code) {
   auto token = try_wait();
   if (token == cutlass::BarrierStatus::WaitAgain) {
     const std::uint64_t t0 = gpu::globaltimer_ns();
     do {
       token = try_wait();
-      if (token == cutlass::BarrierStatus::WaitAgain && gpu::globaltimer_ns() - t0 > timeout_ns) __trap();
+      if (token == cutlass::BarrierStatus::WaitAgain && gpu::globaltimer_ns() - t0 > p.timeout_ns)
+        moe_fail_wait(p.failure, code, p.rank, s.index(), s.phase(), s.count());
     } while (token == cutlass::BarrierStatus::WaitAgain);
   }
   commit(token);
 }
 
 template <class Pipeline, class State>
-__device__ __forceinline__ void moe_producer_acquire(Pipeline& pipe, State const& s, std::uint64_t timeout_ns) {
+__device__ __forceinline__ void moe_producer_acquire(Pipeline& pipe, State const& s, MoeFusedParams const& p) {
   moe_pipe_wait_bounded([&] { return pipe.producer_try_acquire(s); },
-                        [&](auto token) { pipe.producer_acquire(s, token); }, timeout_ns);
+                        [&](auto token) { pipe.producer_acquire(s, token); }, s, p, kMoeWaitStageFree);
 }
 
 template <class Pipeline, class State>
-__device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s, std::uint64_t timeout_ns) {
+__device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s, MoeFusedParams const& p) {
   moe_pipe_wait_bounded([&] { return pipe.consumer_try_wait(s); }, [&](auto token) { pipe.consumer_wait(s, token); },
-                        timeout_ns);
+                        s, p, kMoeWaitStageFull);
 }
 
 // Producer (one warp; lane 0 issues): the k-loop loads of one tile: this CTA's half of A (multicast to
@@ -169,7 +172,7 @@ __device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s
 template <class T, class State>
 __device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename T::SharedStorage& smem,
                                               typename T::Pipeline& pipe, State& write, sched::MoeTile const& tile,
-                                              std::uint64_t timeout_ns) {
+                                              MoeFusedParams const& p) {
   using namespace cute;
   const bool issuer = cute::elect_one_sync();
   const int cta = int(cute::block_rank_in_cluster());
@@ -188,7 +191,7 @@ __device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename
     Tensor gBu = local_tile(mB, typename T::TileBHalf{}, make_coord(up_tile, _));
     const int k_tiles = t.hidden / T::kBlockK;
     for (int k = 0; k < k_tiles; ++k) {
-      moe_producer_acquire(pipe, write, timeout_ns);
+      moe_producer_acquire(pipe, write, p);
       const int s = write.index();
       auto* bar = pipe.producer_get_barrier(write);
       Tensor sBg = make_tensor(make_smem_ptr(smem.b.data() + s * T::kBlockN * T::kBlockK), typename T::SmemLayoutBHalf{});
@@ -214,7 +217,7 @@ __device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename
     auto [tBg, tBs] = tma_partition(t.w2, _0{}, Layout<_1>{}, group_modes<0, 2>(sB), group_modes<0, 2>(gB));
     const int k_tiles = t.h_inter / T::kBlockK;
     for (int k = 0; k < k_tiles; ++k) {
-      moe_producer_acquire(pipe, write, timeout_ns);
+      moe_producer_acquire(pipe, write, p);
       const int s = write.index();
       auto* bar = pipe.producer_get_barrier(write);
       if (issuer) {
@@ -236,7 +239,7 @@ __device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename
 template <class T, class State, class Acc, class Issue>
 __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
                                              State& read, Acc& acc, int k_tiles, int mma_wg_thread,
-                                             std::uint64_t timeout_ns, Issue&& issue,
+                                             MoeFusedParams const& p, Issue&& issue,
                                              std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   typename T::TiledMma mma;
@@ -247,7 +250,7 @@ __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, ty
   Tensor tCrB = thr.partition_fragment_B(sB);
   State release = read;
   for (int k = 0; k < k_tiles; ++k) {
-    moe_consumer_wait(pipe, read, timeout_ns);
+    moe_consumer_wait(pipe, read, p);
 #if defined(XSTAGE_MOE_FUSED_TRACE)
     if (k == 0 && t_first_stage != nullptr) *t_first_stage = gpu::globaltimer_ns();
 #endif
@@ -280,9 +283,9 @@ __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, ty
 // consumers only wait for each stage and release it, keeping both CTAs' pipelines in step.
 template <class T, class State>
 __device__ __forceinline__ void moe_drain_tile(typename T::Pipeline& pipe, State& read, int k_tiles,
-                                               std::uint64_t timeout_ns) {
+                                               MoeFusedParams const& p) {
   for (int k = 0; k < k_tiles; ++k) {
-    moe_consumer_wait(pipe, read, timeout_ns);
+    moe_consumer_wait(pipe, read, p);
     pipe.consumer_release(read);
     ++read;
   }
@@ -311,7 +314,7 @@ struct MoeFp8TileScales {
 template <class T, int kGroups, class State, class Acc, class Issue>
 __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
                                                  State& read, Acc& total, int k_tiles, int mma_wg_thread,
-                                                 MoeFp8TileScales const& sc, std::uint64_t timeout_ns, Issue&& issue,
+                                                 MoeFp8TileScales const& sc, MoeFusedParams const& p, Issue&& issue,
                                                  std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   static_assert(T::kFp8, "the promoted mainloop is the FP8 one");
@@ -331,7 +334,7 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
   float b_lo_next = __ldg(sc.b_lo), b_hi_next = __ldg(sc.b_hi);
   for (int k = 0; k < k_tiles; ++k) {
     const float b_lo = b_lo_next, b_hi = b_hi_next;
-    moe_consumer_wait(pipe, read, timeout_ns);
+    moe_consumer_wait(pipe, read, p);
 #if defined(XSTAGE_MOE_FUSED_TRACE)
     if (k == 0 && t_first_stage != nullptr) *t_first_stage = gpu::globaltimer_ns();
 #endif

@@ -42,6 +42,26 @@ __device__ __forceinline__ int ld_after_acquire_s32(const int* p) {
   return v;
 }
 
+// A bounded wait that timed out: the first such wait of a launch writes who waited for what into the
+// host-mapped record (read by the host once the kernel has failed), then the kernel traps.
+[[noreturn]] __device__ __forceinline__ void moe_fail_wait(MoeFusedWaitFailure* failure, std::uint32_t code,
+                                                             std::uint32_t rank, std::uint32_t index,
+                                                             std::uint64_t target, std::uint64_t seen) {
+  volatile MoeFusedWaitFailure* vf = failure;
+  if (vf != nullptr && vf->code == 0) {
+    vf->rank = rank;
+    vf->block = blockIdx.x;
+    vf->thread = threadIdx.x;
+    vf->index = index;
+    vf->target = target;
+    vf->seen = seen;
+    __threadfence_system();
+    vf->code = code;
+    __threadfence_system();
+  }
+  __trap();
+}
+
 // Bounded spin until load() >= target (the caller follows it with whatever fence its readers need).
 template <class Load>
 __device__ __forceinline__ void moe_wait_geq(Load load, std::uint64_t target, std::uint64_t timeout_ns,
@@ -51,21 +71,7 @@ __device__ __forceinline__ void moe_wait_geq(Load load, std::uint64_t target, st
   if (seen >= target) return;
   const std::uint64_t t0 = gpu::globaltimer_ns();
   while (seen < target) {
-    if (gpu::globaltimer_ns() - t0 > timeout_ns) {
-      volatile MoeFusedWaitFailure* vf = failure;
-      if (vf != nullptr && vf->code == 0) {
-        vf->rank = rank;
-        vf->block = blockIdx.x;
-        vf->thread = threadIdx.x;
-        vf->index = index;
-        vf->target = target;
-        vf->seen = seen;
-        __threadfence_system();
-        vf->code = code;
-        __threadfence_system();
-      }
-      __trap();
-    }
+    if (gpu::globaltimer_ns() - t0 > timeout_ns) moe_fail_wait(failure, code, rank, index, target, seen);
     __nanosleep(64);
     seen = load();
   }
