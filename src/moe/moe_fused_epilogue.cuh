@@ -39,10 +39,6 @@ namespace xstage::moe {
 __device__ __forceinline__ int acc_row(int t, int i) { return (t / 128) * 64 + ((t % 128) / 32) * 16 + (t % 32) / 4 + 8 * ((i / 2) % 2); }
 __device__ __forceinline__ int acc_col(int t, int i) { return 8 * (i / 4) + 2 * (t % 4) + (i % 2); }
 
-// Named barriers (CUTLASS adds its reserved count): 0 all consumers; 1, 2 one warpgroup each.
-inline constexpr int kBarConsumers = 0;
-inline constexpr int kBarWarpgroup0 = 1;
-
 // Two floats as bf16 (round to nearest even, float_to_bf16_bits' rounding), `lo` in the low half: one
 // conversion instruction for the pair.
 __device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {

@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
         trace_end();
       } else {
         if (tile.n >= n2) {
-          moe_drain_tile<T>(pipe, read, p.h_inter / T::kBlockK, p);
+          moe_drain_tile<T>(pipe, read, p.h_inter / T::kBlockK, mma_wg_thread, p);
           continue;
         }
         trace_begin();

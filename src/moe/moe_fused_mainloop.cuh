@@ -130,6 +130,10 @@ inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedParams& p) {
   return t;
 }
 
+// Named barriers (CUTLASS adds its reserved count): 0 all consumers; 1, 2 one warpgroup each.
+inline constexpr int kBarConsumers = 0;
+inline constexpr int kBarWarpgroup0 = 1;
+
 // The first MMA thread of the calling consumer warpgroup (0 or 128), warp-uniform: the warpgroup index
 // comes from a shuffle of lane 0's (cutlass::canonical_warp_group_idx), which the compiler knows to be
 // the same in every lane. Consumer warpgroups are groups 1 and 2 of the block.
@@ -281,11 +285,20 @@ __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, ty
 // Consumer, a tile this CTA does not compute (the padding N-tile of an odd Linear-2 tile count): the
 // partner CTA still needs this CTA's multicast half of A, so the producer loads the tile as usual and the
 // consumers only wait for each stage and release it, keeping both CTAs' pipelines in step.
+// The warpgroup meets at a named barrier between each stage's wait and its release. The pipeline counts one
+// release per warpgroup and CTA (CUTLASS's spread arrivals: only the warpgroup's first warp signals), and
+// in a computed tile the warpgroup-wide GMMA keeps the four warps within one k-step of each other. Here no
+// GMMA does, so without the barrier the first warp could release stages that its three siblings have not
+// yet waited for; once a stage has been refilled twice past a sibling's wait, the phase parity it waits
+// on names a later, unfilled phase, and the kernel hangs (measured: one launch in a few hundred, FP8
+// dit-moe, the only built-in shape with an odd Linear-2 tile count).
 template <class T, class State>
 __device__ __forceinline__ void moe_drain_tile(typename T::Pipeline& pipe, State& read, int k_tiles,
-                                               MoeFusedParams const& p) {
+                                               int mma_wg_thread, MoeFusedParams const& p) {
+  const int bar = kBarWarpgroup0 + mma_wg_thread / cutlass::NumThreadsPerWarpGroup;
   for (int k = 0; k < k_tiles; ++k) {
     moe_consumer_wait(pipe, read, p);
+    cutlass::arch::NamedBarrier::sync(cutlass::NumThreadsPerWarpGroup, bar);
     pipe.consumer_release(read);
     ++read;
   }
