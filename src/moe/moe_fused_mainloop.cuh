@@ -342,11 +342,8 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
   static_assert(kSteps % kGroups == 0, "whole GMMAs per scale group");
   constexpr int kSize = decltype(size(total))::value;
   clear(total);
-  // Weight block scales one k-step ahead: k + 1's are loaded while k's GMMAs run, so neither their
-  // address arithmetic nor their latency sits between a stage's arrival and its first GMMA.
-  float b_lo_next = __ldg(sc.b_lo), b_hi_next = __ldg(sc.b_hi);
   for (int k = 0; k < k_tiles; ++k) {
-    const float b_lo = b_lo_next, b_hi = b_hi_next;
+    const float b_lo = __ldg(sc.b_lo + k), b_hi = __ldg(sc.b_hi + k);
     moe_consumer_wait(pipe, read, p);
 #if defined(XSTAGE_MOE_FUSED_TRACE)
     if (k == 0 && t_first_stage != nullptr) *t_first_stage = gpu::globaltimer_ns();
@@ -371,10 +368,7 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
         mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
-      if (g == 0) {
-        issue();
-        if (k + 1 < k_tiles) b_lo_next = __ldg(sc.b_lo + k + 1), b_hi_next = __ldg(sc.b_hi + k + 1);
-      }
+      if (g == 0) issue();
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
       if (g == kGroups - 1) pipe.consumer_release(read);  // the stage's operands are no longer read
