@@ -8,7 +8,8 @@
 # Knobs: SHAPES, PRECISIONS, ROUTINGS, TOKENS, ITERS, GPUS, TIMEOUT_S (per wait), BUDGET_S (wall seconds for
 # the whole script; each run's timeout is cut to what is left, so the merge always runs).
 # Writes $OUT/moe_stress.txt (log) and $OUT/moe_stress.json (one row per process: launches, exit code, the
-# failure line if any, the fused layers' medians and the run's provenance).
+# failure line if any, the fused layers' medians, --schedule auto's prediction and regret, and the run's
+# provenance).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 XSTAGE=${XSTAGE:-$BUILD/xstage}
@@ -63,6 +64,9 @@ for f in sorted(glob.glob(os.path.join(out, "stress", "*.rc"))):
         j = json.load(open(stem + ".json"))
         r["check_passed"] = all(x["check"]["passed"] for x in j["impls"])
         r["layer_median_ms"] = {x["name"]: x["timing"]["layer_median_ms"] for x in j["impls"]}
+        pred = j.get("schedule_prediction") or {}
+        r["auto_choice"], r["predicted_speedup"] = pred.get("choice"), pred.get("predicted_speedup")
+        r["auto_regret"] = j.get("auto_regret")  # auto's order over the better measured one, minus 1
         r["provenance"] = j.get("provenance")
     except Exception:
         r["check_passed"] = None

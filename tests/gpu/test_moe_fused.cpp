@@ -218,16 +218,15 @@ TEST_P(MoeFusedGemmOnlyTest, LeavesTheLayerConsistentOnOneGpu) {
 }
 
 // Liveness at a real shape with an odd Linear-2 tile count (dit-moe-g2-16e2a's hidden 1408 and h_inter
-// 5632, 8 of its experts, top-2, 8,192 tokens: 11 Linear-2 N-tiles, so every row block has a padding tile
+// 5632, 8 of its experts, top-2, 8,192 tokens over the ranks: 11 Linear-2 N-tiles, so every row block has a padding tile
 // that one CTA of each pair drains over 44 k-steps): many launches of both schedules, FP8 and bf16, each
 // must finish (the kernel's bounded waits fail a run that hangs), and every output must equal the first
 // (no reference: the CPU reference of this size takes minutes; the small cases above check the values).
 // Before the drain kept its warpgroups' warps in step, FP8 runs of the full dit-moe layer hung within
 // about a second of launches, in 6 of 6 runs (results/h200/moe_drain_hang_1gpu.txt).
-TEST(MoeFusedLiveness, OddLinear2TileCountManyLaunchesOnOneGpu) {
-  REQUIRE_GPUS(1);
-  auto team = comm::Team::single_process(first_gpus(1));
-  const MoeDims d{1, 8192, 1408, 5632, 8, 2};
+void run_liveness_case(int ranks) {
+  auto team = comm::Team::single_process(first_gpus(ranks));
+  const MoeDims d{ranks, 8192 / ranks, 1408, 5632, 8, 2};
   constexpr int kLaunches = 1500;
   for (MoePrecision precision : {MoePrecision::kFp8, MoePrecision::kBf16}) {
     MoeFused layer(team, d, MoeFusedOptions{}, precision);
@@ -243,11 +242,21 @@ TEST(MoeFusedLiveness, OddLinear2TileCountManyLaunchesOnOneGpu) {
       ASSERT_EQ(count_non_finite(first), 0u) << to_string(s);
       for (int i = 1; i < kLaunches; ++i) ASSERT_NO_THROW(layer.run(20.0)) << to_string(s) << " launch " << i;
       EXPECT_EQ(all_outputs(layer, d), first) << to_string(s) << ": the last launch differs from the first";
-      std::printf("[moe fused] liveness %s %s: %d launches of hidden %d, h_inter %d (%d Linear-2 N-tiles)\n",
-                  precision == MoePrecision::kFp8 ? "fp8" : "bf16", to_string(s), kLaunches, d.hidden, d.h_inter,
-                  d.hidden / 128);
+      std::printf("[moe fused] liveness %s %s on %d GPU(s): %d launches of hidden %d, h_inter %d (%d Linear-2 N-tiles)\n",
+                  precision == MoePrecision::kFp8 ? "fp8" : "bf16", to_string(s), ranks, kLaunches, d.hidden,
+                  d.h_inter, d.hidden / 128);
     }
   }
+}
+
+TEST(MoeFusedLiveness, OddLinear2TileCountManyLaunchesOnOneGpu) {
+  REQUIRE_GPUS(1);
+  run_liveness_case(1);
+}
+
+TEST(MoeFusedLiveness, OddLinear2TileCountManyLaunches) {
+  REQUIRE_GPUS(2);
+  run_liveness_case(2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, MoeFusedGemmOnlyTest, ::testing::Values(MoePrecision::kBf16, MoePrecision::kFp8),
