@@ -23,7 +23,8 @@ mkdir -p "$OUT/runs"
   ldd "$BUILD/xstage" | grep -E "cublas|nccl|not found"
 } > "$OUT/moe_device.txt" 2>&1
 if [ "${TESTS:-1}" != 0 ]; then
-  timeout ${TEST_TIMEOUT:-150} "$BUILD/tests/xstage_gpu_tests" --gtest_filter='Routings/MoeBaselineTest.*:Routings/MoeFusedTest.*' \
+  timeout ${TEST_TIMEOUT:-240} "$BUILD/tests/xstage_gpu_tests" \
+    --gtest_filter='Routings/MoeBaselineTest.*:Routings/MoeFusedTest.*:MoeFusedLiveness.*' \
     > "$OUT/moe_gpu_tests.txt" 2>&1
   echo "gpu tests rc=$?" >> "$OUT/moe_device.txt"
 fi
