@@ -286,12 +286,13 @@ __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, ty
 // partner CTA still needs this CTA's multicast half of A, so the producer loads the tile as usual and the
 // consumers only wait for each stage and release it, keeping both CTAs' pipelines in step.
 // The warpgroup meets at a named barrier between each stage's wait and its release. The pipeline counts one
-// release per warpgroup and CTA (CUTLASS's spread arrivals: only the warpgroup's first warp signals), and
-// in a computed tile the warpgroup-wide GMMA keeps the four warps within one k-step of each other. Here no
-// GMMA does, so without the barrier the first warp could release stages that its three siblings have not
-// yet waited for; once a stage has been refilled twice past a sibling's wait, the phase parity it waits
-// on names a later, unfilled phase, and the kernel hangs (measured: one launch in a few hundred, FP8
-// dit-moe, the only built-in shape with an odd Linear-2 tile count).
+// release per warpgroup and destination CTA (CUTLASS's spread arrivals: two of the warpgroup's four warps
+// signal, one to each CTA of the pair; the others' release is a no-op), and in a computed tile the
+// warpgroup-wide GMMA keeps the four warps within one k-step of each other. Here no GMMA does, so without
+// the barrier a signalling warp could release stages that its sibling warps had not yet waited for; once
+// a stage has been refilled twice past a sibling's wait, the phase parity it waits on names a later,
+// unfilled phase, and the kernel hangs (measured: FP8 dit-moe, the one built-in shape with an odd Linear-2
+// tile count, hung within about a second of repeated launches; docs/moe_notes.md).
 template <class T, class State>
 __device__ __forceinline__ void moe_drain_tile(typename T::Pipeline& pipe, State& read, int k_tiles,
                                                int mma_wg_thread, MoeFusedParams const& p) {

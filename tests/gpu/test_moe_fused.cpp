@@ -218,10 +218,11 @@ TEST_P(MoeFusedGemmOnlyTest, LeavesTheLayerConsistentOnOneGpu) {
 }
 
 // Liveness at a real shape with an odd Linear-2 tile count (dit-moe-g2-16e2a's hidden 1408 and h_inter
-// 5632, 8 of its experts, top-2, 8,192 tokens over the ranks: 11 Linear-2 N-tiles, so every row block has a padding tile
-// that one CTA of each pair drains over 44 k-steps): many launches of both schedules, FP8 and bf16, each
-// must finish (the kernel's bounded waits fail a run that hangs), and every output must equal the first
-// (no reference: the CPU reference of this size takes minutes; the small cases above check the values).
+// 5632, 8 of its experts, top-2, 8,192 tokens over the ranks: 11 Linear-2 N-tiles, so every row block has
+// a padding tile that one CTA of each pair drains over 44 k-steps): many launches of both schedules, FP8
+// and bf16, each must finish (the kernel's bounded waits fail a run that hangs), and every output must
+// equal the first (no reference: the CPU reference of this size takes minutes; the small cases above
+// check the values).
 // Before the drain kept its warpgroups' warps in step, FP8 runs of the full dit-moe layer hung within
 // about a second of launches, in 6 of 6 runs (results/h200/moe_drain_hang_1gpu.txt).
 void run_liveness_case(int ranks) {
