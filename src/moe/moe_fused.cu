@@ -36,13 +36,13 @@ const char* to_string(MoeCombineIssue c) { return c == MoeCombineIssue::kEpilogu
 
 const char* moe_fused_wait_name(std::uint32_t code) {
   switch (code) {
-    case 1: return "count flag of a source rank";
-    case 2: return "arrival counter of a local expert (dispatched rows)";
-    case 3: return "Linear-1 completion of a row block";
-    case 4: return "completion flag of a CTA";
-    case 5: return "the partner CTA's SwiGLU row maxima (FP8 Linear-1 epilogue)";
-    case 6: return "consumers' hand-off of a Linear-1 tile (releaser warp)";
-    case 7: return "releaser's publication of a Linear-1 hand-off slot (consumers)";
+    case kMoeWaitCountFlag: return "count flag of a source rank";
+    case kMoeWaitArrival: return "arrival counter of a local expert (dispatched rows)";
+    case kMoeWaitL1RowDone: return "Linear-1 completion of a row block";
+    case kMoeWaitDoneFlag: return "completion flag of a CTA";
+    case kMoeWaitPeerAmax: return "the partner CTA's SwiGLU row maxima (FP8 Linear-1 epilogue)";
+    case kMoeWaitL1Handoff: return "consumers' hand-off of a Linear-1 tile (releaser warp)";
+    case kMoeWaitL1Published: return "releaser's publication of a Linear-1 hand-off slot (consumers)";
     case kMoeWaitStageFull: return "operands of a pipeline stage (consumers; index = stage, wanted = phase, saw = count)";
     case kMoeWaitStageFree: return "a free pipeline stage (TMA producer; index = stage, wanted = phase, saw = count)";
     default: return "nothing";
@@ -60,7 +60,7 @@ __global__ void moe_fused_finish_kernel(MoeFusedParams const p, int fused_grid) 
   const int flags = p.ranks * fused_grid;
   for (int i = threadIdx.x; i < flags; i += blockDim.x) {
     const std::uint32_t* f = p.done_flag + (i / fused_grid) * kFusedMaxGrid + i % fused_grid;
-    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.epoch, p.timeout_ns, p.failure, 4,
+    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.epoch, p.timeout_ns, p.failure, kMoeWaitDoneFlag,
                  p.rank, i);
   }
   __syncthreads();

@@ -43,7 +43,7 @@ __device__ __forceinline__ void moe_exchange_counts(const MoeFusedParams& p, Moe
   }
   if (threadIdx.x < N) {
     const std::uint32_t* f = p.count_flag + threadIdx.x;
-    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.epoch, p.timeout_ns, p.failure, 1, p.rank,
+    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.epoch, p.timeout_ns, p.failure, kMoeWaitCountFlag, p.rank,
                  threadIdx.x);
   }
   __syncthreads();

@@ -110,7 +110,7 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, typena
                                   cute::cast_smem_ptr_to_uint(&smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]),
                                   bar, cta ^ 1);
       moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(&smem.amax_bar[buf], parity)); }, 1,
-                   p.timeout_ns, p.failure, 5, p.rank, tile.row);
+                   p.timeout_ns, p.failure, kMoeWaitPeerAmax, p.rank, tile.row);
       CUTE_UNROLL
       for (int rs = 0; rs < 2; ++rs) amax[rs] = fmaxf(amax[rs], smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]);
     }

@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
         while (have) {
           const std::uint64_t* handed = &smem.main.l1_epi_bar[n & 1];
           moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(handed, (n >> 1) & 1)); }, 1,
-                       p.timeout_ns, p.failure, 6, p.rank, tile.row);
+                       p.timeout_ns, p.failure, kMoeWaitL1Handoff, p.rank, tile.row);
           release();
         }
       }
@@ -174,11 +174,11 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
           } else if (tile.stage == sched::MoeStage::kLinear1) {
             const std::uint64_t* c = p.arrive + tile.expert;
             const std::uint64_t target = p.arrive_base[tile.expert] + std::uint64_t(smem.layout.tot[p.rank * el + tile.expert]);
-            moe_wait_geq([&] { return ld_acquire_sys_u64(c); }, target, p.timeout_ns, p.failure, 2, p.rank, tile.expert);
+            moe_wait_geq([&] { return ld_acquire_sys_u64(c); }, target, p.timeout_ns, p.failure, kMoeWaitArrival, p.rank, tile.expert);
           } else {
             const std::uint32_t* c = p.l1_done + tile.row;
             moe_wait_geq([&] { return std::uint64_t(gpu::load_counter_acquire_gpu(c)); }, std::uint64_t(n1),
-                         p.timeout_ns, p.failure, 3, p.rank, tile.row);
+                         p.timeout_ns, p.failure, kMoeWaitL1RowDone, p.rank, tile.row);
           }
           gpu::fence_proxy_async_global();  // peer / SwiGLU generic-proxy writes before this thread's TMA reads
         }
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
         if (use > 0) {
           const std::uint64_t* published = &smem.main.l1_rel_bar[slot];
           moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(published, (use - 1) & 1)); }, 1,
-                       p.timeout_ns, p.failure, 7, p.rank, tile.row);
+                       p.timeout_ns, p.failure, kMoeWaitL1Published, p.rank, tile.row);
         }
         __syncwarp();
         if (mma_thread_idx % 32 == 0) moe_mbar_arrive(&smem.main.l1_epi_bar[slot]);

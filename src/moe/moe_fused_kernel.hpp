@@ -27,15 +27,23 @@ inline constexpr int kFusedMaxGrid = 256;      // CTAs per rank (completion flag
 // What a bounded wait that expired was waiting for; written to host-mapped memory before the trap, so
 // the host can report it after the launch fails.
 struct MoeFusedWaitFailure {
-  std::uint32_t code;  // 0: none; 1 count flag; 2 arrival counter; 3 Linear-1 row done; 4 completion flag;
-                       // 5 the partner CTA's SwiGLU row maxima (FP8); 6 the consumers' Linear-1 hand-off
-                       // (releaser warp); 7 the releaser's publication of a hand-off slot (consumers);
-                       // 8 a pipeline stage's operands (consumers); 9 a free pipeline stage (TMA producer)
+  std::uint32_t code;  // 0: none; else the wait's MoeWaitCode (moe_fused_wait_name)
   std::uint32_t rank, block, thread, index;
   std::uint64_t target, seen;
 };
-// The pipeline waits' codes (index: the stage, target: the phase, seen: the pipeline state's count).
-constexpr std::uint32_t kMoeWaitStageFull = 8, kMoeWaitStageFree = 9;
+// What each bounded wait of the fused kernel waits for (MoeFusedWaitFailure::code).
+enum MoeWaitCode : std::uint32_t {
+  kMoeWaitCountFlag = 1,  // a source rank's count flag
+  kMoeWaitArrival,        // a local expert's arrival counter (dispatched rows)
+  kMoeWaitL1RowDone,      // the Linear-1 completion of a row block
+  kMoeWaitDoneFlag,       // a CTA's completion flag
+  kMoeWaitPeerAmax,       // the partner CTA's SwiGLU row maxima (FP8)
+  kMoeWaitL1Handoff,      // the consumers' hand-off of a Linear-1 tile (releaser warp)
+  kMoeWaitL1Published,    // the releaser's publication of a hand-off slot (consumers)
+  kMoeWaitStageFull,      // a pipeline stage's operands (consumers; index: the stage, target: its phase,
+                          // seen: the pipeline state's count)
+  kMoeWaitStageFree,      // a free pipeline stage (TMA producer; as kMoeWaitStageFull)
+};
 const char* moe_fused_wait_name(std::uint32_t code);
 
 // One traced tile (builds with XSTAGE_MOE_FUSED_TRACE): %globaltimer stamps taken by consumer thread 0.
