@@ -112,6 +112,9 @@ struct MoeFlipCheck {
   double median_rel_error = 0.0, p75_rel_error = 0.0;
 };
 MoeFlipCheck check_within_flips(const float* got, const MoeFp8Reference& ref, int hidden, double flips, double rel);
+// The allowance with which the fused FP8 layer is checked (its GPU tests and `xstage moe bench`): 4 e4m3
+// steps of each row's most sensitive values plus 1e-2 of its norm (tests/cpu/test_moe_fp8_check.cpp).
+inline constexpr double kFp8CheckFlips = 4.0, kFp8CheckRel = 1e-2;
 
 // Relative L2 error ‖got − ref‖ / ‖ref‖ (infinity when got holds a non-finite value).
 double relative_l2_error(const float* got, const float* ref, std::size_t n);

@@ -29,7 +29,7 @@ using namespace xstage::moe;
 using test::make_random_inputs;
 using test::RoutingKind;
 
-constexpr double kFlips = 4.0, kRel = 1e-2, kP75 = 1e-2;  // the GPU tests' check
+constexpr double kFlips = kFp8CheckFlips, kRel = kFp8CheckRel, kP75 = 1e-2;  // the GPU tests' check
 const MoeDims kDims{1, 96, 384, 256, 8, 3};                  // the GPU tests' layer on one rank
 
 TEST(MoeFp8Check, ToleratesAnotherAccumulation) {
