@@ -16,6 +16,8 @@ for d in /usr/local/cuda/lib64 $wheel_libs; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d
 done
 unset nccl_lib wheel_libs d
+# Every built-in MoE shape (model/workloads.cpp), the default of the scripts that sweep them all.
+MOE_BUILTIN_SHAPES="deepseek-v4-flash deepseek-v4-pro deepseek-v3 qwen3-235b-a22b glm-4.5 mimo-v2-flash dit-moe-g2-16e2a"
 # Budgeted scripts (BUDGET_S wall seconds in all): `left N` is the timeout for the next step, at most N,
 # at most what is left of the budget since the script sourced this file less 10 s for its merge, at least 1.
 budget_start=$(date +%s)

@@ -14,7 +14,7 @@
 set -uo pipefail
 here=$(dirname "${BASH_SOURCE[0]}")
 source "$here/device_env.sh"
-SHAPES=${SHAPES:-"deepseek-v4-flash deepseek-v4-pro deepseek-v3 qwen3-235b-a22b glm-4.5 mimo-v2-flash dit-moe-g2-16e2a"}
+SHAPES=${SHAPES:-$MOE_BUILTIN_SHAPES}
 TOKENS=${TOKENS:-"1024 8192"}
 # Shapes not in results/h200-x2/moe_wave.json: one fused-vs-baseline run each, so that figure exists for all.
 BASELINE_SHAPES=${BASELINE_SHAPES-"deepseek-v4-flash deepseek-v4-pro glm-4.5 mimo-v2-flash"}

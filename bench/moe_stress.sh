@@ -13,7 +13,7 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 XSTAGE=${XSTAGE:-$BUILD/xstage}
-SHAPES=${SHAPES:-"deepseek-v4-flash deepseek-v4-pro deepseek-v3 qwen3-235b-a22b glm-4.5 mimo-v2-flash dit-moe-g2-16e2a"}
+SHAPES=${SHAPES:-$MOE_BUILTIN_SHAPES}
 PRECISIONS=${PRECISIONS:-"fp8 bf16"}
 ROUTINGS=${ROUTINGS:-"balanced skewed"}
 TOKENS=${TOKENS:-8192}
