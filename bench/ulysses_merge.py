@@ -13,7 +13,8 @@ points = []
 for f in sorted(glob.glob(os.path.join(src, "ulysses_*.json"))):
     with open(f) as fh:
         points.append(json.load(fh))
-points.sort(key=lambda p: (p.get("tile_order", "") != "own-last", p["heads_per_gpu"] != 4, p["seq_total"]))
+ORDER_RANK = {"own-last": 0, "remote-first": 1}
+points.sort(key=lambda p: (ORDER_RANK.get(p.get("tile_order", ""), 2), p["heads_per_gpu"] != 4, p["seq_total"]))
 torch_res = None
 if os.path.exists(os.path.join(src, "torch.json")):
     with open(os.path.join(src, "torch.json")) as fh:
@@ -142,12 +143,13 @@ with open(out_md, "w") as fh:
             r += [f1(us(p, f) - base), f1(us(p, c) - base), f1(us(p, c) - us(p, f))]
         r.append(f'{mod.get("G_star_us", NAN):.2f} / {mod.get("M_ub_star_tokens", "-")} / '
                  f'{mod.get("predicted_E_cc_us", NAN):.1f}')
+        r.append(f1(mod.get("predicted_tail_drain_us")))
         rows.append(r)
     hdr = ["point"]
     for label, f, c in PAIRS:
         hdr += [f"{label}: {f} − FA", f"{c} − FA", f"{c} − {f}"]
     hdr[-3] += " (FA: fa-only-tma where measured)"
-    table(fh, hdr + ["model G* us / M_ub* / E_cc us"], rows)
+    table(fh, hdr + ["model G* us / M_ub* / E_cc us", "model tail drain us (final round's remote bytes / R)"], rows)
 
     if torch_res:
         fh.write(f'Against cuDNN SDPA + NCCL all_to_all_single (PyTorch {torch_res.get("torch")}, cuDNN '

@@ -20,6 +20,9 @@ grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) " "$OUT/ulysses_gpu_tests.txt" | tail -
 POINTS=${POINTS:-"8192:4:0 16384:4:0 32768:4:0 49152:4:0 65536:4:0 32400:12:256 21600:20:0"}
 # The same layer with the natural query order (own rows not last), at a few points, for comparison.
 NATURAL_POINTS=${NATURAL_POINTS:-"16384:4:0 65536:4:0"}
+# The remote-first tile order (every head's tiles holding the other rank's rows before any own-row tile):
+# where the own-last order still ends with remote tiles (few waves), the last wave then stores locally.
+REMOTE_FIRST_POINTS=${REMOTE_FIRST_POINTS:-"$POINTS"}
 run_point() {  # M H T ORDER
   timeout 150 "$BUILD"/xstage attn ulysses --gpus 0,1 --seq "$1" --text "$3" --heads "$2" --variant all --tile-order "$4" \
     --warmup ${WARMUP:-2} --iters ${ITERS:-20} --passes ${PASSES:-2} --platform results/h200-x2/calibration/platform.json \
@@ -27,6 +30,7 @@ run_point() {  # M H T ORDER
   echo "point $1:$2:$3 $4 rc=$?" | tee -a "$log"
 }
 for p in $POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" own-last; done
+for p in $REMOTE_FIRST_POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" remote-first; done
 for p in $NATURAL_POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" natural; done
 # One GPU (every row local): the fused kernels' own cost without remote traffic.
 for m in ${ONE_GPU_POINTS:-32768 65536}; do

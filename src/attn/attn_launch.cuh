@@ -25,8 +25,10 @@ inline cudaError_t attn_grid_size(const AttnForwardProblem& p, int device, int* 
   return cudaSuccess;
 }
 
+// first_m_blocks: the tile scheduler's first phase (sched::AttnTileScheduler; 0: one phase).
 template <class Traits, class Epilogue>
-cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogue::Params const& ep, cudaStream_t stream) {
+cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogue::Params const& ep, cudaStream_t stream,
+                                      int first_m_blocks = 0) {
   using Kernel = AttnForwardKernel<Traits, Epilogue>;
   using Element = typename Traits::Element;
   const AttnForwardProblem& p = a.problem;
@@ -51,7 +53,7 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
   ma.softmax_scale = p.softmax_scale > 0.f ? p.softmax_scale : 1.f / std::sqrt(float(p.head_dim));
 
   typename Kernel::Params params{Kernel::Mainloop::to_params(ma), ep,
-                                 sched::AttnTileScheduler(p.seq_q, Traits::kBlockM, p.heads, p.batch)};
+                                 sched::AttnTileScheduler(p.seq_q, Traits::kBlockM, p.heads, p.batch, first_m_blocks)};
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;

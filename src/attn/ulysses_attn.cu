@@ -24,6 +24,9 @@ std::string attn_fused_a2a_can_implement(const AttnForwardArgs& args, const A2AE
   if (ep.shard_len != a2a_shard_len(ep.seq, ep.world) || a2a_local_len(ep.seq, ep.world, ep.world - 1) < 1)
     return "seq " + std::to_string(ep.seq) + " cannot be sharded over " + std::to_string(ep.world) + " ranks";
   if (ep.head_offset + p.heads > ep.heads_total) return "head_offset + heads exceeds heads_total";
+  const int m_blocks = (p.seq_q + FusedTraits::kBlockM - 1) / FusedTraits::kBlockM;
+  if (ep.first_m_blocks < 0 || ep.first_m_blocks > m_blocks)
+    return "first_m_blocks " + std::to_string(ep.first_m_blocks) + " (0.." + std::to_string(m_blocks) + ")";
   // ep.dst / ep.flags are device tables (checked by the layer that fills them).
   if (!ep.dst || !ep.flags || !ep.epoch) return "null pointer table or epoch";
   AttnForwardArgs local = args;  // the fused kernels write no local output; the check wants a pointer
@@ -47,17 +50,18 @@ cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogu
   if (e != cudaSuccess) return e;
   if (attn_fused_a2a_grid(args.problem, device) > kA2AMaxCtas) return cudaErrorInvalidValue;
   using Mode = A2AStoreMode;
+  const int f = ep.first_m_blocks;
   switch (mode) {
     case FusedEpilogue::kPiggyback:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kStaged>>(a, ep, stream);
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kStaged>>(a, ep, stream, f);
     case FusedEpilogue::kCompletionCoupled:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true, Mode::kStaged>>(a, ep, stream);
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true, Mode::kStaged>>(a, ep, stream, f);
     case FusedEpilogue::kPiggybackDirect:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kDirect>>(a, ep, stream);
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kDirect>>(a, ep, stream, f);
     case FusedEpilogue::kPiggybackTma:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kBulk>>(a, ep, stream);
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kBulk>>(a, ep, stream, f);
     case FusedEpilogue::kCompletionCoupledTma:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true, Mode::kBulk>>(a, ep, stream);
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true, Mode::kBulk>>(a, ep, stream, f);
   }
   return cudaErrorInvalidValue;
 }

@@ -9,6 +9,7 @@
 #include "attn_forward.hpp"
 #include "attn_random.hpp"
 #include "ulysses_kernels.hpp"
+#include "xstage/sched/attn_tile_config.hpp"
 #include "xstage/comm/window.hpp"
 #include "xstage/gpu/check.hpp"
 
@@ -71,6 +72,36 @@ bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out) {
     }
   }
   return false;
+}
+
+const char* to_string(UlyssesTileOrder o) {
+  switch (o) {
+    case UlyssesTileOrder::kNatural: return "natural";
+    case UlyssesTileOrder::kOwnLast: return "own-last";
+    case UlyssesTileOrder::kRemoteFirst: return "remote-first";
+  }
+  return "?";
+}
+
+bool parse_ulysses_tile_order(const std::string& s, UlyssesTileOrder* out) {
+  for (UlyssesTileOrder o : {UlyssesTileOrder::kNatural, UlyssesTileOrder::kOwnLast, UlyssesTileOrder::kRemoteFirst}) {
+    if (s == to_string(o)) {
+      *out = o;
+      return true;
+    }
+  }
+  return false;
+}
+
+int UlyssesLayer::first_m_blocks(int rank) const {
+  if (cfg_.tile_order != UlyssesTileOrder::kRemoteFirst) return 0;
+  return a2a_remote_m_blocks(cfg_.seq, world_, rank, sched::attn_tile_config(cfg_.head_dim).block_m);
+}
+
+int64_t UlyssesLayer::final_round_remote_bytes(int rank) const {
+  const int block_m = sched::attn_tile_config(cfg_.head_dim).block_m;
+  const sched::AttnTileScheduler s(cfg_.seq, block_m, cfg_.heads_per_gpu, 1, first_m_blocks(rank));
+  return a2a_final_round_remote_bytes(s, fused_grid_, block_m, cfg_.seq, world_, rank, row_rotation(rank), cfg_.head_dim);
 }
 
 std::string ulysses_config_error(const UlyssesConfig& c, int world) {
@@ -171,6 +202,7 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     ep.head_offset = R.rank * hl;
     ep.epoch = R.epoch;
     ep.row_rotation = row_rotation(R.rank);
+    ep.first_m_blocks = first_m_blocks(R.rank);
     std::vector<void*> h(2 * n);
     if (impl_->window) {
       std::vector<int> peers;
@@ -231,6 +263,7 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     el.heads_total = hl;
     el.head_offset = 0;
     el.row_rotation = 0;  // o_local keeps the kernel's row order, like the local epilogue
+    // el.first_m_blocks stays ep's: fa-only-tma runs fused-tma's tile schedule.
     el.epoch = R.local_epoch;
     el.dst = R.local_table;
     el.flags = reinterpret_cast<uint32_t* const*>(R.local_table + 1);

@@ -6,7 +6,9 @@
 // shorter and a query tile may straddle two owners.
 //
 // Query order: rank r's Q arrives from the pre-attention All-to-All rotated so that its own rows come
-// last (row_rotation); every path (local epilogue, A2A kernels, NCCL chunks) uses the same order.
+// last (row_rotation); every path (local epilogue, A2A kernels, NCCL chunks) uses the same order. With
+// UlyssesTileOrder::kRemoteFirst the fused kernels (and fa-only-tma, the same kernel) also schedule every
+// tile holding other owners' rows before any own-row tile, across heads (first_m_blocks).
 //
 // Variants of the post-attention path (all on the same attention mainloop):
 //   fa-only             attention, local epilogue ([seq, heads_per_gpu, d] on this rank)
@@ -62,15 +64,25 @@ std::string ulysses_variant_names();
 
 enum class UlyssesStorePath { kNcclWindow, kPeerPointer };
 
+// Query-tile order of the attention kernels on rank r.
+enum class UlyssesTileOrder {
+  kNatural,      // sequence order, m-block fastest per head
+  kOwnLast,      // rotated: the rank's own rows are the last m-blocks of every head (a2a_own_rows_last_rotation)
+  kRemoteFirst,  // rotated as kOwnLast, and the m-blocks holding other owners' rows of every head run before
+                 // any own-row m-block (a2a_remote_m_blocks): the last remote stores end earlier waves,
+                 // so later Q-loops drain them; only the fused kernels' schedule changes (rows do not)
+};
+const char* to_string(UlyssesTileOrder o);
+bool parse_ulysses_tile_order(const std::string& s, UlyssesTileOrder* out);
+
 struct UlyssesConfig {
   int seq = 0;            // total tokens (image + text)
   int text = 0;           // of which joint text tokens at the end (for reporting; sharded like the rest)
   int heads_per_gpu = 0;
   int head_dim = 128;
   UlyssesStorePath store_path = UlyssesStorePath::kNcclWindow;
-  // X-Stage-aware query order: each rank's own rows are its last tiles (a2a_own_rows_last_rotation);
-  // false: natural order.
-  bool own_rows_last = true;
+  // X-Stage-aware query order (above).
+  UlyssesTileOrder tile_order = UlyssesTileOrder::kOwnLast;
   uint64_t wait_timeout_ns = 10'000'000'000ull;
 };
 
@@ -89,7 +101,14 @@ class UlyssesLayer {
   int heads_total() const { return cfg_.heads_per_gpu * world_; }
   int local_len(int rank) const { return a2a_local_len(cfg_.seq, world_, rank); }
   // Kernel query row i of `rank` is sequence row (i + rotation) mod seq.
-  int row_rotation(int rank) const { return cfg_.own_rows_last ? a2a_own_rows_last_rotation(cfg_.seq, world_, rank) : 0; }
+  int row_rotation(int rank) const {
+    return cfg_.tile_order == UlyssesTileOrder::kNatural ? 0 : a2a_own_rows_last_rotation(cfg_.seq, world_, rank);
+  }
+  // The fused kernels' first scheduling phase on `rank` (A2AEpilogueParams::first_m_blocks).
+  int first_m_blocks(int rank) const;
+  // Bytes `rank`'s fused kernel stores to other ranks in its schedule's final round
+  // (a2a_final_round_remote_bytes): the burst no later Q-loop covers.
+  int64_t final_round_remote_bytes(int rank) const;
   int fused_grid() const { return fused_grid_; }
   int a2a_grid() const { return a2a_grid_; }
   // Bytes of attention output this rank sends to other ranks in the post-attention All-to-All.

@@ -14,8 +14,10 @@ TEST(AttnTileScheduler, EveryTileExactlyOnceAcrossThePersistentGrid) {
   for (int seq : {1, 127, 128, 129, 9450, 14850}) {
     for (int heads : {1, 3, 5, 12}) {
       for (int batch : {1, 2}) {
-        const AttnTileScheduler s(seq, 128, heads, batch);
-        ASSERT_EQ(s.num_m_blocks, (seq + 127) / 128);
+       const int m = (seq + 127) / 128;
+       for (int first : {0, 1, m / 2, m - 1, m}) {
+        const AttnTileScheduler s(seq, 128, heads, batch, first);
+        ASSERT_EQ(s.num_m_blocks, m);
         const int grid = AttnTileScheduler::grid_size(s.num_tiles(), 132);
         std::vector<int> seen(size_t(s.num_tiles()), 0);
         int last = 0;
@@ -37,7 +39,45 @@ TEST(AttnTileScheduler, EveryTileExactlyOnceAcrossThePersistentGrid) {
           ASSERT_EQ(last, cta + 1) << "one last tile per CTA";
           ASSERT_EQ(flagged, final_tile) << "the flagged tile is the CTA's final one";
         }
-        for (int c : seen) ASSERT_EQ(c, 1) << "seq " << seq << " heads " << heads << " batch " << batch;
+        for (int c : seen) ASSERT_EQ(c, 1) << "seq " << seq << " heads " << heads << " batch " << batch << " first " << first;
+       }
+      }
+    }
+  }
+}
+
+// Two phases: every tile of m-blocks [0, F) of every (head, batch) precedes every other tile; within a
+// phase, m_block fastest (consecutive tiles share a head); F = 0 or F = num_m_blocks is the one-phase order.
+TEST(AttnTileScheduler, FirstPhaseMBlocksPrecedeTheRest) {
+  for (int seq : {129, 3077, 20033}) {
+    for (int heads : {1, 3, 4}) {
+      for (int batch : {1, 2}) {
+        const AttnTileScheduler one(seq, 128, heads, batch);
+        const int m = one.num_m_blocks;
+        for (int first : {1, m / 2, m - 1}) {
+          if (first < 1 || first >= m) continue;
+          const AttnTileScheduler s(seq, 128, heads, batch, first);
+          ASSERT_EQ(s.first_m_blocks, first);
+          const int first_tiles = first * heads * batch;
+          for (int t = 0; t < s.num_tiles(); ++t) {
+            const AttnTile a = s.tile(t);
+            EXPECT_EQ(a.m_block < first, t < first_tiles) << "tile " << t << " first " << first;
+            if (t + 1 < s.num_tiles() && t + 1 != first_tiles) {
+              const AttnTile b = s.tile(t + 1);
+              const bool same_pair = a.head == b.head && a.batch == b.batch;
+              EXPECT_TRUE(same_pair ? b.m_block == a.m_block + 1 : b.m_block == (t < first_tiles ? 0 : first))
+                  << "tile " << t << " first " << first;
+            }
+          }
+        }
+        for (int first : {0, m, m + 5, -1}) {  // one phase
+          const AttnTileScheduler s(seq, 128, heads, batch, first);
+          EXPECT_EQ(s.first_m_blocks, 0);
+          for (int t = 0; t < s.num_tiles(); ++t) {
+            const AttnTile a = s.tile(t), b = one.tile(t);
+            ASSERT_TRUE(a.m_block == b.m_block && a.head == b.head && a.batch == b.batch);
+          }
+        }
       }
     }
   }

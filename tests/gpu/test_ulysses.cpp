@@ -1,7 +1,8 @@
 // GPU tests of the Ulysses attention layer on 2 GPUs: fresh random inputs, poisoned outputs, the
 // pre-attention All-to-All checked element by element, every fused output (staged, direct, TMA bulk;
 // piggyback and completion-coupled) bit-identical to the serial ones (our A2A kernel and NCCL), the output against the host reference
-// on sampled rows, and repeated iterations of every variant (the epoch/flag protocol).
+// on sampled rows, and repeated iterations of every variant (the epoch/flag protocol). On one GPU: the
+// fused kernels with a two-phase tile schedule (remote-first) against the local kernel, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -10,12 +11,21 @@
 #include <random>
 #include <vector>
 
+#include "attn_random.hpp"
 #include "attn_reference.hpp"
+#include "ulysses_kernels.hpp"
 #include "ulysses_layer.hpp"
 #include "xstage/comm/team.hpp"
 
 namespace xstage::attn {
 namespace {
+
+bool is_hopper(int d) {
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
+  return major == 9 && minor == 0;
+}
 
 bool have_two_hoppers() {
   int n = 0;
@@ -38,7 +48,7 @@ struct Case {
   const char* name;
   int seq, text, heads;
   UlyssesStorePath path;
-  bool own_rows_last;
+  UlyssesTileOrder order;
 };
 
 class UlyssesTwoGpu : public ::testing::TestWithParam<Case> {};
@@ -53,7 +63,7 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
   cfg.text = c.text;
   cfg.heads_per_gpu = c.heads;
   cfg.store_path = c.path;
-  cfg.own_rows_last = c.own_rows_last;
+  cfg.tile_order = c.order;
   UlyssesLayer layer(team, cfg);
   const int n = layer.world(), hl = c.heads, d = 128, ht = layer.heads_total();
   const int shard = a2a_shard_len(c.seq, n);
@@ -138,14 +148,92 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, UlyssesTwoGpu,
-    ::testing::Values(Case{"ragged_text_window", 3000 + 77, 77, 2, UlyssesStorePath::kNcclWindow, true},
-                      Case{"ragged_text_natural_order", 3000 + 77, 77, 2, UlyssesStorePath::kNcclWindow, false},
-                      Case{"aligned_window", 4096, 0, 2, UlyssesStorePath::kNcclWindow, true},
-                      Case{"aligned_natural_order", 4096, 0, 2, UlyssesStorePath::kNcclWindow, false},
-                      Case{"ragged_peer", 1000, 0, 3, UlyssesStorePath::kPeerPointer, true},
-                      Case{"one_tile_straddles", 200, 0, 1, UlyssesStorePath::kNcclWindow, true},
-                      Case{"multi_wave_ragged", 20000 + 33, 33, 3, UlyssesStorePath::kNcclWindow, true}),
+    ::testing::Values(Case{"ragged_text_window", 3000 + 77, 77, 2, UlyssesStorePath::kNcclWindow, UlyssesTileOrder::kOwnLast},
+                      Case{"ragged_text_natural_order", 3000 + 77, 77, 2, UlyssesStorePath::kNcclWindow, UlyssesTileOrder::kNatural},
+                      Case{"aligned_window", 4096, 0, 2, UlyssesStorePath::kNcclWindow, UlyssesTileOrder::kOwnLast},
+                      Case{"aligned_natural_order", 4096, 0, 2, UlyssesStorePath::kNcclWindow, UlyssesTileOrder::kNatural},
+                      Case{"ragged_peer", 1000, 0, 3, UlyssesStorePath::kPeerPointer, UlyssesTileOrder::kOwnLast},
+                      Case{"one_tile_straddles", 200, 0, 1, UlyssesStorePath::kNcclWindow, UlyssesTileOrder::kOwnLast},
+                      Case{"multi_wave_ragged", 20000 + 33, 33, 3, UlyssesStorePath::kNcclWindow, UlyssesTileOrder::kOwnLast},
+                      Case{"ragged_text_remote_first", 3000 + 77, 77, 2, UlyssesStorePath::kNcclWindow,
+                           UlyssesTileOrder::kRemoteFirst},
+                      Case{"multi_wave_remote_first", 20000 + 33, 33, 3, UlyssesStorePath::kNcclWindow,
+                           UlyssesTileOrder::kRemoteFirst}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+// The fused kernels (TMA bulk piggyback and coupled, staged piggyback) on one GPU with every row stored
+// locally (a one-rank parameter block, as fa-only-tma) and a two-phase tile schedule (first_m_blocks =
+// F): the output equals the local kernel's bit for bit for every F (each tile computed exactly once,
+// whatever the order), and every CTA publishes its flag once (one last tile per CTA: the owner's wait
+// passes within its bound).
+TEST(UlyssesOneGpu, TwoPhaseTileScheduleKeepsEveryBit) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1 || !is_hopper(0)) GTEST_SKIP() << "no sm_90 CUDA device";
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const int seq = 20000 + 33, hl = 3, d = 128;  // 157 m-blocks x 3 heads: 471 tiles, 3.6 waves of 132
+  const size_t elems = size_t(seq) * hl * d;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  void* qkv[3] = {};
+  void *o_ref = nullptr, *o = nullptr, **table = nullptr;
+  uint32_t *flags = nullptr, *epoch = nullptr;
+  for (auto*& t : qkv) ASSERT_EQ(cudaMalloc(&t, elems * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&o_ref, elems * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&o, elems * 2), cudaSuccess);
+  const size_t flag_bytes = sizeof(uint32_t) * kA2AMaxRanks * kA2AMaxCtas;
+  ASSERT_EQ(cudaMalloc(&flags, flag_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(flags, 0, flag_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&epoch, sizeof(uint32_t)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(epoch, 0, sizeof(uint32_t)), cudaSuccess);
+  void* h_table[2] = {o, flags};
+  ASSERT_EQ(cudaMalloc(&table, sizeof(h_table)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(table, h_table, sizeof(h_table), cudaMemcpyHostToDevice), cudaSuccess);
+  const uint64_t seed = fresh_seed();
+  for (int t = 0; t < 3; ++t) ASSERT_EQ(attn_fill_normal_bf16(qkv[t], elems, seed + t, 1.0f, stream), cudaSuccess);
+  const AttnForwardProblem prob = make_bshd_problem(1, seq, seq, hl, d);
+  ASSERT_EQ(attn_forward(AttnForwardArgs{prob, qkv[0], qkv[1], qkv[2], o_ref, nullptr}, stream), cudaSuccess);
+  std::vector<uint16_t> ref(elems), got(elems);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(ref.data(), o_ref, elems * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+
+  A2AEpilogueParams ep{};
+  ep.dst = table;
+  ep.flags = reinterpret_cast<uint32_t* const*>(table + 1);
+  ep.epoch = epoch;
+  ep.rank = 0;
+  ep.world = 1;
+  ep.seq = seq;
+  ep.shard_len = seq;
+  ep.heads_total = hl;
+  ep.head_offset = 0;
+  ep.row_rotation = 0;
+  const int m_blocks = (seq + 127) / 128, grid = attn_fused_a2a_grid(prob, 0);
+  ASSERT_GT(grid, 0);
+  const AttnForwardArgs args{prob, qkv[0], qkv[1], qkv[2], nullptr, nullptr};
+  for (int f : {1, 79, m_blocks - 1, 0}) {
+    ep.first_m_blocks = f;
+    ASSERT_EQ(attn_fused_a2a_can_implement(args, ep), "");
+    for (FusedEpilogue mode : {FusedEpilogue::kPiggybackTma, FusedEpilogue::kCompletionCoupledTma, FusedEpilogue::kPiggyback}) {
+      ASSERT_EQ(cudaMemsetAsync(o, 0xFF, elems * 2, stream), cudaSuccess);
+      ASSERT_EQ(attn_forward_fused_a2a(args, ep, mode, stream), cudaSuccess);
+      ASSERT_EQ(a2a_wait(flags, epoch, 1, grid, 0, 10'000'000'000ull, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << "first_m_blocks " << f << " mode " << int(mode);
+      ASSERT_EQ(cudaMemcpy(got.data(), o, elems * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      size_t diff = 0;
+      for (size_t i = 0; i < elems; ++i) diff += got[i] != ref[i];
+      EXPECT_EQ(diff, 0u) << "first_m_blocks " << f << " mode " << int(mode) << " (seed " << seed << ")";
+    }
+  }
+  ep.first_m_blocks = m_blocks + 1;
+  EXPECT_NE(attn_fused_a2a_can_implement(args, ep).find("first_m_blocks"), std::string::npos);
+  for (auto* t : qkv) cudaFree(t);
+  cudaFree(o_ref);
+  cudaFree(o);
+  cudaFree(flags);
+  cudaFree(epoch);
+  cudaFree(table);
+  cudaStreamDestroy(stream);
+}
 
 }  // namespace
 }  // namespace xstage::attn

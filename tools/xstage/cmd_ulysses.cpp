@@ -89,13 +89,8 @@ void run_ulysses(const Options& opt) {
   } else {
     throw xstage::InputError("--store-path: invalid value '" + opt.store_path + "' (window or peer)");
   }
-  if (opt.tile_order == "own-last") {
-    cfg.own_rows_last = true;
-  } else if (opt.tile_order == "natural") {
-    cfg.own_rows_last = false;
-  } else {
-    throw xstage::InputError("--tile-order: invalid value '" + opt.tile_order + "' (own-last or natural)");
-  }
+  if (!parse_ulysses_tile_order(opt.tile_order, &cfg.tile_order))
+    throw xstage::InputError("--tile-order: invalid value '" + opt.tile_order + "' (own-last, remote-first or natural)");
   const std::string why = ulysses_config_error(cfg, int(gpus.size()));
   if (!why.empty()) {
     // The reason starts with the field it concerns: name the option that sets it.
@@ -286,8 +281,17 @@ void run_ulysses(const Options& opt) {
                         {"predicted_E_cc_us", pt.completion_coupled_exposed_s * 1e6},
                         {"predicted_drain_residual_us", pt.drain_residual_s * 1e6},
                         {"output_bursts", pt.output_bursts}};
+    // The tile order's uncovered tail: the remote bytes of the schedule's final round (slowest rank),
+    // drained at R after the last Q-loop (drain only; what own-last vs remote-first changes).
+    int64_t tail_bytes = 0;
+    for (int r = 0; r < n; ++r) tail_bytes = std::max(tail_bytes, layer.final_round_remote_bytes(r));
+    model["summary"]["final_round_remote_bytes"] = tail_bytes;
+    model["summary"]["predicted_tail_drain_us"] =
+        xstage::model::drain_time_s(double(tail_bytes), platform.drain_rate_bytes_per_s) * 1e6;
   }
 
+  json first_m_blocks = json::array();  // per rank: the fused kernels' first scheduling phase
+  for (int r = 0; r < n; ++r) first_m_blocks.push_back(layer.first_m_blocks(r));
   json result = {{"schema", "xstage.ulysses/1"},
                  {"seq_image", opt.seq},
                  {"seq_text", opt.text},
@@ -299,6 +303,7 @@ void run_ulysses(const Options& opt) {
                  {"shard_len", a2a_shard_len(cfg.seq, n)},
                  {"store_path", opt.store_path},
                  {"tile_order", opt.tile_order},
+                 {"first_m_blocks", first_m_blocks},
                  {"fused_grid", layer.fused_grid()},
                  {"a2a_grid", layer.a2a_grid()},
                  {"remote_bytes_per_rank", layer.remote_bytes_per_rank(0)},
@@ -355,7 +360,8 @@ void add_attn_ulysses(CLI::App* attn) {
   u->add_option("--passes", opt->passes, "Timing passes (variant order rotated each pass)")->check(kPositive);
   u->add_option("--store-path", opt->store_path, "Remote stores through the NCCL window (window) or CUDA peer pointers (peer)");
   u->add_option("--tile-order", opt->tile_order,
-                "own-last (each rank's own rows are its last query tiles; default) or natural");
+                "own-last (each rank's own rows are the last query tiles of every head; default), remote-first "
+                "(as own-last, and every head's tiles holding other ranks' rows run before any own-row tile) or natural");
   u->add_option("--seed", opt->seed, "Input seed (default: fresh)")->check(kNonNegative);
   add_platform_option(u, opt->platform);
   u->add_flag("--json", opt->json_out, "Print the result as JSON");

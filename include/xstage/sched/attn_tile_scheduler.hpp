@@ -5,6 +5,12 @@
 // fastest, so the CTAs of one wave work on few (head, batch) pairs at a time and share their K and V
 // in L2. CTA c of a grid of G takes tiles c, c + G, c + 2G, ...: every non-causal tile costs the same,
 // so the static round-robin balances as well as a dynamic queue and needs no global counter.
+//
+// Two phases (first_m_blocks = F, 0 < F < num_m_blocks): m-blocks [0, F) of every (head, batch) come
+// before any other m-block, each phase numbered m_block fastest as above. The fused Ulysses epilogue
+// uses it to schedule every tile holding other owners' rows (the rotated query order puts them first)
+// before the rank's own rows across all heads: the remote stores then end waves before the kernel does,
+// and the next tiles' Q-loops drain them (a2a_remote_m_blocks).
 #pragma once
 
 #if defined(__CUDACC__)
@@ -25,16 +31,31 @@ struct AttnTileScheduler {
   int num_m_blocks = 0;
   int num_heads = 0;
   int num_batch = 0;
+  int first_m_blocks = 0;  // the first phase's m-blocks per (head, batch); 0 (or num_m_blocks): one phase
 
   constexpr AttnTileScheduler() = default;
-  XSTAGE_ATTN_SCHED_HD constexpr AttnTileScheduler(int seq_q, int block_m, int heads, int batch)
-      : num_m_blocks((seq_q + block_m - 1) / block_m), num_heads(heads), num_batch(batch) {}
+  XSTAGE_ATTN_SCHED_HD constexpr AttnTileScheduler(int seq_q, int block_m, int heads, int batch, int first_phase_m_blocks = 0)
+      : num_m_blocks((seq_q + block_m - 1) / block_m), num_heads(heads), num_batch(batch),
+        first_m_blocks(first_phase_m_blocks > 0 && first_phase_m_blocks < (seq_q + block_m - 1) / block_m
+                           ? first_phase_m_blocks
+                           : 0) {}
 
   XSTAGE_ATTN_SCHED_HD constexpr int num_tiles() const { return num_m_blocks * num_heads * num_batch; }
 
   XSTAGE_ATTN_SCHED_HD constexpr AttnTile tile(int linear) const {
-    const int m_block = linear % num_m_blocks;
-    const int rest = linear / num_m_blocks;
+    int m_base = 0, m_count = num_m_blocks;
+    if (first_m_blocks > 0) {
+      const int first_tiles = first_m_blocks * num_heads * num_batch;
+      if (linear < first_tiles) {
+        m_count = first_m_blocks;
+      } else {
+        linear -= first_tiles;
+        m_base = first_m_blocks;
+        m_count = num_m_blocks - first_m_blocks;
+      }
+    }
+    const int m_block = m_base + linear % m_count;
+    const int rest = linear / m_count;
     return AttnTile{m_block, rest % num_heads, rest / num_heads};
   }
 
