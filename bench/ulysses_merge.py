@@ -14,7 +14,8 @@ for f in sorted(glob.glob(os.path.join(src, "ulysses_*.json"))):
     with open(f) as fh:
         points.append(json.load(fh))
 ORDER_RANK = {"own-last": 0, "remote-first": 1}
-points.sort(key=lambda p: (ORDER_RANK.get(p.get("tile_order", ""), 2), p["heads_per_gpu"] != 4, p["seq_total"]))
+points.sort(key=lambda p: (bool(p.get("cuda_graph")), ORDER_RANK.get(p.get("tile_order", ""), 2), p["heads_per_gpu"] != 4,
+                           p["seq_total"]))
 torch_res = None
 if os.path.exists(os.path.join(src, "torch.json")):
     with open(os.path.join(src, "torch.json")) as fh:
@@ -52,7 +53,8 @@ def met(p, v, key):
 
 def name(p):
     return f'{p["seq_image"]}' + (f' (+{p["seq_text"]})' if p["seq_text"] else "") + f' x {p["heads_per_gpu"]}' + \
-        ("" if p.get("tile_order") == "own-last" else f' ({p.get("tile_order", "natural")})')
+        ("" if p.get("tile_order") == "own-last" else f' ({p.get("tile_order", "natural")})') + \
+        (" (CUDA graph)" if p.get("cuda_graph") else "")
 
 
 def f1(x):

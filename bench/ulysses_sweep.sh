@@ -23,15 +23,18 @@ NATURAL_POINTS=${NATURAL_POINTS:-"16384:4:0 65536:4:0"}
 # The remote-first tile order (every head's tiles holding the other rank's rows before any own-row tile):
 # where the own-last order still ends with remote tiles (few waves), the last wave then stores locally.
 REMOTE_FIRST_POINTS=${REMOTE_FIRST_POINTS:-"$POINTS"}
-run_point() {  # M H T ORDER
-  timeout 150 "$BUILD"/xstage attn ulysses --gpus 0,1 --seq "$1" --text "$3" --heads "$2" --variant all --tile-order "$4" \
+run_point() {  # M H T ORDER [--graph]
+  timeout 150 "$BUILD"/xstage attn ulysses --gpus 0,1 --seq "$1" --text "$3" --heads "$2" --variant all --tile-order "$4" ${5:-} \
     --warmup ${WARMUP:-2} --iters ${ITERS:-20} --passes ${PASSES:-2} --platform results/h200-x2/calibration/platform.json \
-    --out "$OUT/points/ulysses_${1}_${2}_${3}_${4}.json" >> "$log" 2>&1
-  echo "point $1:$2:$3 $4 rc=$?" | tee -a "$log"
+    --out "$OUT/points/ulysses_${1}_${2}_${3}_${4}${5:+_graph}.json" >> "$log" 2>&1
+  echo "point $1:$2:$3 $4 ${5:-} rc=$?" | tee -a "$log"
 }
 for p in $POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" own-last; done
 for p in $REMOTE_FIRST_POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" remote-first; done
 for p in $NATURAL_POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" natural; done
+# The paper's replay method: each pass captured into one CUDA graph per GPU (--graph), beside the
+# stream-launched points above.
+for p in ${GRAPH_POINTS:-"8192:4:0 16384:4:0 65536:4:0"}; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" own-last --graph; done
 # One GPU (every row local): the fused kernels' own cost without remote traffic.
 for m in ${ONE_GPU_POINTS:-32768 65536}; do
   timeout 90 "$BUILD"/xstage attn ulysses --gpus 0 --seq "$m" --heads 4 --variant fa-only,fa-only-tma,serial-ours,fused,fused-direct,completion-coupled,fused-tma,coupled-tma \

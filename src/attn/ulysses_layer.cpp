@@ -397,7 +397,8 @@ void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sen
   for (std::size_t i = 0; i < impl_->ranks.size(); ++i) {
     auto& R = impl_->ranks[i];
     XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
-    if (!sender_done.empty()) XSTAGE_CUDA_CHECK(cudaEventRecord(sender_done[i], R.stream));
+    // External: under stream capture the record becomes a graph node that records at replay (timing).
+    if (!sender_done.empty()) XSTAGE_CUDA_CHECK(cudaEventRecordWithFlags(sender_done[i], R.stream, cudaEventRecordExternal));
     if (ours || fused) {
       XSTAGE_CUDA_CHECK(a2a_wait(R.flags, R.epoch, world_, ours ? a2a_grid_ : fused_grid_, R.rank, cfg_.wait_timeout_ns,
                                  R.stream));

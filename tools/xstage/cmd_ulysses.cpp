@@ -46,6 +46,7 @@ struct Options {
   int warmup = 3;
   int iters = 10;
   int passes = 2;
+  bool graph = false;
   std::string platform;
   std::string store_path = "window";
   std::string tile_order = "own-last";
@@ -174,6 +175,15 @@ void run_ulysses(const Options& opt) {
     if (pass % 2 == 1) std::reverse(ord.begin(), ord.end());
     json po = json::array();
     for (size_t k : ord) po.push_back(to_string(variants[k]));
+    // --graph: the whole pass (warm-up and timed iterations) is captured into one CUDA graph per GPU and
+    // replayed once, so the iterations run back to back without host launches in between; the events
+    // are external record nodes. Otherwise the same launches are queued on the streams directly.
+    if (opt.graph) {
+      for (auto& lr : locals) {
+        XSTAGE_CUDA_CHECK(cudaSetDevice(lr.device));
+        XSTAGE_CUDA_CHECK(cudaStreamBeginCapture(lr.stream, cudaStreamCaptureModeRelaxed));
+      }
+    }
     for (int w = 0; w < opt.warmup; ++w)
       for (size_t k : ord) layer.enqueue(variants[k]);
     for (int it = 0; it < iters; ++it) {
@@ -181,14 +191,35 @@ void run_ulysses(const Options& opt) {
         std::vector<cudaEvent_t> sd(locals.size());
         for (size_t i = 0; i < locals.size(); ++i) {
           XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-          XSTAGE_CUDA_CHECK(cudaEventRecord(ev[i][k][it][0], locals[i].stream));
+          XSTAGE_CUDA_CHECK(cudaEventRecordWithFlags(ev[i][k][it][0], locals[i].stream, cudaEventRecordExternal));
           sd[i] = ev[i][k][it][1];
         }
         layer.enqueue(variants[k], sd);
         for (size_t i = 0; i < locals.size(); ++i) {
           XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-          XSTAGE_CUDA_CHECK(cudaEventRecord(ev[i][k][it][2], locals[i].stream));
+          XSTAGE_CUDA_CHECK(cudaEventRecordWithFlags(ev[i][k][it][2], locals[i].stream, cudaEventRecordExternal));
         }
+      }
+    }
+    if (opt.graph) {
+      std::vector<cudaGraphExec_t> exec(locals.size(), nullptr);
+      for (size_t i = 0; i < locals.size(); ++i) {
+        XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
+        cudaGraph_t g = nullptr;
+        XSTAGE_CUDA_CHECK(cudaStreamEndCapture(locals[i].stream, &g));
+        XSTAGE_CUDA_CHECK(cudaGraphInstantiate(&exec[i], g, 0));
+        XSTAGE_CUDA_CHECK(cudaGraphDestroy(g));
+        XSTAGE_CUDA_CHECK(cudaGraphUpload(exec[i], locals[i].stream));
+      }
+      layer.synchronize();  // uploads done: the replays start together
+      for (size_t i = 0; i < locals.size(); ++i) {
+        XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
+        XSTAGE_CUDA_CHECK(cudaGraphLaunch(exec[i], locals[i].stream));
+      }
+      layer.synchronize();
+      for (size_t i = 0; i < locals.size(); ++i) {
+        XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
+        XSTAGE_CUDA_CHECK(cudaGraphExecDestroy(exec[i]));
       }
     }
     layer.synchronize();
@@ -312,8 +343,11 @@ void run_ulysses(const Options& opt) {
                  {"iters_per_series", iters},
                  {"passes", opt.passes},
                  {"order", order},
+                 {"cuda_graph", opt.graph},
                  {"timing_method",
-                  "stream launches queued back to back (no CUDA graph), variants interleaved per iteration in a rotated order; "
+                  std::string(opt.graph ? "each pass (warm-up and timed iterations) captured into one CUDA graph per GPU and replayed once"
+                                        : "stream launches queued back to back (no CUDA graph)") +
+                      ", variants interleaved per iteration in a rotated order; "
                   "per iteration: events at its start, where the sender's part ends, and its end; max over ranks; medians over all passes; "
                   "SM clock measured after each pass"},
                  {"check", check},
@@ -358,6 +392,9 @@ void add_attn_ulysses(CLI::App* attn) {
   u->add_option("--warmup", opt->warmup, "Untimed iterations of each variant before each pass")->check(kNonNegative);
   u->add_option("--iters", opt->iters, "Timed iterations of each variant per pass (variants interleaved)")->check(kPositive);
   u->add_option("--passes", opt->passes, "Timing passes (variant order rotated each pass)")->check(kPositive);
+  u->add_flag("--graph", opt->graph,
+              "Capture each pass (warm-up and timed iterations) into one CUDA graph per GPU and replay it (default: "
+              "stream launches)");
   u->add_option("--store-path", opt->store_path, "Remote stores through the NCCL window (window) or CUDA peer pointers (peer)");
   u->add_option("--tile-order", opt->tile_order,
                 "own-last (each rank's own rows are the last query tiles of every head; default), remote-first "
