@@ -93,6 +93,14 @@ bool parse_ulysses_tile_order(const std::string& s, UlyssesTileOrder* out) {
   return false;
 }
 
+cudaError_t record_timing_event(cudaEvent_t event, cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t e = cudaStreamIsCapturing(stream, &status);
+  if (e != cudaSuccess) return e;
+  return status == cudaStreamCaptureStatusActive ? cudaEventRecordWithFlags(event, stream, cudaEventRecordExternal)
+                                                 : cudaEventRecord(event, stream);
+}
+
 int UlyssesLayer::first_m_blocks(int rank) const {
   if (cfg_.tile_order != UlyssesTileOrder::kRemoteFirst) return 0;
   return a2a_remote_m_blocks(cfg_.seq, world_, rank, sched::attn_tile_config(cfg_.head_dim).block_m);
@@ -397,8 +405,7 @@ void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sen
   for (std::size_t i = 0; i < impl_->ranks.size(); ++i) {
     auto& R = impl_->ranks[i];
     XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
-    // External: under stream capture the record becomes a graph node that records at replay (timing).
-    if (!sender_done.empty()) XSTAGE_CUDA_CHECK(cudaEventRecordWithFlags(sender_done[i], R.stream, cudaEventRecordExternal));
+    if (!sender_done.empty()) XSTAGE_CUDA_CHECK(record_timing_event(sender_done[i], R.stream));
     if (ours || fused) {
       XSTAGE_CUDA_CHECK(a2a_wait(R.flags, R.epoch, world_, ours ? a2a_grid_ : fused_grid_, R.rank, cfg_.wait_timeout_ns,
                                  R.stream));

@@ -64,6 +64,11 @@ std::string ulysses_variant_names();
 
 enum class UlyssesStorePath { kNcclWindow, kPeerPointer };
 
+// Records a timing event on `stream`: an external record node when the stream is being captured into a
+// CUDA graph (it then records at every replay), a plain record otherwise (the external flag is refused
+// outside a capture).
+cudaError_t record_timing_event(cudaEvent_t event, cudaStream_t stream);
+
 // Query-tile order of the attention kernels on rank r.
 enum class UlyssesTileOrder {
   kNatural,      // sequence order, m-block fastest per head

@@ -191,13 +191,13 @@ void run_ulysses(const Options& opt) {
         std::vector<cudaEvent_t> sd(locals.size());
         for (size_t i = 0; i < locals.size(); ++i) {
           XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-          XSTAGE_CUDA_CHECK(cudaEventRecordWithFlags(ev[i][k][it][0], locals[i].stream, cudaEventRecordExternal));
+          XSTAGE_CUDA_CHECK(record_timing_event(ev[i][k][it][0], locals[i].stream));
           sd[i] = ev[i][k][it][1];
         }
         layer.enqueue(variants[k], sd);
         for (size_t i = 0; i < locals.size(); ++i) {
           XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-          XSTAGE_CUDA_CHECK(cudaEventRecordWithFlags(ev[i][k][it][2], locals[i].stream, cudaEventRecordExternal));
+          XSTAGE_CUDA_CHECK(record_timing_event(ev[i][k][it][2], locals[i].stream));
         }
       }
     }
