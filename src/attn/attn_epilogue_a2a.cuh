@@ -57,6 +57,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "a2a_params.hpp"
+#include "a2a_tensor_map.hpp"
 #include "attn_bulk_store.cuh"
 #include "attn_kernel_traits.cuh"
 #include "xstage/gpu/flags.cuh"
@@ -91,8 +92,9 @@ struct AttnEpilogueA2A {
 
   using Params = A2AEpilogueParams;
   struct StagedStorage {
-    alignas(16) __nv_bfloat16 stage[kBlockM * kPitch];
+    alignas(1024) __nv_bfloat16 stage[kBlockM * kPitch];  // also the tiled stores' swizzled staging
   };
+  static_assert(kPitch >= kHeadDim, "the tiled-store staging (kBlockM x kHeadDim) fits the row staging");
   struct NoStorage {};
   static constexpr bool kHasStaging = kMode != A2AStoreMode::kDirect;  // kStaged and kBulk: same buffer
   using SharedStorage = std::conditional_t<kHasStaging, StagedStorage, NoStorage>;
@@ -123,6 +125,29 @@ struct AttnEpilogueA2A {
   static CUTE_DEVICE void store_bulk(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
                                      bool last_of_cta, TensorO const& acc_o, int mma_thread_idx) {
     using namespace cute;
+    if (p.out_maps != nullptr) {
+      // Tiled stores, where the warp's 16 kernel rows are 16 rows of one owner (contiguous there: the
+      // rotation wraps only between two owners): two boxes of 16 x 64, no access outside the owner's
+      // tensor. A warp whose rows straddle two owners or pass seq (a few per owner boundary and the
+      // last m-block) stores its fragment directly instead (generic 4-byte stores, as kDirect).
+      const int i0 = tile.m_block * kBlockM + (mma_thread_idx / 32) * kBulkRowsPerWarp;  // kernel row (rotated)
+      const int i1 = i0 + kBulkRowsPerWarp - 1;
+      const A2ARowOwner a = a2a_row_owner(a2a_sequence_row(i0, p.row_rotation, p.seq), p.shard_len);
+      const bool whole =
+          i1 < p.seq && a2a_row_owner(a2a_sequence_row(i1, p.row_rotation, p.seq), p.shard_len).owner == a.owner;
+      if (whole) {
+        tensor_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim>(smem.stage, acc_o, mma_thread_idx,
+                                                              [&](const __nv_bfloat16* block) {
+          const char* map = static_cast<const char*>(p.out_maps) + a.owner * kA2ATensorMapBytes;
+          CUTE_UNROLL
+          for (int h = 0; h < kHeadDim / 64; ++h)
+            tensor_store_s2g_3d(map, block + h * kBulkRowsPerWarp * 64, h * 64, p.head_offset + tile.head, a.local_row);
+        });
+      } else {
+        store_fragment_direct<TiledMmaPV>(p, tile, acc_o, mma_thread_idx);
+        if constexpr (kCompletionCoupled) asm volatile("fence.sc.sys;" ::: "memory");
+      }
+    } else {
     bulk_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim, kPitch>(smem.stage, acc_o, mma_thread_idx, [&](int r) {
       const int i = tile.m_block * kBlockM + r;  // the kernel's query row (rotated, see a2a_params.hpp)
       if (i < p.seq) {
@@ -132,6 +157,7 @@ struct AttnEpilogueA2A {
                        &smem.stage[r * kPitch], kHeadDim * int(sizeof(Element)));
       }
     });
+    }
     bulk_commit_group();
     if constexpr (kCompletionCoupled) {
       bulk_wait_all();  // this warp's rows are performed at the owner before the next tile starts
@@ -146,9 +172,10 @@ struct AttnEpilogueA2A {
     }
   }
 
+  // Every value of this thread's fragment straight to its row's owner (bf16x2 4-byte stores).
   template <class TiledMmaPV, class TensorO>
-  static CUTE_DEVICE void store_direct(Params const& p, sched::AttnTile const& tile, bool last_of_cta,
-                                       TensorO const& acc_o, int mma_thread_idx) {
+  static CUTE_DEVICE void store_fragment_direct(Params const& p, sched::AttnTile const& tile, TensorO const& acc_o,
+                                                int mma_thread_idx) {
     using namespace cute;
     TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
@@ -166,6 +193,12 @@ struct AttnEpilogueA2A {
                                            get<1>(tOcO(i))) = __floats2bfloat162_rn(acc_o(i), acc_o(i + 1));
       }
     }
+  }
+
+  template <class TiledMmaPV, class TensorO>
+  static CUTE_DEVICE void store_direct(Params const& p, sched::AttnTile const& tile, bool last_of_cta,
+                                       TensorO const& acc_o, int mma_thread_idx) {
+    store_fragment_direct<TiledMmaPV>(p, tile, acc_o, mma_thread_idx);
     if constexpr (kCompletionCoupled) {
       asm volatile("fence.sc.sys;" ::: "memory");
       cutlass::arch::NamedBarrier::sync(128, kA2AStageBarrier0 + mma_thread_idx / 128);
