@@ -21,14 +21,14 @@ cudaError_t a2a_encode_out_tensor_map(void* map, void* base, int rows, int heads
       fn = nullptr;
     return reinterpret_cast<Encode>(fn);
   }();
-  if (!encode || !map || !base || rows < 1 || heads_total < 1 || head_dim % kA2ATensorBoxCols != 0)
+  if (!encode || !map || !base || rows < 1 || heads_total < 1 || head_dim < 8 || head_dim > 256 || head_dim % 8 != 0)
     return cudaErrorInvalidValue;
   const cuuint64_t dims[3] = {cuuint64_t(head_dim), cuuint64_t(heads_total), cuuint64_t(rows)};
   const cuuint64_t strides[2] = {cuuint64_t(head_dim) * 2, cuuint64_t(heads_total) * head_dim * 2};  // bytes, dims 1-2
-  const cuuint32_t box[3] = {kA2ATensorBoxCols, 1, kA2ATensorBoxRows};
+  const cuuint32_t box[3] = {cuuint32_t(head_dim), 1, kA2ATensorBoxRows};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   const CUresult r = encode(static_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                             CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }

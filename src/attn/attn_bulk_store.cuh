@@ -41,43 +41,6 @@ __device__ __forceinline__ void tensor_store_s2g_3d(const void* map, const void*
                : "memory");
 }
 
-// Shared-memory layout of the tiled-store staging: kBlockM x kHeadDim bf16 as, per consumer warp (16
-// rows), two 2 KiB halves of 64 columns, each 16 rows of 128 bytes with the TMA 128-byte swizzle (16-byte
-// chunk index XOR row mod 8, on element offsets: Swizzle<3, 3, 3>). Needs a 1024-byte aligned base. The
-// fragment's bf16x2 writes (8 rows x 4 lanes per instruction) then hit 32 distinct banks.
-template <int kBlockM, int kHeadDim>
-CUTE_HOST_DEVICE constexpr auto tensor_stage_layout() {
-  using namespace cute;
-  static_assert(kBlockM % kBulkRowsPerWarp == 0 && kHeadDim % 64 == 0);
-  return composition(Swizzle<3, 3, 3>{},
-                     Layout<Shape<Shape<Int<kBulkRowsPerWarp>, Int<kBlockM / kBulkRowsPerWarp>>, Shape<_64, Int<kHeadDim / 64>>>,
-                            Stride<Stride<_64, Int<kBulkRowsPerWarp * kHeadDim>>, Stride<_1, Int<kBulkRowsPerWarp * 64>>>>{});
-}
-
-// As bulk_stage_warp_rows, into the tiled-store layout (tensor_stage_layout), then calls issue(block) on
-// lane 0 with the warp's staging block (kHeadDim / 64 halves of 16 x 64 bf16, 2 KiB apart).
-template <class TiledMmaPV, int kBlockM, int kHeadDim, class TensorO, class Issue>
-__device__ __forceinline__ void tensor_stage_warp_rows(__nv_bfloat16* stage, TensorO const& acc_o, int mma_thread_idx,
-                                                       Issue&& issue) {
-  using namespace cute;
-  TiledMmaPV mma_pv;
-  auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
-  Tensor sO = make_tensor(make_smem_ptr(stage), tensor_stage_layout<kBlockM, kHeadDim>());
-  Tensor tOsO = thr_pv.partition_C(sO);
-  static_assert(decltype(size(tOsO))::value == decltype(size(acc_o))::value);
-  const int lane = mma_thread_idx % 32;
-  const int warp = mma_thread_idx / 32;
-  bulk_wait_all_read();
-  __syncwarp();
-  CUTE_UNROLL
-  for (int i = 0; i < size(acc_o); i += 2) {
-    *reinterpret_cast<__nv_bfloat162*>(&tOsO(i)) = __floats2bfloat162_rn(acc_o(i), acc_o(i + 1));
-  }
-  gpu::fence_proxy_async_shared_cta();
-  __syncwarp();
-  if (lane == 0) issue(stage + warp * kBulkRowsPerWarp * kHeadDim);
-}
-
 // Stages this warp's 16 rows of the output fragment as bf16 (adjacent fp32 columns rounded as one
 // bf16x2, the rounding of the direct-store epilogues) into `stage` (kBlockM rows of kPitch elements),
 // after the warp's previous copies have read it, makes them visible to the copy engine, then calls

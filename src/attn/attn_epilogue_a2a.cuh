@@ -87,14 +87,15 @@ struct AttnEpilogueA2A {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kRowsPerWg = 64;
-  static constexpr int kPitch = kHeadDim + 8;  // elements; 16-byte pad per row
+  static constexpr int kPitch = kHeadDim + 8;  // elements; 16-byte pad per row (kStaged)
+  static constexpr int kBulkPitch = kHeadDim;  // kBulk: dense rows, the tiled store's box layout
   static constexpr int kVecPerRow = kHeadDim * 2 / 16;
 
   using Params = A2AEpilogueParams;
   struct StagedStorage {
-    alignas(1024) __nv_bfloat16 stage[kBlockM * kPitch];  // also the tiled stores' swizzled staging
+    alignas(128) __nv_bfloat16 stage[kBlockM * kPitch];  // kBulk uses kBlockM x kBulkPitch of it
   };
-  static_assert(kPitch >= kHeadDim, "the tiled-store staging (kBlockM x kHeadDim) fits the row staging");
+  static_assert(kBulkPitch <= kPitch);
   struct NoStorage {};
   static constexpr bool kHasStaging = kMode != A2AStoreMode::kDirect;  // kStaged and kBulk: same buffer
   using SharedStorage = std::conditional_t<kHasStaging, StagedStorage, NoStorage>;
@@ -125,39 +126,31 @@ struct AttnEpilogueA2A {
   static CUTE_DEVICE void store_bulk(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
                                      bool last_of_cta, TensorO const& acc_o, int mma_thread_idx) {
     using namespace cute;
-    if (p.out_maps != nullptr) {
-      // Tiled stores, where the warp's 16 kernel rows are 16 rows of one owner (contiguous there: the
-      // rotation wraps only between two owners): two boxes of 16 x 64, no access outside the owner's
-      // tensor. A warp whose rows straddle two owners or pass seq (a few per owner boundary and the
-      // last m-block) stores its fragment directly instead (generic 4-byte stores, as kDirect).
-      const int i0 = tile.m_block * kBlockM + (mma_thread_idx / 32) * kBulkRowsPerWarp;  // kernel row (rotated)
-      const int i1 = i0 + kBulkRowsPerWarp - 1;
-      const A2ARowOwner a = a2a_row_owner(a2a_sequence_row(i0, p.row_rotation, p.seq), p.shard_len);
-      const bool whole =
-          i1 < p.seq && a2a_row_owner(a2a_sequence_row(i1, p.row_rotation, p.seq), p.shard_len).owner == a.owner;
+    // Tiled stores (p.out_maps): a warp whose 16 kernel rows are 16 rows of one owner (contiguous there:
+    // the rotation wraps only between two owners) stores them with one TMA box of 16 x kHeadDim (lane 0);
+    // a warp whose rows straddle two owners or pass seq (a few per owner boundary, and the last m-block),
+    // and every warp without tensor maps, issues one 256-byte copy per row (lanes 0..15). The staging
+    // rows are dense (the box's layout) in both cases.
+    const int i0 = tile.m_block * kBlockM + (mma_thread_idx / 32) * kBulkRowsPerWarp;  // kernel row (rotated)
+    const int i1 = i0 + kBulkRowsPerWarp - 1;
+    const A2ARowOwner a = a2a_row_owner(a2a_sequence_row(i0, p.row_rotation, p.seq), p.shard_len);
+    const bool whole = p.out_maps != nullptr && i1 < p.seq &&
+                       a2a_row_owner(a2a_sequence_row(i1, p.row_rotation, p.seq), p.shard_len).owner == a.owner;
+    bulk_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim, kBulkPitch>(smem.stage, acc_o, mma_thread_idx, [&](int r) {
       if (whole) {
-        tensor_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim>(smem.stage, acc_o, mma_thread_idx,
-                                                              [&](const __nv_bfloat16* block) {
-          const char* map = static_cast<const char*>(p.out_maps) + a.owner * kA2ATensorMapBytes;
-          CUTE_UNROLL
-          for (int h = 0; h < kHeadDim / 64; ++h)
-            tensor_store_s2g_3d(map, block + h * kBulkRowsPerWarp * 64, h * 64, p.head_offset + tile.head, a.local_row);
-        });
-      } else {
-        store_fragment_direct<TiledMmaPV>(p, tile, acc_o, mma_thread_idx);
-        if constexpr (kCompletionCoupled) asm volatile("fence.sc.sys;" ::: "memory");
+        if (r == i0 - tile.m_block * kBlockM)
+          tensor_store_s2g_3d(static_cast<const char*>(p.out_maps) + a.owner * kA2ATensorMapBytes,
+                              &smem.stage[r * kBulkPitch], 0, p.head_offset + tile.head, a.local_row);
+        return;
       }
-    } else {
-    bulk_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim, kPitch>(smem.stage, acc_o, mma_thread_idx, [&](int r) {
       const int i = tile.m_block * kBlockM + r;  // the kernel's query row (rotated, see a2a_params.hpp)
       if (i < p.seq) {
         const A2ARowOwner o = a2a_row_owner(a2a_sequence_row(i, p.row_rotation, p.seq), p.shard_len);
         Element* base = static_cast<Element*>(p.dst[o.owner]);
         bulk_store_s2g(base + (int64_t(o.local_row) * p.heads_total + p.head_offset + tile.head) * kHeadDim,
-                       &smem.stage[r * kPitch], kHeadDim * int(sizeof(Element)));
+                       &smem.stage[r * kBulkPitch], kHeadDim * int(sizeof(Element)));
       }
     });
-    }
     bulk_commit_group();
     if constexpr (kCompletionCoupled) {
       bulk_wait_all();  // this warp's rows are performed at the owner before the next tile starts
