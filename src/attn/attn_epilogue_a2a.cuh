@@ -131,17 +131,17 @@ struct AttnEpilogueA2A {
     // a warp whose rows straddle two owners or pass seq (a few per owner boundary, and the last m-block),
     // and every warp without tensor maps, issues one 256-byte copy per row (lanes 0..15). The staging
     // rows are dense (the box's layout) in both cases.
-    const int i0 = tile.m_block * kBlockM + (mma_thread_idx / 32) * kBulkRowsPerWarp;  // kernel row (rotated)
-    const int i1 = i0 + kBulkRowsPerWarp - 1;
-    const A2ARowOwner a = a2a_row_owner(a2a_sequence_row(i0, p.row_rotation, p.seq), p.shard_len);
-    const bool whole = p.out_maps != nullptr && i1 < p.seq &&
-                       a2a_row_owner(a2a_sequence_row(i1, p.row_rotation, p.seq), p.shard_len).owner == a.owner;
     bulk_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim, kBulkPitch>(smem.stage, acc_o, mma_thread_idx, [&](int r) {
-      if (whole) {
-        if (r == i0 - tile.m_block * kBlockM)
-          tensor_store_s2g_3d(static_cast<const char*>(p.out_maps) + a.owner * kA2ATensorMapBytes,
-                              &smem.stage[r * kBulkPitch], 0, p.head_offset + tile.head, a.local_row);
-        return;
+      if (p.out_maps != nullptr) {
+        const int r0 = r & ~(kBulkRowsPerWarp - 1);  // the warp's first row of the tile
+        const int i0 = tile.m_block * kBlockM + r0, i1 = i0 + kBulkRowsPerWarp - 1;  // kernel rows (rotated)
+        const A2ARowOwner a = a2a_row_owner(a2a_sequence_row(i0, p.row_rotation, p.seq), p.shard_len);
+        if (i1 < p.seq && a2a_row_owner(a2a_sequence_row(i1, p.row_rotation, p.seq), p.shard_len).owner == a.owner) {
+          if (r == r0)
+            tensor_store_s2g_3d(static_cast<const char*>(p.out_maps) + a.owner * kA2ATensorMapBytes,
+                                &smem.stage[r * kBulkPitch], 0, p.head_offset + tile.head, a.local_row);
+          return;
+        }
       }
       const int i = tile.m_block * kBlockM + r;  // the kernel's query row (rotated, see a2a_params.hpp)
       if (i < p.seq) {
