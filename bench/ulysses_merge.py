@@ -96,7 +96,7 @@ def paired_ci(p, a, b, draws=400):
 with open(out_md, "w") as fh:
     fh.write("Times in us, medians, sender-side boundary (see docs/ulysses_notes.md). M x heads per GPU.\n\n")
     vs = ["fa-only", "fa-only-tma", "a2a-ours", "a2a-nccl", "serial-ours", "serial-tma", "serial-nccl", "fused",
-          "fused-direct", "fused-tma", "fused-tma-rows", "completion-coupled", "coupled-tma"]
+          "fused-direct", "fused-tma", "completion-coupled", "coupled-tma"]
     table(fh, ["point"] + vs + ["bit-identical"],
           [[name(p)] + [f1(us(p, v)) for v in vs] + ["yes" if p["check"]["bit_identical"] else "NO"] for p in points])
 
@@ -175,14 +175,13 @@ with open(out_md, "w") as fh:
     rows = []
     for p in points + one_gpu:
         pr = [("fa-only", "fa-only-tma"), ("fa-only-tma", "fused-tma"), ("fa-only-tma", "coupled-tma"),
-              ("fused-tma", "coupled-tma"), ("fused-tma-rows", "fused-tma"), ("fa-only-tma", "fused-tma-rows")]
+              ("fused-tma", "coupled-tma")]
         if p["world"] > 1:
             pr.insert(0, ("fa-only-tma", "serial-tma"))
         got = {k: paired_ci(p, *k) for k in pr}
         r = [name(p), str(p["world"])]
         for k in [("fa-only-tma", "serial-tma"), ("fa-only", "fa-only-tma"), ("fa-only-tma", "fused-tma"),
-                  ("fa-only-tma", "coupled-tma"), ("fused-tma", "coupled-tma"), ("fused-tma-rows", "fused-tma"),
-                  ("fa-only-tma", "fused-tma-rows")]:
+                  ("fa-only-tma", "coupled-tma"), ("fused-tma", "coupled-tma")]:
             m, lo, hi = got.get(k, (NAN, NAN, NAN))
             r.append("-" if math.isnan(m) else f"{m:.1f} [{lo:.1f}, {hi:.1f}]")
         a2a = got.get(("fa-only-tma", "serial-tma"), (NAN,))[0]
@@ -190,12 +189,12 @@ with open(out_md, "w") as fh:
             r.append(f3(1 - got[k][0] / a2a) if not math.isnan(a2a) else "-")
         rows.append(r)
     table(fh, ["point", "GPUs", "serial-tma − fa-only-tma", "fa-only-tma − fa-only", "fused-tma − fa-only-tma",
-               "coupled-tma − fa-only-tma", "coupled-tma − fused-tma", "fused-tma − fused-tma-rows (tiled − per-row)",
-               "fused-tma-rows − fa-only-tma", "H fused-tma (paired)", "H coupled-tma (paired)"], rows)
+               "coupled-tma − fa-only-tma", "coupled-tma − fused-tma", "H fused-tma (paired)",
+               "H coupled-tma (paired)"], rows)
 
     fh.write("Paired medians of (variant - fa-only), us, same iteration round:\n\n")
     vs = ["fa-only-tma", "serial-ours", "serial-tma", "serial-nccl", "fused", "fused-direct", "fused-tma",
-          "fused-tma-rows", "completion-coupled", "coupled-tma"]
+          "completion-coupled", "coupled-tma"]
     rows = []
     for p in points + one_gpu:
         rows.append([name(p), str(p["world"])] + [f1(paired(p, v)) for v in vs])

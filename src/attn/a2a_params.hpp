@@ -36,11 +36,6 @@ struct A2AEpilogueParams {
   // rotation, a2a_remote_m_blocks schedules every tile holding other owners' rows first, across heads.
   // 0: one phase (m-block fastest per head).
   int first_m_blocks;
-  // Device array of `world` TMA tensor maps (a2a_tensor_map.hpp), one per owner, or null. With them the
-  // bulk-store epilogue issues two tiled stores per warp and owner (16 rows x 64 columns each) instead
-  // of one 256-byte copy per row; set only where every shard has at least 16 rows (a warp's rows then
-  // span at most two owners).
-  const void* out_maps;
 };
 
 // Owner of row g and its local row.

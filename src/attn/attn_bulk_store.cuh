@@ -31,16 +31,6 @@ __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wa
 // Rows of the tile per consumer warp in the wgmma m64 accumulator layout.
 inline constexpr int kBulkRowsPerWarp = 16;
 
-// One tiled store of a 3-D box (tensor map `map` in global memory, coordinates c0 (column), c1 (head),
-// c2 (row), which may be negative or past the tensor: those elements are not written) from shared
-// memory into this thread's open bulk group.
-__device__ __forceinline__ void tensor_store_s2g_3d(const void* map, const void* smem, int c0, int c1, int c2) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(map), "r"(s),
-               "r"(c0), "r"(c1), "r"(c2)
-               : "memory");
-}
-
 // Stages this warp's 16 rows of the output fragment as bf16 (adjacent fp32 columns rounded as one
 // bf16x2, the rounding of the direct-store epilogues) into `stage` (kBlockM rows of kPitch elements),
 // after the warp's previous copies have read it, makes them visible to the copy engine, then calls

@@ -57,7 +57,6 @@
 #include <cutlass/arch/barrier.h>
 
 #include "a2a_params.hpp"
-#include "a2a_tensor_map.hpp"
 #include "attn_bulk_store.cuh"
 #include "attn_kernel_traits.cuh"
 #include "xstage/gpu/flags.cuh"
@@ -87,15 +86,13 @@ struct AttnEpilogueA2A {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kRowsPerWg = 64;
-  static constexpr int kPitch = kHeadDim + 8;  // elements; 16-byte pad per row (kStaged)
-  static constexpr int kBulkPitch = kHeadDim;  // kBulk: dense rows, the tiled store's box layout
+  static constexpr int kPitch = kHeadDim + 8;  // elements; 16-byte pad per row
   static constexpr int kVecPerRow = kHeadDim * 2 / 16;
 
   using Params = A2AEpilogueParams;
   struct StagedStorage {
-    alignas(128) __nv_bfloat16 stage[kBlockM * kPitch];  // kBulk uses kBlockM x kBulkPitch of it
+    alignas(16) __nv_bfloat16 stage[kBlockM * kPitch];
   };
-  static_assert(kBulkPitch <= kPitch);
   struct NoStorage {};
   static constexpr bool kHasStaging = kMode != A2AStoreMode::kDirect;  // kStaged and kBulk: same buffer
   using SharedStorage = std::conditional_t<kHasStaging, StagedStorage, NoStorage>;
@@ -126,29 +123,13 @@ struct AttnEpilogueA2A {
   static CUTE_DEVICE void store_bulk(Params const& p, SharedStorage& smem, sched::AttnTile const& tile,
                                      bool last_of_cta, TensorO const& acc_o, int mma_thread_idx) {
     using namespace cute;
-    // Tiled stores (p.out_maps): a warp whose 16 kernel rows are 16 rows of one owner (contiguous there:
-    // the rotation wraps only between two owners) stores them with one TMA box of 16 x kHeadDim (lane 0);
-    // a warp whose rows straddle two owners or pass seq (a few per owner boundary, and the last m-block),
-    // and every warp without tensor maps, issues one 256-byte copy per row (lanes 0..15). The staging
-    // rows are dense (the box's layout) in both cases.
-    bulk_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim, kBulkPitch>(smem.stage, acc_o, mma_thread_idx, [&](int r) {
-      if (p.out_maps != nullptr) {
-        const int r0 = r & ~(kBulkRowsPerWarp - 1);  // the warp's first row of the tile
-        const int i0 = tile.m_block * kBlockM + r0, i1 = i0 + kBulkRowsPerWarp - 1;  // kernel rows (rotated)
-        const A2ARowOwner a = a2a_row_owner(a2a_sequence_row(i0, p.row_rotation, p.seq), p.shard_len);
-        if (i1 < p.seq && a2a_row_owner(a2a_sequence_row(i1, p.row_rotation, p.seq), p.shard_len).owner == a.owner) {
-          if (r == r0)
-            tensor_store_s2g_3d(static_cast<const char*>(p.out_maps) + a.owner * kA2ATensorMapBytes,
-                                &smem.stage[r * kBulkPitch], 0, p.head_offset + tile.head, a.local_row);
-          return;
-        }
-      }
+    bulk_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim, kPitch>(smem.stage, acc_o, mma_thread_idx, [&](int r) {
       const int i = tile.m_block * kBlockM + r;  // the kernel's query row (rotated, see a2a_params.hpp)
       if (i < p.seq) {
         const A2ARowOwner o = a2a_row_owner(a2a_sequence_row(i, p.row_rotation, p.seq), p.shard_len);
         Element* base = static_cast<Element*>(p.dst[o.owner]);
         bulk_store_s2g(base + (int64_t(o.local_row) * p.heads_total + p.head_offset + tile.head) * kHeadDim,
-                       &smem.stage[r * kBulkPitch], kHeadDim * int(sizeof(Element)));
+                       &smem.stage[r * kPitch], kHeadDim * int(sizeof(Element)));
       }
     });
     bulk_commit_group();
@@ -165,10 +146,9 @@ struct AttnEpilogueA2A {
     }
   }
 
-  // Every value of this thread's fragment straight to its row's owner (bf16x2 4-byte stores).
   template <class TiledMmaPV, class TensorO>
-  static CUTE_DEVICE void store_fragment_direct(Params const& p, sched::AttnTile const& tile, TensorO const& acc_o,
-                                                int mma_thread_idx) {
+  static CUTE_DEVICE void store_direct(Params const& p, sched::AttnTile const& tile, bool last_of_cta,
+                                       TensorO const& acc_o, int mma_thread_idx) {
     using namespace cute;
     TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
@@ -186,12 +166,6 @@ struct AttnEpilogueA2A {
                                            get<1>(tOcO(i))) = __floats2bfloat162_rn(acc_o(i), acc_o(i + 1));
       }
     }
-  }
-
-  template <class TiledMmaPV, class TensorO>
-  static CUTE_DEVICE void store_direct(Params const& p, sched::AttnTile const& tile, bool last_of_cta,
-                                       TensorO const& acc_o, int mma_thread_idx) {
-    store_fragment_direct<TiledMmaPV>(p, tile, acc_o, mma_thread_idx);
     if constexpr (kCompletionCoupled) {
       asm volatile("fence.sc.sys;" ::: "memory");
       cutlass::arch::NamedBarrier::sync(128, kA2AStageBarrier0 + mma_thread_idx / 128);

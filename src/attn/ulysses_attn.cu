@@ -3,7 +3,6 @@
 // / TMA bulk).
 #include <string>
 
-#include "a2a_tensor_map.hpp"
 #include "attn_epilogue_a2a.cuh"
 #include "attn_kernel_traits.cuh"
 #include "attn_launch.cuh"
@@ -28,9 +27,7 @@ std::string attn_fused_a2a_can_implement(const AttnForwardArgs& args, const A2AE
   const int m_blocks = (p.seq_q + FusedTraits::kBlockM - 1) / FusedTraits::kBlockM;
   if (ep.first_m_blocks < 0 || ep.first_m_blocks > m_blocks)
     return "first_m_blocks " + std::to_string(ep.first_m_blocks) + " (0.." + std::to_string(m_blocks) + ")";
-  if (ep.out_maps && a2a_local_len(ep.seq, ep.world, ep.world - 1) < kA2ATensorBoxRows)
-    return "out_maps (tiled stores need every shard to hold " + std::to_string(kA2ATensorBoxRows) + " rows)";
-  // ep.dst / ep.flags / ep.out_maps are device tables (checked by the layer that fills them).
+  // ep.dst / ep.flags are device tables (checked by the layer that fills them).
   if (!ep.dst || !ep.flags || !ep.epoch) return "null pointer table or epoch";
   AttnForwardArgs local = args;  // the fused kernels write no local output; the check wants a pointer
   if (!local.o) local.o = const_cast<void*>(args.q);

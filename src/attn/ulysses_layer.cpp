@@ -5,11 +5,9 @@
 
 #include <algorithm>
 #include <stdexcept>
-#include <utility>
 
 #include "attn_forward.hpp"
 #include "attn_random.hpp"
-#include "a2a_tensor_map.hpp"
 #include "ulysses_kernels.hpp"
 #include "xstage/sched/attn_tile_config.hpp"
 #include "xstage/comm/window.hpp"
@@ -31,7 +29,6 @@ const char* to_string(UlyssesVariant v) {
     case UlyssesVariant::kCoupledTma: return "coupled-tma";
     case UlyssesVariant::kFaOnlyTma: return "fa-only-tma";
     case UlyssesVariant::kSerialTma: return "serial-tma";
-    case UlyssesVariant::kFusedTmaRows: return "fused-tma-rows";
   }
   return "?";
 }
@@ -40,7 +37,7 @@ std::vector<UlyssesVariant> all_ulysses_variants() {
   return {UlyssesVariant::kFaOnly,     UlyssesVariant::kA2AOurs,    UlyssesVariant::kA2ANccl,
           UlyssesVariant::kSerialOurs, UlyssesVariant::kSerialNccl, UlyssesVariant::kFused,
           UlyssesVariant::kCompletionCoupled, UlyssesVariant::kFusedDirect, UlyssesVariant::kFusedTma,
-          UlyssesVariant::kCoupledTma, UlyssesVariant::kFaOnlyTma, UlyssesVariant::kSerialTma, UlyssesVariant::kFusedTmaRows};
+          UlyssesVariant::kCoupledTma, UlyssesVariant::kFaOnlyTma, UlyssesVariant::kSerialTma};
 }
 
 std::vector<UlyssesVariant> fused_ulysses_variants() {
@@ -56,8 +53,7 @@ bool ulysses_variant_is_fused(UlyssesVariant v) {
     case UlyssesVariant::kCompletionCoupled:
     case UlyssesVariant::kFusedDirect:
     case UlyssesVariant::kFusedTma:
-    case UlyssesVariant::kCoupledTma:
-    case UlyssesVariant::kFusedTmaRows: return true;
+    case UlyssesVariant::kCoupledTma: return true;
     default: return false;
   }
 }
@@ -105,10 +101,6 @@ cudaError_t record_timing_event(cudaEvent_t event, cudaStream_t stream) {
                                                  : cudaEventRecord(event, stream);
 }
 
-bool UlyssesLayer::tiled_bulk_stores() const {
-  return cfg_.tiled_bulk_stores && a2a_local_len(cfg_.seq, world_, world_ - 1) >= kA2ATensorBoxRows;
-}
-
 int UlyssesLayer::first_m_blocks(int rank) const {
   if (cfg_.tile_order != UlyssesTileOrder::kRemoteFirst) return 0;
   return a2a_remote_m_blocks(cfg_.seq, world_, rank, sched::attn_tile_config(cfg_.head_dim).block_m);
@@ -141,20 +133,6 @@ std::size_t rotated_shard_start(int p, int shard, int rot, int seq) {
   return std::size_t(start < 0 ? start + seq : start);
 }
 std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
-// Device array of the tensor maps of `owners` ((buffer, rows) each; [rows, heads_total, head_dim] bf16).
-void* upload_tensor_maps(const std::vector<std::pair<void*, int>>& owners, int heads_total, int head_dim) {
-  const std::size_t bytes = owners.size() * kA2ATensorMapBytes;
-  std::vector<unsigned char> host(bytes + kA2ATensorMapAlign);
-  unsigned char* m0 = host.data() + (kA2ATensorMapAlign - reinterpret_cast<uintptr_t>(host.data()) % kA2ATensorMapAlign) %
-                                        kA2ATensorMapAlign;
-  for (std::size_t p = 0; p < owners.size(); ++p)
-    XSTAGE_CUDA_CHECK(a2a_encode_out_tensor_map(m0 + p * kA2ATensorMapBytes, owners[p].first, owners[p].second,
-                                                heads_total, head_dim));
-  void* d = nullptr;
-  XSTAGE_CUDA_CHECK(cudaMalloc(&d, bytes));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(d, m0, bytes, cudaMemcpyHostToDevice));
-  return d;
-}
 constexpr std::size_t kFlagBytes = sizeof(uint32_t) * kA2AMaxRanks * kA2AMaxCtas;
 }  // namespace
 
@@ -179,11 +157,6 @@ struct UlyssesLayer::Impl {
     uint32_t* local_epoch = nullptr;
     void** local_table = nullptr;     // [o_local, local_flags]
     A2AEpilogueParams ep_local{};
-    // Tiled bulk stores (UlyssesConfig::tiled_bulk_stores): tensor maps of the owners' buffers (world of
-    // them) and of o_local (one), or null; ep_rows: ep without them (fused-tma-rows).
-    void* d_maps = nullptr;
-    void* local_maps = nullptr;
-    A2AEpilogueParams ep_rows{};
   };
   std::vector<Rank> ranks;
 };
@@ -274,13 +247,6 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     XSTAGE_CUDA_CHECK(cudaMemcpy(R.d_table, h.data(), sizeof(void*) * 2 * n, cudaMemcpyHostToDevice));
     ep.dst = R.d_table;
     ep.flags = reinterpret_cast<uint32_t* const*>(R.d_table + n);
-    R.ep_rows = ep;
-    if (tiled_bulk_stores()) {
-      std::vector<std::pair<void*, int>> owners;  // (buffer as this GPU reaches it, rows)
-      for (int p = 0; p < n; ++p) owners.emplace_back(h[p], local_len(p));
-      R.d_maps = upload_tensor_maps(owners, heads_total(), d);
-      ep.out_maps = R.d_maps;
-    }
     AttnForwardProblem prob = make_bshd_problem(1, cfg.seq, cfg.seq, hl, d);
     fused_grid_ = attn_fused_a2a_grid(prob, R.device);
     int sms = 0;
@@ -309,11 +275,6 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     el.epoch = R.local_epoch;
     el.dst = R.local_table;
     el.flags = reinterpret_cast<uint32_t* const*>(R.local_table + 1);
-    el.out_maps = nullptr;
-    if (tiled_bulk_stores()) {  // fa-only-tma stores like fused-tma: tiled, into o_local
-      R.local_maps = upload_tensor_maps({{R.o_local, cfg.seq}}, hl, d);
-      el.out_maps = R.local_maps;
-    }
     const std::string why_local = attn_fused_a2a_can_implement(probe_args, el);
     if (!why_local.empty()) throw std::invalid_argument("fused attention, local parameters: " + why_local);
   }
@@ -338,8 +299,6 @@ UlyssesLayer::~UlyssesLayer() {
     cudaFree(R.recv);
     cudaFree(R.epoch);
     cudaFree(R.d_table);
-    cudaFree(R.d_maps);
-    cudaFree(R.local_maps);
     cudaFree(R.local_flags);
     cudaFree(R.local_epoch);
     cudaFree(R.local_table);
@@ -437,9 +396,8 @@ void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sen
                                  : v == UlyssesVariant::kFusedDirect      ? FusedEpilogue::kPiggybackDirect
                                  : v == UlyssesVariant::kFusedTma         ? FusedEpilogue::kPiggybackTma
                                  : v == UlyssesVariant::kCoupledTma       ? FusedEpilogue::kCompletionCoupledTma
-                                 : v == UlyssesVariant::kFusedTmaRows     ? FusedEpilogue::kPiggybackTma
                                                                           : FusedEpilogue::kCompletionCoupled;
-      XSTAGE_CUDA_CHECK(attn_forward_fused_a2a(a, v == UlyssesVariant::kFusedTmaRows ? R.ep_rows : R.ep, mode, R.stream));
+      XSTAGE_CUDA_CHECK(attn_forward_fused_a2a(a, R.ep, mode, R.stream));
     }
     if (ours) XSTAGE_CUDA_CHECK(a2a_remote_store(R.o_local, R.ep, hl, d, a2a_grid_, R.stream));
   }

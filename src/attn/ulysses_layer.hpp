@@ -25,11 +25,6 @@
 //   fa-only-tma         the fused-tma kernel (same SASS) with a one-rank parameter block: every row
 //                       bulk-stored to the local [seq, heads_per_gpu, d] buffer, as fa-only writes it
 //   serial-tma          fa-only-tma, then a2a-ours: the serial baseline like for like with fused-tma
-//   fused-tma-rows      fused-tma with one 256-byte bulk copy per row (the store path the tiled stores
-//                       replace; the same kernel), for comparison
-// The TMA variants (fused-tma, coupled-tma, fa-only-tma) issue tiled bulk stores where every shard
-// holds at least 16 rows (UlyssesConfig::tiled_bulk_stores): one 16-row x 64-column box per warp, owner
-// and half head (2 copy-engine operations per warp and tile instead of 16).
 #pragma once
 
 #include <cstdint>
@@ -57,7 +52,6 @@ enum class UlyssesVariant {
   kCoupledTma,
   kFaOnlyTma,
   kSerialTma,
-  kFusedTmaRows,
 };
 const char* to_string(UlyssesVariant v);
 bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out);
@@ -94,9 +88,6 @@ struct UlyssesConfig {
   UlyssesStorePath store_path = UlyssesStorePath::kNcclWindow;
   // X-Stage-aware query order (above).
   UlyssesTileOrder tile_order = UlyssesTileOrder::kOwnLast;
-  // TMA epilogues: tiled bulk stores (a2a_tensor_map.hpp) where every shard holds 16 rows; false: one
-  // bulk copy per row.
-  bool tiled_bulk_stores = true;
   uint64_t wait_timeout_ns = 10'000'000'000ull;
 };
 
@@ -118,8 +109,6 @@ class UlyssesLayer {
   int row_rotation(int rank) const {
     return cfg_.tile_order == UlyssesTileOrder::kNatural ? 0 : a2a_own_rows_last_rotation(cfg_.seq, world_, rank);
   }
-  // Whether the TMA epilogues issue tiled stores (config, and every shard holds 16 rows).
-  bool tiled_bulk_stores() const;
   // The fused kernels' first scheduling phase on `rank` (A2AEpilogueParams::first_m_blocks).
   int first_m_blocks(int rank) const;
   // Bytes `rank`'s fused kernel stores to other ranks in its schedule's final round

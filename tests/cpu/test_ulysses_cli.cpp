@@ -28,7 +28,6 @@ TEST(UlyssesCli, BadValuesNameTheOptionAndValue) {
   expect_input_error("attn ulysses --seq 4096 --heads 4 --variant coupled", "--variant", "coupled");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --store-path nvshmem", "--store-path", "nvshmem");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --tile-order random", "--tile-order", "random");
-  expect_input_error("attn ulysses --seq 4096 --heads 4 --bulk-stores tensor", "--bulk-stores", "tensor");
   expect_input_error("attn ulysses --seq 1 --heads 4 --gpus 0,1", "--seq", "1");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --gpus 0,1,2,3,4,5,6,7,8", "--gpus", "9");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --iters 0", "--iters", "0");

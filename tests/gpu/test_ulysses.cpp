@@ -4,7 +4,7 @@
 // on sampled rows, and repeated iterations of every variant (the epoch/flag protocol). On one GPU: the
 // fused kernels with a two-phase tile schedule (remote-first) against the local kernel, bit for bit;
 // and one rank of a 2- or 3-rank team emulated on one GPU (every owner's buffer local): each row reaches
-// its owner's buffer at its local row, per-row and tiled bulk stores, ragged shards, rotated orders.
+// its owner's buffer at its local row, ragged shards, rotated and remote-first orders.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -13,7 +13,6 @@
 #include <random>
 #include <vector>
 
-#include "a2a_tensor_map.hpp"
 #include "attn_random.hpp"
 #include "attn_reference.hpp"
 #include "ulysses_kernels.hpp"
@@ -161,9 +160,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ragged_text_remote_first", 3000 + 77, 77, 2, UlyssesStorePath::kNcclWindow,
                            UlyssesTileOrder::kRemoteFirst},
                       Case{"multi_wave_remote_first", 20000 + 33, 33, 3, UlyssesStorePath::kNcclWindow,
-                           UlyssesTileOrder::kRemoteFirst},
-                      // Shards of 10 rows: the TMA epilogues fall back to one bulk copy per row.
-                      Case{"short_shards_row_copies", 20, 0, 1, UlyssesStorePath::kNcclWindow, UlyssesTileOrder::kOwnLast}),
+                           UlyssesTileOrder::kRemoteFirst}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // The fused kernels (TMA bulk piggyback and coupled, staged piggyback) on one GPU with every row stored
@@ -241,8 +238,8 @@ TEST(UlyssesOneGpu, TwoPhaseTileScheduleKeepsEveryBit) {
 }
 
 // Rank `rank` of a `world`-rank team on one GPU: every owner's output buffer and flag array is local,
-// so the fused kernel's remote-store mapping (owners, local rows, straddling tiles, the rotation's wrap,
-// rows past seq, and the tiled stores' clipped boxes) is checked without a second GPU: each kernel row's
+// so the fused kernel's remote-store mapping (owners, local rows, tiles straddling two owners, the
+// rotation's wrap, rows past seq, the remote-first schedule) is checked without a second GPU: each kernel row's
 // output must reach dst[owner][local row][head_offset + h] bit for bit (the local kernel's output of the
 // same Q row), every other element stays poisoned, and every CTA's flag reaches every owner.
 TEST(UlyssesOneGpu, EmulatedRankStoresEveryRowToItsOwner) {
@@ -285,16 +282,6 @@ TEST(UlyssesOneGpu, EmulatedRankStoresEveryRowToItsOwner) {
     void** d_table = nullptr;
     ASSERT_EQ(cudaMalloc(&d_table, sizeof(void*) * 2 * world), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(d_table, table.data(), sizeof(void*) * 2 * world, cudaMemcpyHostToDevice), cudaSuccess);
-    const bool tiled_ok = a2a_local_len(seq, world, world - 1) >= kA2ATensorBoxRows;
-    void* d_maps = nullptr;
-    if (tiled_ok) {
-      alignas(kA2ATensorMapAlign) unsigned char maps[kA2AMaxRanks * kA2ATensorMapBytes];
-      for (int p = 0; p < world; ++p)
-        ASSERT_EQ(a2a_encode_out_tensor_map(maps + p * kA2ATensorMapBytes, table[p], a2a_local_len(seq, world, p), ht, d),
-                  cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&d_maps, size_t(world) * kA2ATensorMapBytes), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(d_maps, maps, size_t(world) * kA2ATensorMapBytes, cudaMemcpyHostToDevice), cudaSuccess);
-    }
     uint32_t* epoch = nullptr;
     ASSERT_EQ(cudaMalloc(&epoch, sizeof(uint32_t)), cudaSuccess);
     ASSERT_EQ(cudaMemset(epoch, 0, sizeof(uint32_t)), cudaSuccess);
@@ -312,55 +299,52 @@ TEST(UlyssesOneGpu, EmulatedRankStoresEveryRowToItsOwner) {
     ep.row_rotation = sh.own_last ? a2a_own_rows_last_rotation(seq, world, rank) : 0;
     const int grid = attn_fused_a2a_grid(prob, 0);
     const AttnForwardArgs args{prob, qkv[0], qkv[1], qkv[2], nullptr, nullptr};
-    for (int tiled = 0; tiled < (tiled_ok ? 2 : 1); ++tiled) {
-      for (int phased = 0; phased < 2; ++phased) {
-        for (FusedEpilogue mode : {FusedEpilogue::kPiggybackTma, FusedEpilogue::kCompletionCoupledTma}) {
-          ep.out_maps = tiled ? d_maps : nullptr;
-          ep.first_m_blocks = phased && sh.own_last ? a2a_remote_m_blocks(seq, world, rank, 128) : 0;
-          for (int p = 0; p < world; ++p) {
-            ASSERT_EQ(cudaMemsetAsync(table[p], 0xFF, own_elems[p] * 2, stream), cudaSuccess);
-            ASSERT_EQ(cudaMemsetAsync(table[world + p], 0, sizeof(uint32_t) * kA2AMaxRanks * kA2AMaxCtas, stream), cudaSuccess);
-          }
-          const std::string what = "seq " + std::to_string(seq) + " world " + std::to_string(world) + " rank " +
-                                   std::to_string(rank) + (sh.own_last ? " own-last" : " natural") +
-                                   (tiled ? " tiled" : " per-row") + (phased ? " remote-first" : "") + " mode " +
-                                   std::to_string(int(mode)) + " (seed " + std::to_string(seed) + ")";
-          SCOPED_TRACE(what);
-          ASSERT_EQ(attn_fused_a2a_can_implement(args, ep), "");
-          ASSERT_EQ(attn_forward_fused_a2a(args, ep, mode, stream), cudaSuccess);
-          ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-          size_t bad = 0, poisoned_ok = 0;
-          for (int p = 0; p < world; ++p) {
-            std::vector<uint16_t> got(own_elems[p]);
-            ASSERT_EQ(cudaMemcpy(got.data(), table[p], own_elems[p] * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-            for (int lr = 0; lr < a2a_local_len(seq, world, p); ++lr) {
-              const int g = p * shard + lr;                                   // sequence row
-              const int i = (g - ep.row_rotation + seq) % seq;                // its kernel row
-              for (int h = 0; h < ht; ++h) {
-                const uint16_t* a = &got[(size_t(lr) * ht + h) * d];
-                if (h >= ep.head_offset && h < ep.head_offset + hl) {
-                  bad += std::memcmp(a, &ref[(size_t(i) * hl + (h - ep.head_offset)) * d], d * 2) != 0;
-                } else {
-                  for (int j = 0; j < d; ++j) poisoned_ok += a[j] == 0xFFFF;
-                }
+    for (int phased = 0; phased < 2; ++phased) {
+      for (FusedEpilogue mode : {FusedEpilogue::kPiggybackTma, FusedEpilogue::kCompletionCoupledTma, FusedEpilogue::kPiggyback,
+                                 FusedEpilogue::kCompletionCoupled, FusedEpilogue::kPiggybackDirect}) {
+        ep.first_m_blocks = phased && sh.own_last ? a2a_remote_m_blocks(seq, world, rank, 128) : 0;
+        for (int p = 0; p < world; ++p) {
+          ASSERT_EQ(cudaMemsetAsync(table[p], 0xFF, own_elems[p] * 2, stream), cudaSuccess);
+          ASSERT_EQ(cudaMemsetAsync(table[world + p], 0, sizeof(uint32_t) * kA2AMaxRanks * kA2AMaxCtas, stream), cudaSuccess);
+        }
+        const std::string what = "seq " + std::to_string(seq) + " world " + std::to_string(world) + " rank " +
+                                 std::to_string(rank) + (sh.own_last ? " own-last" : " natural") +
+                                 (phased ? " remote-first" : "") + " mode " +
+                                 std::to_string(int(mode)) + " (seed " + std::to_string(seed) + ")";
+        SCOPED_TRACE(what);
+        ASSERT_EQ(attn_fused_a2a_can_implement(args, ep), "");
+        ASSERT_EQ(attn_forward_fused_a2a(args, ep, mode, stream), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        size_t bad = 0, poisoned_ok = 0;
+        for (int p = 0; p < world; ++p) {
+          std::vector<uint16_t> got(own_elems[p]);
+          ASSERT_EQ(cudaMemcpy(got.data(), table[p], own_elems[p] * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+          for (int lr = 0; lr < a2a_local_len(seq, world, p); ++lr) {
+            const int g = p * shard + lr;                                   // sequence row
+            const int i = (g - ep.row_rotation + seq) % seq;                // its kernel row
+            for (int h = 0; h < ht; ++h) {
+              const uint16_t* a = &got[(size_t(lr) * ht + h) * d];
+              if (h >= ep.head_offset && h < ep.head_offset + hl) {
+                bad += std::memcmp(a, &ref[(size_t(i) * hl + (h - ep.head_offset)) * d], d * 2) != 0;
+              } else {
+                for (int j = 0; j < d; ++j) poisoned_ok += a[j] == 0xFFFF;
               }
             }
-            std::vector<uint32_t> flags(size_t(kA2AMaxRanks) * kA2AMaxCtas);
-            ASSERT_EQ(cudaMemcpy(flags.data(), table[world + p], flags.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-            size_t missing = 0;
-            for (int c = 0; c < grid; ++c) missing += flags[size_t(rank) * kA2AMaxCtas + c] != 1u;
-            EXPECT_EQ(missing, 0u) << "CTA flags missing at owner " << p << ", " << what;
           }
-          EXPECT_EQ(bad, 0u) << "rows differing from the local kernel's, " << what;
-          EXPECT_EQ(poisoned_ok, size_t(seq) * (ht - hl) * d) << "other ranks' heads written, " << what;
+          std::vector<uint32_t> flags(size_t(kA2AMaxRanks) * kA2AMaxCtas);
+          ASSERT_EQ(cudaMemcpy(flags.data(), table[world + p], flags.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+          size_t missing = 0;
+          for (int c = 0; c < grid; ++c) missing += flags[size_t(rank) * kA2AMaxCtas + c] != 1u;
+          EXPECT_EQ(missing, 0u) << "CTA flags missing at owner " << p << ", " << what;
         }
+        EXPECT_EQ(bad, 0u) << "rows differing from the local kernel's, " << what;
+        EXPECT_EQ(poisoned_ok, size_t(seq) * (ht - hl) * d) << "other ranks' heads written, " << what;
       }
     }
     for (auto* t : qkv) cudaFree(t);
     cudaFree(o_ref);
     for (void* t : table) cudaFree(t);
     cudaFree(d_table);
-    cudaFree(d_maps);
     cudaFree(epoch);
   }
   cudaStreamDestroy(stream);

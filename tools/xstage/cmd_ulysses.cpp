@@ -50,7 +50,6 @@ struct Options {
   std::string platform;
   std::string store_path = "window";
   std::string tile_order = "own-last";
-  std::string bulk_stores = "tiled";
   long long seed = -1;
   bool json_out = false;
   std::string out;
@@ -91,9 +90,6 @@ void run_ulysses(const Options& opt) {
   } else {
     throw xstage::InputError("--store-path: invalid value '" + opt.store_path + "' (window or peer)");
   }
-  if (opt.bulk_stores != "tiled" && opt.bulk_stores != "rows")
-    throw xstage::InputError("--bulk-stores: invalid value '" + opt.bulk_stores + "' (tiled or rows)");
-  cfg.tiled_bulk_stores = opt.bulk_stores == "tiled";
   if (!parse_ulysses_tile_order(opt.tile_order, &cfg.tile_order))
     throw xstage::InputError("--tile-order: invalid value '" + opt.tile_order + "' (own-last, remote-first or natural)");
   const std::string why = ulysses_config_error(cfg, int(gpus.size()));
@@ -339,7 +335,6 @@ void run_ulysses(const Options& opt) {
                  {"store_path", opt.store_path},
                  {"tile_order", opt.tile_order},
                  {"first_m_blocks", first_m_blocks},
-                 {"bulk_stores", layer.tiled_bulk_stores() ? "tiled" : "rows"},
                  {"fused_grid", layer.fused_grid()},
                  {"a2a_grid", layer.a2a_grid()},
                  {"remote_bytes_per_rank", layer.remote_bytes_per_rank(0)},
@@ -397,9 +392,6 @@ void add_attn_ulysses(CLI::App* attn) {
   u->add_option("--warmup", opt->warmup, "Untimed iterations of each variant before each pass")->check(kNonNegative);
   u->add_option("--iters", opt->iters, "Timed iterations of each variant per pass (variants interleaved)")->check(kPositive);
   u->add_option("--passes", opt->passes, "Timing passes (variant order rotated each pass)")->check(kPositive);
-  u->add_option("--bulk-stores", opt->bulk_stores,
-                "TMA epilogues (fused-tma, coupled-tma, fa-only-tma): tiled (one 16 x 64 box per warp, owner and half "
-                "head, where every shard holds 16 rows; default) or rows (one 256-byte copy per row)");
   u->add_flag("--graph", opt->graph,
               "Capture each pass (warm-up and timed iterations) into one CUDA graph per GPU and replay it (default: "
               "stream launches)");
