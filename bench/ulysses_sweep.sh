@@ -19,10 +19,11 @@ grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) " "$OUT/ulysses_gpu_tests.txt" | tail -
 # text tokens (joint, appended). Wan2.1-14B (40 heads → 20): 720p x 21 frames = 21,600 tokens.
 POINTS=${POINTS:-"8192:4:0 16384:4:0 32768:4:0 49152:4:0 65536:4:0 32400:12:256 21600:20:0"}
 # The same layer with the natural query order (own rows not last), at a few points, for comparison.
-NATURAL_POINTS=${NATURAL_POINTS:-"16384:4:0 65536:4:0"}
+# (Each list may be set empty to skip it.)
+NATURAL_POINTS=${NATURAL_POINTS-"16384:4:0 65536:4:0"}
 # The remote-first tile order (every head's tiles holding the other rank's rows before any own-row tile):
 # where the own-last order still ends with remote tiles (few waves), the last wave then stores locally.
-REMOTE_FIRST_POINTS=${REMOTE_FIRST_POINTS:-"$POINTS"}
+REMOTE_FIRST_POINTS=${REMOTE_FIRST_POINTS-"$POINTS"}
 run_point() {  # M H T ORDER [--graph]
   timeout 150 "$BUILD"/xstage attn ulysses --gpus 0,1 --seq "$1" --text "$3" --heads "$2" --variant all --tile-order "$4" ${5:-} \
     --warmup ${WARMUP:-2} --iters ${ITERS:-20} --passes ${PASSES:-2} --platform results/h200-x2/calibration/platform.json \
@@ -34,9 +35,9 @@ for p in $REMOTE_FIRST_POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h"
 for p in $NATURAL_POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" natural; done
 # The paper's replay method: each pass captured into one CUDA graph per GPU (--graph), beside the
 # stream-launched points above.
-for p in ${GRAPH_POINTS:-"8192:4:0 16384:4:0 65536:4:0"}; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" own-last --graph; done
+for p in ${GRAPH_POINTS-"8192:4:0 16384:4:0 65536:4:0"}; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" own-last --graph; done
 # One GPU (every row local): the fused kernels' own cost without remote traffic.
-for m in ${ONE_GPU_POINTS:-32768 65536}; do
+for m in ${ONE_GPU_POINTS-32768 65536}; do
   timeout 90 "$BUILD"/xstage attn ulysses --gpus 0 --seq "$m" --heads 4 --variant fa-only,fa-only-tma,serial-ours,fused,fused-direct,completion-coupled,fused-tma,coupled-tma \
     --warmup 2 --iters ${ITERS:-20} --passes ${PASSES:-2} --out "$OUT/points/one_gpu_${m}_4.json" >> "$log" 2>&1
   echo "one-gpu point $m rc=$?" | tee -a "$log"
