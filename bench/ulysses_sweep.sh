@@ -9,12 +9,14 @@ nccl_lib=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl
 [ -n "$nccl_lib" ] && export LD_LIBRARY_PATH=$nccl_lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/xstage_out}
 BUILD=${BUILD:-build}  # folder holding xstage and tests/xstage_gpu_tests
+GPUS=${GPUS:-0,1}      # the team (GPUS=0 runs the whole script on one GPU, every row local: a dry run)
+ngpu=$(tr ',' '\n' <<< "$GPUS" | wc -l)
 mkdir -p "$OUT/points"
 log=$OUT/ulysses_log.txt
 { date -u +%FT%TZ; nvidia-smi -L; nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv; } > "$log" 2>&1
-timeout 200 "$BUILD"/tests/xstage_gpu_tests --gtest_filter='Shapes/UlyssesTwoGpu.*' > "$OUT/ulysses_gpu_tests.txt" 2>&1
+timeout 200 "$BUILD"/tests/xstage_gpu_tests --gtest_filter='Shapes/UlyssesTwoGpu.*:UlyssesOneGpu.*' > "$OUT/ulysses_gpu_tests.txt" 2>&1
 echo "gpu tests rc=$?" | tee -a "$log"
-grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) " "$OUT/ulysses_gpu_tests.txt" | tail -10
+grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) " "$OUT/ulysses_gpu_tests.txt" | tail -12
 # M:heads_per_gpu:text. HunyuanVideo (24 heads, SP=2 → 12): 720p x 33 frames = 32,400 image tokens + 256
 # text tokens (joint, appended). Wan2.1-14B (40 heads → 20): 720p x 21 frames = 21,600 tokens.
 POINTS=${POINTS:-"8192:4:0 16384:4:0 32768:4:0 49152:4:0 65536:4:0 32400:12:256 21600:20:0"}
@@ -25,7 +27,7 @@ NATURAL_POINTS=${NATURAL_POINTS-"16384:4:0 65536:4:0"}
 # where the own-last order still ends with remote tiles (few waves), the last wave then stores locally.
 REMOTE_FIRST_POINTS=${REMOTE_FIRST_POINTS-"$POINTS"}
 run_point() {  # M H T ORDER [--graph]
-  timeout 150 "$BUILD"/xstage attn ulysses --gpus 0,1 --seq "$1" --text "$3" --heads "$2" --variant all --tile-order "$4" ${5:-} \
+  timeout 150 "$BUILD"/xstage attn ulysses --gpus "$GPUS" --seq "$1" --text "$3" --heads "$2" --variant all --tile-order "$4" ${5:-} \
     --warmup ${WARMUP:-2} --iters ${ITERS:-20} --passes ${PASSES:-2} --platform results/h200-x2/calibration/platform.json \
     --out "$OUT/points/ulysses_${1}_${2}_${3}_${4}${5:+_graph}.json" >> "$log" 2>&1
   echo "point $1:$2:$3 $4 ${5:-} rc=$?" | tee -a "$log"
@@ -48,7 +50,7 @@ if command -v cuobjdump > /dev/null; then
 fi
 torch_points=""
 for p in $POINTS; do torch_points="$torch_points $p"; done
-timeout 150 torchrun --nproc_per_node 2 bench/ulysses_torch.py --iters ${ITERS:-20} --out "$OUT/points/torch.json" --points $torch_points >> "$log" 2>&1
+timeout 150 torchrun --nproc_per_node "$ngpu" bench/ulysses_torch.py --iters ${ITERS:-20} --out "$OUT/points/torch.json" --points $torch_points >> "$log" 2>&1
 echo "torch rc=$?" | tee -a "$log"
 python3 bench/ulysses_merge.py "$OUT/points" "$OUT/ulysses.json" "$OUT/ulysses_table.md" >> "$log" 2>&1
 echo "merge rc=$?" | tee -a "$log"
