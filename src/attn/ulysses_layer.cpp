@@ -64,14 +64,22 @@ std::string ulysses_variant_names() {
   return s;
 }
 
-bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out) {
-  for (UlyssesVariant v : all_ulysses_variants()) {
+namespace {
+// The value among `values` whose to_string is `s`.
+template <class E, class Values>
+bool parse_by_name(const std::string& s, const Values& values, E* out) {
+  for (E v : values) {
     if (s == to_string(v)) {
       *out = v;
       return true;
     }
   }
   return false;
+}
+}  // namespace
+
+bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out) {
+  return parse_by_name(s, all_ulysses_variants(), out);
 }
 
 const char* to_string(UlyssesTileOrder o) {
@@ -84,13 +92,8 @@ const char* to_string(UlyssesTileOrder o) {
 }
 
 bool parse_ulysses_tile_order(const std::string& s, UlyssesTileOrder* out) {
-  for (UlyssesTileOrder o : {UlyssesTileOrder::kNatural, UlyssesTileOrder::kOwnLast, UlyssesTileOrder::kRemoteFirst}) {
-    if (s == to_string(o)) {
-      *out = o;
-      return true;
-    }
-  }
-  return false;
+  const UlyssesTileOrder all[] = {UlyssesTileOrder::kNatural, UlyssesTileOrder::kOwnLast, UlyssesTileOrder::kRemoteFirst};
+  return parse_by_name(s, all, out);
 }
 
 cudaError_t record_timing_event(cudaEvent_t event, cudaStream_t stream) {

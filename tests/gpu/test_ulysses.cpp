@@ -163,6 +163,30 @@ INSTANTIATE_TEST_SUITE_P(
                            UlyssesTileOrder::kRemoteFirst}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
+// Fresh N(0,1) Q, K, V [seq, heads, 128] on the current device and the local kernel's output of them (bf16
+// bits, the reference of the one-GPU fused tests). The buffers are freed with the object.
+struct LocalAttention {
+  AttnForwardProblem prob;
+  void* qkv[3] = {};
+  void* o = nullptr;
+  std::vector<uint16_t> out;
+  ~LocalAttention() {
+    for (void* t : qkv) cudaFree(t);
+    cudaFree(o);
+  }
+};
+void run_local_attention(int seq, int heads, uint64_t seed, cudaStream_t stream, LocalAttention& la) {
+  la.prob = make_bshd_problem(1, seq, seq, heads, 128);
+  const size_t elems = size_t(seq) * heads * 128;
+  for (auto*& t : la.qkv) ASSERT_EQ(cudaMalloc(&t, elems * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&la.o, elems * 2), cudaSuccess);
+  for (int t = 0; t < 3; ++t) ASSERT_EQ(attn_fill_normal_bf16(la.qkv[t], elems, seed + 7 * t, 1.0f, stream), cudaSuccess);
+  ASSERT_EQ(attn_forward(AttnForwardArgs{la.prob, la.qkv[0], la.qkv[1], la.qkv[2], la.o, nullptr}, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  la.out.resize(elems);
+  ASSERT_EQ(cudaMemcpy(la.out.data(), la.o, elems * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+}
+
 // The fused kernels (TMA bulk piggyback and coupled, staged piggyback) on one GPU with every row stored
 // locally (a one-rank parameter block, as fa-only-tma) and a two-phase tile schedule (first_m_blocks =
 // F): the output equals the local kernel's bit for bit for every F (each tile computed exactly once,
@@ -176,11 +200,8 @@ TEST(UlyssesOneGpu, TwoPhaseTileScheduleKeepsEveryBit) {
   const size_t elems = size_t(seq) * hl * d;
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  void* qkv[3] = {};
-  void *o_ref = nullptr, *o = nullptr, **table = nullptr;
+  void *o = nullptr, **table = nullptr;
   uint32_t *flags = nullptr, *epoch = nullptr;
-  for (auto*& t : qkv) ASSERT_EQ(cudaMalloc(&t, elems * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&o_ref, elems * 2), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&o, elems * 2), cudaSuccess);
   const size_t flag_bytes = sizeof(uint32_t) * kA2AMaxRanks * kA2AMaxCtas;
   ASSERT_EQ(cudaMalloc(&flags, flag_bytes), cudaSuccess);
@@ -191,12 +212,12 @@ TEST(UlyssesOneGpu, TwoPhaseTileScheduleKeepsEveryBit) {
   ASSERT_EQ(cudaMalloc(&table, sizeof(h_table)), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(table, h_table, sizeof(h_table), cudaMemcpyHostToDevice), cudaSuccess);
   const uint64_t seed = fresh_seed();
-  for (int t = 0; t < 3; ++t) ASSERT_EQ(attn_fill_normal_bf16(qkv[t], elems, seed + t, 1.0f, stream), cudaSuccess);
-  const AttnForwardProblem prob = make_bshd_problem(1, seq, seq, hl, d);
-  ASSERT_EQ(attn_forward(AttnForwardArgs{prob, qkv[0], qkv[1], qkv[2], o_ref, nullptr}, stream), cudaSuccess);
-  std::vector<uint16_t> ref(elems), got(elems);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(ref.data(), o_ref, elems * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  LocalAttention la;
+  run_local_attention(seq, hl, seed, stream, la);
+  if (HasFatalFailure()) return;
+  const AttnForwardProblem& prob = la.prob;
+  const std::vector<uint16_t>& ref = la.out;
+  std::vector<uint16_t> got(elems);
 
   A2AEpilogueParams ep{};
   ep.dst = table;
@@ -211,7 +232,7 @@ TEST(UlyssesOneGpu, TwoPhaseTileScheduleKeepsEveryBit) {
   ep.row_rotation = 0;
   const int m_blocks = (seq + 127) / 128, grid = attn_fused_a2a_grid(prob, 0);
   ASSERT_GT(grid, 0);
-  const AttnForwardArgs args{prob, qkv[0], qkv[1], qkv[2], nullptr, nullptr};
+  const AttnForwardArgs args{prob, la.qkv[0], la.qkv[1], la.qkv[2], nullptr, nullptr};
   for (int f : {1, 79, m_blocks - 1, 0}) {
     ep.first_m_blocks = f;
     ASSERT_EQ(attn_fused_a2a_can_implement(args, ep), "");
@@ -228,8 +249,6 @@ TEST(UlyssesOneGpu, TwoPhaseTileScheduleKeepsEveryBit) {
   }
   ep.first_m_blocks = m_blocks + 1;
   EXPECT_NE(attn_fused_a2a_can_implement(args, ep).find("first_m_blocks"), std::string::npos);
-  for (auto* t : qkv) cudaFree(t);
-  cudaFree(o_ref);
   cudaFree(o);
   cudaFree(flags);
   cudaFree(epoch);
@@ -260,17 +279,11 @@ TEST(UlyssesOneGpu, EmulatedRankStoresEveryRowToItsOwner) {
   for (const Shape& sh : shapes) {
     const int seq = sh.seq, world = sh.world, rank = sh.rank, ht = hl * world;
     const int shard = a2a_shard_len(seq, world);
-    const size_t elems = size_t(seq) * hl * d;
-    void* qkv[3] = {};
-    void* o_ref = nullptr;
-    for (auto*& t : qkv) ASSERT_EQ(cudaMalloc(&t, elems * 2), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&o_ref, elems * 2), cudaSuccess);
-    for (int t = 0; t < 3; ++t) ASSERT_EQ(attn_fill_normal_bf16(qkv[t], elems, seed + 7 * t + seq, 1.0f, stream), cudaSuccess);
-    const AttnForwardProblem prob = make_bshd_problem(1, seq, seq, hl, d);
-    ASSERT_EQ(attn_forward(AttnForwardArgs{prob, qkv[0], qkv[1], qkv[2], o_ref, nullptr}, stream), cudaSuccess);
-    std::vector<uint16_t> ref(elems);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(ref.data(), o_ref, elems * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    LocalAttention la;
+    run_local_attention(seq, hl, seed + seq, stream, la);
+    if (HasFatalFailure()) return;
+    const AttnForwardProblem& prob = la.prob;
+    const std::vector<uint16_t>& ref = la.out;
 
     std::vector<void*> table(2 * world);
     std::vector<size_t> own_elems(world);
@@ -298,7 +311,7 @@ TEST(UlyssesOneGpu, EmulatedRankStoresEveryRowToItsOwner) {
     ep.head_offset = rank * hl;
     ep.row_rotation = sh.own_last ? a2a_own_rows_last_rotation(seq, world, rank) : 0;
     const int grid = attn_fused_a2a_grid(prob, 0);
-    const AttnForwardArgs args{prob, qkv[0], qkv[1], qkv[2], nullptr, nullptr};
+    const AttnForwardArgs args{prob, la.qkv[0], la.qkv[1], la.qkv[2], nullptr, nullptr};
     for (int phased = 0; phased < 2; ++phased) {
       for (FusedEpilogue mode : {FusedEpilogue::kPiggybackTma, FusedEpilogue::kCompletionCoupledTma, FusedEpilogue::kPiggyback,
                                  FusedEpilogue::kCompletionCoupled, FusedEpilogue::kPiggybackDirect}) {
@@ -341,8 +354,6 @@ TEST(UlyssesOneGpu, EmulatedRankStoresEveryRowToItsOwner) {
         EXPECT_EQ(poisoned_ok, size_t(seq) * (ht - hl) * d) << "other ranks' heads written, " << what;
       }
     }
-    for (auto* t : qkv) cudaFree(t);
-    cudaFree(o_ref);
     for (void* t : table) cudaFree(t);
     cudaFree(d_table);
     cudaFree(epoch);
