@@ -33,10 +33,11 @@ if [[ $pip_help == *--break-system-packages* ]] &&
 fi
 want_pip=()
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
-  installed=$(python3 -m pip show nvidia-cutlass 2>/dev/null | sed -n 's/^Version: //p')
+  # `pip show` exits 1 for a package that is not installed: ask Python for the version instead.
+  installed=$(python3 -c 'import importlib.metadata as m; print(m.version("nvidia-cutlass"))' 2>/dev/null || true)
   [ "$installed" = "${CUTLASS_PIN#*==}" ] || want_pip+=("$CUTLASS_PIN")
 fi
-python3 -c 'import matplotlib' 2>/dev/null || want_pip+=(matplotlib)
+python3 -c 'import matplotlib' >/dev/null 2>&1 || want_pip+=(matplotlib)
 if [ ${#want_pip[@]} -gt 0 ]; then
   echo "install_deps: pip install ${want_pip[*]}"
   python3 -m pip install "${pip_args[@]}" "${want_pip[@]}"
