@@ -55,6 +55,20 @@ void xstage_free(void* p);
 int xstage_attention_forward(const DLTensor* q, const DLTensor* k, const DLTensor* v, DLTensor* out, DLTensor* lse,
                              float softmax_scale, void* stream);
 
+/* One attention call as a struct: the same as xstage_attention_forward, for callers (ctypes) to
+ * whom each argument of a call costs; they keep one filled struct per thread. */
+typedef struct xstage_attention_call {
+  const DLTensor* q;
+  const DLTensor* k;
+  const DLTensor* v;
+  DLTensor* out;
+  DLTensor* lse; /* NULL: no lse */
+  float softmax_scale;
+  void* stream;
+} xstage_attention_call;
+
+int xstage_attention_forward_call(const xstage_attention_call* call);
+
 /* Every check of xstage_attention_forward, without a launch (also in builds without CUDA, except
  * the view checks, which need the kernel's rules). */
 int xstage_attention_check(const DLTensor* q, const DLTensor* k, const DLTensor* v, const DLTensor* out,

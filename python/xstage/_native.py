@@ -62,20 +62,49 @@ class DLManagedTensor(ctypes.Structure):
 
 
 class TensorSlot:
-    """A DLTensor with its own shape and stride arrays, refilled for each call (no allocation)."""
+    """A DLTensor with its own size and stride storage, refilled for each call (no allocation).
+
+    The strides follow the sizes in `dims` (dims[0:ndim] sizes, dims[ndim:2 * ndim] strides), so one
+    slice assignment fills both; dtype, device and rank are rewritten only when they change.
+    """
 
     MAX_NDIM = 8
-    __slots__ = ("dl", "dims", "address")
+    __slots__ = ("dl", "dims", "address", "ndim", "dtype", "device")
 
     def __init__(self) -> None:
         self.dl = DLTensor()
-        # shape in dims[0:ndim], strides in dims[MAX_NDIM:MAX_NDIM + ndim]
         self.dims = (ctypes.c_int64 * (2 * self.MAX_NDIM))()
-        base = ctypes.addressof(self.dims)
-        self.dl.shape = ctypes.cast(base, ctypes.POINTER(ctypes.c_int64))
-        self.dl.strides = ctypes.cast(base + 8 * self.MAX_NDIM, ctypes.POINTER(ctypes.c_int64))
+        self.dl.shape = ctypes.cast(ctypes.addressof(self.dims), ctypes.POINTER(ctypes.c_int64))
         self.dl.dtype_lanes = 1
         self.address = ctypes.addressof(self.dl)
+        self.ndim = -1
+        self.dtype = None
+        self.device = None
+        self.set_ndim(0)
+
+    def set_ndim(self, n: int) -> None:
+        self.dl.ndim = n
+        self.dl.strides = ctypes.cast(ctypes.addressof(self.dims) + 8 * n, ctypes.POINTER(ctypes.c_int64))
+        self.ndim = n
+
+    def set_dims(self, shape, strides) -> None:
+        n = len(shape)
+        if n != self.ndim:
+            self.set_ndim(n)
+        self.dims[0:2 * n] = tuple(shape) + tuple(strides)
+
+
+class AttentionCall(ctypes.Structure):
+    """xstage_attention_call: pointers to five slots, the scale and the stream."""
+    _fields_ = [
+        ("q", ctypes.c_void_p),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+        ("softmax_scale", ctypes.c_float),
+        ("stream", ctypes.c_void_p),
+    ]
 
 
 KDL_CPU = 1
@@ -128,6 +157,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.xstage_attention_forward.restype = c_int
     lib.xstage_attention_forward.argtypes = [DLTensorPtr, DLTensorPtr, DLTensorPtr, DLTensorPtr, DLTensorPtr,
                                              c_float, c_void_p]
+    lib.xstage_attention_forward_call.restype = c_int
+    lib.xstage_attention_forward_call.argtypes = [c_void_p]
     lib.xstage_attention_check.restype = c_int
     lib.xstage_attention_check.argtypes = [DLTensorPtr, DLTensorPtr, DLTensorPtr, DLTensorPtr, DLTensorPtr, c_float]
     lib.xstage_attention_view_check.restype = c_int
@@ -152,7 +183,9 @@ def lib() -> ctypes.CDLL:
             raise XstageLoadError(f"xstage: {path} not found: the package was not built "
                                   "(install it with `pip install .` from the xstage source tree)")
         _preload_from_wheel("nvidia.nccl", ["libnccl.so*"])
+        # CUDA 12 wheels: nvidia/cublas/lib; CUDA 13 wheels: nvidia/cu13/lib
         _preload_from_wheel("nvidia.cublas", ["libcublasLt.so*", "libcublas.so*"])
+        _preload_from_wheel("nvidia.cu13", ["libcublasLt.so.13*", "libcublas.so.13*"])
         try:
             loaded = ctypes.CDLL(path)
         except OSError as e:

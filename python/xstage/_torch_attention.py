@@ -5,6 +5,7 @@ Imported on first use of `xstage.attention`, so `import xstage` needs no torch.
 """
 
 # No `from __future__ import annotations` here: torch.library infers the op's schema from real annotations.
+import ctypes
 import threading
 
 import torch
@@ -29,6 +30,7 @@ _DTYPES = {  # torch dtype -> DLPack (code, bits), for the library's checks and 
 }
 _MAX_NDIM = _native.TensorSlot.MAX_NDIM
 
+_lib = _native.lib()  # loaded when the torch layer is first used
 _tls = threading.local()
 _copies_lock = threading.Lock()
 _copies = 0  # q, k or v views the kernel could not read in place, copied to contiguous tensors
@@ -52,35 +54,45 @@ def reset_copy_count() -> None:
 
 
 def _slots():
+    """The calling thread's five tensor slots (q, k, v, out, lse) and the call struct pointing at them."""
     try:
         return _tls.slots
     except AttributeError:
-        _tls.slots = [_native.TensorSlot() for _ in _NAMES]
+        slots = [_native.TensorSlot() for _ in _NAMES]
+        call = _native.AttentionCall()
+        call.q, call.k, call.v, call.out = (slot.address for slot in slots[:4])
+        _tls.slots = (slots, call, ctypes.addressof(call))
         return _tls.slots
 
 
 def _fill(slot, t: torch.Tensor, name: str, data: int) -> None:
     """Describes tensor `t` (data address `data`) in `slot`, without a DLPack capsule."""
     dl = slot.dl
-    n = t.dim()
-    if n > _MAX_NDIM:
-        raise ValueError(f"{_WHERE}: {name}: rank {n} (shape {list(t.shape)}); accepted: 4 "
-                         "([batch, seq, heads, head_dim])")
-    code_bits = _DTYPES.get(t.dtype)
-    if code_bits is None:
-        raise TypeError(f"{_WHERE}: {name}: dtype {t.dtype}; accepted: bfloat16")
     dl.data = data
-    if t.is_cuda:
-        dl.device_type = _native.KDL_CUDA
-        dl.device_id = t.get_device()
-    else:
-        dl.device_type = _native.KDL_CPU if t.device.type == "cpu" else 0
-        dl.device_id = 0
-    dl.ndim = n
-    dl.dtype_code, dl.dtype_bits = code_bits
-    dims = slot.dims
-    dims[0:n] = t.shape
-    dims[_MAX_NDIM:_MAX_NDIM + n] = t.stride()
+    dtype = t.dtype
+    if dtype is not slot.dtype:
+        code_bits = _DTYPES.get(dtype)
+        if code_bits is None:
+            raise TypeError(f"{_WHERE}: {name}: dtype {dtype}; accepted: bfloat16")
+        dl.dtype_code, dl.dtype_bits = code_bits
+        slot.dtype = dtype
+    device = t.get_device() if t.is_cuda else -1
+    if device < 0 or device != slot.device:
+        if device >= 0:
+            dl.device_type = _native.KDL_CUDA
+            dl.device_id = device
+        else:
+            dl.device_type = _native.KDL_CPU if t.device.type == "cpu" else 0
+            dl.device_id = 0
+        slot.device = device
+    shape = t.shape
+    n = len(shape)
+    if n != slot.ndim:
+        if n > _MAX_NDIM:
+            raise ValueError(f"{_WHERE}: {name}: rank {n} (shape {list(shape)}); accepted: 4 "
+                             "([batch, seq, heads, head_dim])")
+        slot.set_ndim(n)
+    slot.dims[0:2 * n] = shape + t.stride()
 
 
 def _check_tensor_type(name: str, t) -> None:
@@ -98,26 +110,26 @@ def _outputs(q: torch.Tensor, return_lse: bool):
 
 
 def _launch(q, k, v, out, lse, scale: float) -> int:
-    lib = _native.lib()
-    s = _slots()
-    _fill(s[0], q, "q", q.data_ptr())
-    _fill(s[1], k, "k", k.data_ptr())
-    _fill(s[2], v, "v", v.data_ptr())
-    _fill(s[3], out, "out", out.data_ptr())
-    lse_address = None
+    slots, call, call_address = _slots()
+    _fill(slots[0], q, "q", q.data_ptr())
+    _fill(slots[1], k, "k", k.data_ptr())
+    _fill(slots[2], v, "v", v.data_ptr())
+    _fill(slots[3], out, "out", out.data_ptr())
     if lse is not None:
-        _fill(s[4], lse, "lse", lse.data_ptr())
-        lse_address = s[4].address
-    stream = _raw_stream(q.get_device()) if q.is_cuda else 0
-    return lib.xstage_attention_forward(s[0].address, s[1].address, s[2].address, s[3].address, lse_address, scale,
-                                        stream)
+        _fill(slots[4], lse, "lse", lse.data_ptr())
+        call.lse = slots[4].address
+    else:
+        call.lse = None
+    call.softmax_scale = scale
+    call.stream = _raw_stream(q.get_device()) if q.is_cuda else None
+    return _lib.xstage_attention_forward_call(call_address)
 
 
 def _copy_unreadable_views(q, k, v):
     """q, k, v with every view the kernel cannot read replaced by a contiguous copy (counted)."""
     global _copies
     lib = _native.lib()
-    slot = _slots()[0]
+    slot = _slots()[0][0]
     result = []
     for name, t in (("q", q), ("k", k), ("v", v)):
         _fill(slot, t, name, t.data_ptr())
@@ -152,7 +164,7 @@ def _check_meta(q, k, v, scale: float, return_lse: bool) -> None:
         if not _is_static(t):
             return
     lib = _native.lib()
-    s = _slots()
+    s = _slots()[0]
     aligned = 256  # any non-null aligned address: the views are what is checked
     _fill(s[0], q, "q", aligned)
     _fill(s[1], k, "k", aligned)

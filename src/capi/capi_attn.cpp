@@ -160,4 +160,9 @@ int xstage_attention_forward(const DLTensor* q, const DLTensor* k, const DLTenso
   });
 }
 
+int xstage_attention_forward_call(const xstage_attention_call* call) {
+  if (!call) return xstage::capi::fail(XSTAGE_ERR_VALUE, "xstage_attention_forward_call: null call");
+  return xstage_attention_forward(call->q, call->k, call->v, call->out, call->lse, call->softmax_scale, call->stream);
+}
+
 }  // extern "C"

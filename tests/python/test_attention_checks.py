@@ -34,11 +34,8 @@ def desc(shape, dtype=BF16, device=(_native.KDL_CUDA, 0), strides=None, address=
     dl = slot.dl
     dl.data = address
     dl.device_type, dl.device_id = device
-    dl.ndim = len(shape)
     dl.dtype_code, dl.dtype_bits = dtype
-    slot.dims[0:len(shape)] = list(shape)
-    strides = contiguous_strides(shape) if strides is None else strides
-    slot.dims[8:8 + len(shape)] = list(strides)
+    slot.set_dims(shape, contiguous_strides(shape) if strides is None else strides)
     return slot
 
 
