@@ -65,18 +65,15 @@ std::string attn_forward_args_from_views(const BshdView& q, const BshdView& k, c
   p.seq_k = int(k.size[1]);
   p.heads = int(q.size[2]);
   p.head_dim = int(q.size[3]);
-  p.q_stride_batch = effective_stride(q, 0);
-  p.q_stride_seq = effective_stride(q, 1);
-  p.q_stride_head = effective_stride(q, 2);
-  p.k_stride_batch = effective_stride(k, 0);
-  p.k_stride_seq = effective_stride(k, 1);
-  p.k_stride_head = effective_stride(k, 2);
-  p.v_stride_batch = effective_stride(v, 0);
-  p.v_stride_seq = effective_stride(v, 1);
-  p.v_stride_head = effective_stride(v, 2);
-  p.o_stride_batch = effective_stride(o, 0);
-  p.o_stride_seq = effective_stride(o, 1);
-  p.o_stride_head = effective_stride(o, 2);
+  const auto strides = [](const BshdView& view, int64_t& batch, int64_t& seq, int64_t& head) {
+    batch = effective_stride(view, 0);
+    seq = effective_stride(view, 1);
+    head = effective_stride(view, 2);
+  };
+  strides(q, p.q_stride_batch, p.q_stride_seq, p.q_stride_head);
+  strides(k, p.k_stride_batch, p.k_stride_seq, p.k_stride_head);
+  strides(v, p.v_stride_batch, p.v_stride_seq, p.v_stride_head);
+  strides(o, p.o_stride_batch, p.o_stride_seq, p.o_stride_head);
   p.softmax_scale = softmax_scale;
   args->q = q.data;
   args->k = k.data;

@@ -39,7 +39,8 @@ def reference(q, k, v, scale=None):
     """fp32 SDPA on the bf16 inputs; out [B, S, H, D] fp32 and lse [B, H, S] fp32."""
     qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    out = F.scaled_dot_product_attention(qf, kf, vf, scale=s).transpose(1, 2)
+    with sdpa_kernel(SDPBackend.MATH):  # plain fp32 matrix products (TF32 is off by default)
+        out = F.scaled_dot_product_attention(qf, kf, vf, scale=s).transpose(1, 2)
     lse = torch.logsumexp((qf @ kf.transpose(-1, -2)) * s, dim=-1)
     return out, lse
 
