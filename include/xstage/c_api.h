@@ -69,8 +69,9 @@ typedef struct xstage_attention_call {
 
 int xstage_attention_forward_call(const xstage_attention_call* call);
 
-/* Every check of xstage_attention_forward, without a launch (also in builds without CUDA, except
- * the view checks, which need the kernel's rules). */
+/* Every check of xstage_attention_forward, without a launch. In builds without CUDA only the checks
+ * of each tensor alone (presence, device, dtype, rank, head_dim, one device, lse, scale): shape
+ * agreement and view rules are the kernel's (xstage/attn/forward.hpp). */
 int xstage_attention_check(const DLTensor* q, const DLTensor* k, const DLTensor* v, const DLTensor* out,
                            const DLTensor* lse, float softmax_scale);
 
