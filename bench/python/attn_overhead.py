@@ -137,7 +137,11 @@ def main() -> int:
     if os.path.exists(args.out) and not args.force:
         parser.error(f"--out {args.out}: exists (pass --force to replace it)")
 
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print("attn_overhead: needs torch (with CUDA)", file=sys.stderr)
+        return 1
     import xstage
 
     if not torch.cuda.is_available():

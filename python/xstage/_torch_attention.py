@@ -73,7 +73,7 @@ def _fill(slot, t: torch.Tensor, name: str, data: int) -> None:
     if dtype is not slot.dtype:
         code_bits = _DTYPES.get(dtype)
         if code_bits is None:
-            raise TypeError(f"{_WHERE}: {name}: dtype {dtype}; accepted: bfloat16")
+            raise TypeError(f"{_WHERE}: {name}: dtype {str(dtype).replace('torch.', '')}; accepted: bfloat16")
         dl.dtype_code, dl.dtype_bits = code_bits
         slot.dtype = dtype
     device = t.get_device() if t.is_cuda else -1
