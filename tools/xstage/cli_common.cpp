@@ -212,7 +212,10 @@ std::int64_t checked_product(const std::vector<std::pair<std::string, std::int64
   bool overflow = false;
   std::string names;
   for (const auto& [name, v] : factors) {
-    names += (names.empty() ? "" : " x ") + name + " " + std::to_string(v);
+    if (!names.empty()) names += " x ";
+    names += name;
+    names += ' ';
+    names += std::to_string(v);
     if (!overflow && __builtin_mul_overflow(p, v, &p)) overflow = true;
   }
   if (overflow) throw InputError(names + " overflows 64-bit integers");

@@ -8,7 +8,10 @@ namespace xstage::cli {
 
 void require_cuda_devices(const std::string& command, const std::vector<int>& devices) {
   std::string list;
-  for (int d : devices) list += (list.empty() ? "" : ",") + std::to_string(d);
+  for (int d : devices) {
+    if (!list.empty()) list += ',';
+    list += std::to_string(d);
+  }
   const std::string what = command + ": no usable CUDA device" + (devices.size() > 1 ? "s " : " ") + list;
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
