@@ -86,7 +86,7 @@ void run_simulate(const SimOptions& o) {
   cfg.time_limit_s = 1e3;
   const auto schedules = sim::periodic_schedules(o.producers, o.bytes_per_producer, model_pred.t_iss0_s, in.gap_s, o.bursts);
   const sim::SimResult r = sim::simulate(cfg, schedules);
-  const sim::SteadyState ss = sim::steady_state(r, o.producers);
+  const sim::SteadyState ss = sim::producer_steady_state(r, o.producers);
 
   const std::vector<sim::AggregateBurst> agg = sim::aggregate_by_index(r, o.producers);
   std::vector<double> start, end;

@@ -1,0 +1,48 @@
+// Fidelity report: every calibration record predicted by the closed form (burst_gap.hpp through the
+// platform) and by the event simulator, against its measurement (`xstage fidelity`).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "xstage/model/platform.hpp"
+#include "xstage/model/records.hpp"
+
+namespace xstage::sim {
+
+struct FidelityPoint {
+  model::CalibrationRecord record;
+  bool gap_sweep = false;          // a (K, B) swept over gaps > 0
+  double model_t_iss_s = 0.0;      // closed form: eq. 3 (periodic, gap G + h) or the smooth knee (isolated)
+  double model_t_period_s = 0.0;   // period law (periodic only)
+  double sim_t_iss_s = 0.0;        // simulator: the probe's statistic (median producer / slowest producer)
+  double sim_t_period_s = 0.0;
+};
+
+struct ErrorSummary {
+  int points = 0;
+  double median_rel = 0.0;  // |pred − meas| / meas
+  double max_rel = 0.0;
+};
+
+struct FidelityReport {
+  std::vector<FidelityPoint> points;  // remote records; local ones are listed as controls
+  std::vector<model::CalibrationRecord> local_controls;
+  // Summaries: periodic (all), gap sweep, isolated; closed form and simulator; issue time and period.
+  ErrorSummary periodic_model_t_iss, periodic_model_t_period, periodic_sim_t_iss, periodic_sim_t_period;
+  ErrorSummary sweep_model_t_iss, sweep_model_t_period, sweep_sim_t_iss, sweep_sim_t_period;
+  ErrorSummary isolated_model_t_iss, isolated_sim_t_iss;
+  double local_flat_t_iss_s = 0.0;    // median local T_iss over G > 0 (the control's plateau)
+  double local_zero_gap_ratio = 0.0;  // local T_iss at G = 0 over that plateau (same K, B)
+};
+
+struct FidelityOptions {
+  int periodic_bursts = 40;  // simulated bursts per producer (the steady state is the second half)
+};
+
+FidelityReport fidelity_report(const model::Platform& platform, const std::vector<model::CalibrationRecord>& records,
+                               const FidelityOptions& options = {});
+nlohmann::json to_json(const FidelityReport& report);
+
+}  // namespace xstage::sim

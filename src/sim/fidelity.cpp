@@ -1,0 +1,174 @@
+#include "xstage/sim/fidelity.hpp"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "xstage/model/burst_gap.hpp"
+#include "xstage/model/stats.hpp"
+#include "xstage/model/units.hpp"
+#include "xstage/sim/simulator.hpp"
+
+namespace xstage::sim {
+
+namespace {
+
+using model::BurstMode;
+using model::StoreTarget;
+
+double rel_error(double pred, double meas) { return std::fabs(pred - meas) / meas; }
+
+ErrorSummary summarize(const std::vector<double>& errs) {
+  ErrorSummary s;
+  s.points = static_cast<int>(errs.size());
+  if (errs.empty()) return s;
+  s.median_rel = stats::median(errs);
+  s.max_rel = stats::max_abs(errs);
+  return s;
+}
+
+// The probe's gap as the model sees it: the recorded gap plus the per-burst bookkeeping h.
+double probe_gap_s(const model::Platform& p, const model::CalibrationRecord& r) {
+  return model::effective_gap_s(r.gap_s, r.gap_s > 0.0 ? p.burst_overhead_s : p.zero_gap_overhead_s);
+}
+
+void predict_periodic(const model::Platform& p, FidelityPoint& pt, int bursts) {
+  const auto& r = pt.record;
+  const double v = r.volume_bytes(), rate = p.drain_rate_at(r.producers);
+  const double t0 = p.issue_floor_s(r.producers, r.bytes_per_producer).value;
+  const double g = probe_gap_s(p, r);
+  pt.model_t_iss_s = model::issue_time_s(t0, v, rate, g);
+  pt.model_t_period_s = model::period_s(t0, v, rate, g);
+  SimConfig cfg;
+  cfg.drain_rate_bytes_per_s = rate;
+  cfg.capacity_bytes = p.capacity_bytes(r.producers).value;
+  cfg.time_limit_s = 1.0;
+  const SimResult res = simulate(cfg, periodic_schedules(r.producers, r.bytes_per_producer, t0, g, bursts));
+  const SteadyState ss = producer_steady_state(res, r.producers);
+  pt.sim_t_iss_s = ss.issue_time_s;
+  pt.sim_t_period_s = ss.period_s;
+}
+
+void predict_isolated(const model::Platform& p, FidelityPoint& pt) {
+  const auto& r = pt.record;
+  const double v = r.volume_bytes(), rate = p.isolated_drain_rate_at(r.producers);
+  const double t0 = p.issue_floor_s(r.producers, r.bytes_per_producer).value;
+  const double q = p.capacity_bytes(r.producers).value;
+  pt.model_t_iss_s = model::isolated_issue_time_ramped_s(t0, v, rate, q, p.knee_ramp_s);
+  // One aligned burst from an empty path; the probe reports the slowest producer (the aggregate end).
+  SimConfig cfg;
+  cfg.drain_rate_bytes_per_s = rate;
+  cfg.capacity_bytes = q;
+  cfg.time_limit_s = 1.0;
+  const SimResult res = simulate(cfg, periodic_schedules(r.producers, r.bytes_per_producer, t0, 0.0, 1));
+  const auto agg = aggregate_by_index(res, r.producers);
+  pt.sim_t_iss_s = agg.at(0).issue_end_s - agg.at(0).start_s;
+}
+
+}  // namespace
+
+FidelityReport fidelity_report(const model::Platform& platform, const std::vector<model::CalibrationRecord>& records,
+                               const FidelityOptions& options) {
+  FidelityReport rep;
+  std::set<std::pair<int, double>> swept;
+  for (const auto& r : records)
+    if (r.mode == BurstMode::kPeriodic && r.target == StoreTarget::kRemote && r.gap_s > 0.0)
+      swept.insert({r.producers, r.bytes_per_producer});
+  std::vector<double> pm_i, pm_p, ps_i, ps_p, sm_i, sm_p, ss_i, ss_p, im, is;
+  for (const auto& r : records) {
+    if (r.target == StoreTarget::kLocal) {
+      rep.local_controls.push_back(r);
+      continue;
+    }
+    FidelityPoint pt;
+    pt.record = r;
+    pt.gap_sweep = r.mode == BurstMode::kPeriodic && swept.count({r.producers, r.bytes_per_producer}) > 0;
+    if (r.mode == BurstMode::kPeriodic) {
+      predict_periodic(platform, pt, options.periodic_bursts);
+      pm_i.push_back(rel_error(pt.model_t_iss_s, r.t_iss_s));
+      pm_p.push_back(rel_error(pt.model_t_period_s, r.t_period_s));
+      ps_i.push_back(rel_error(pt.sim_t_iss_s, r.t_iss_s));
+      ps_p.push_back(rel_error(pt.sim_t_period_s, r.t_period_s));
+      if (pt.gap_sweep) {
+        sm_i.push_back(pm_i.back());
+        sm_p.push_back(pm_p.back());
+        ss_i.push_back(ps_i.back());
+        ss_p.push_back(ps_p.back());
+      }
+    } else {
+      predict_isolated(platform, pt);
+      im.push_back(rel_error(pt.model_t_iss_s, r.t_iss_s));
+      is.push_back(rel_error(pt.sim_t_iss_s, r.t_iss_s));
+    }
+    rep.points.push_back(pt);
+  }
+  rep.periodic_model_t_iss = summarize(pm_i);
+  rep.periodic_model_t_period = summarize(pm_p);
+  rep.periodic_sim_t_iss = summarize(ps_i);
+  rep.periodic_sim_t_period = summarize(ps_p);
+  rep.sweep_model_t_iss = summarize(sm_i);
+  rep.sweep_model_t_period = summarize(sm_p);
+  rep.sweep_sim_t_iss = summarize(ss_i);
+  rep.sweep_sim_t_period = summarize(ss_p);
+  rep.isolated_model_t_iss = summarize(im);
+  rep.isolated_sim_t_iss = summarize(is);
+
+  // Local control: the plateau over G > 0 of the swept (K, B), and the zero-gap point against it.
+  std::map<std::pair<int, double>, std::vector<double>> flat;
+  for (const auto& r : rep.local_controls)
+    if (r.mode == BurstMode::kPeriodic && r.gap_s > 0.0) flat[{r.producers, r.bytes_per_producer}].push_back(r.t_iss_s);
+  for (const auto& [key, ts] : flat) {
+    rep.local_flat_t_iss_s = stats::median(ts);
+    for (const auto& r : rep.local_controls)
+      if (r.mode == BurstMode::kPeriodic && r.gap_s <= 0.0 && r.producers == key.first && r.bytes_per_producer == key.second)
+        rep.local_zero_gap_ratio = std::max(rep.local_zero_gap_ratio, r.t_iss_s / rep.local_flat_t_iss_s);
+    break;  // the calibration sweeps one (K, B) over gaps
+  }
+  return rep;
+}
+
+nlohmann::json to_json(const FidelityReport& rep) {
+  using units::s_to_us;
+  auto sum = [](const ErrorSummary& s) {
+    return nlohmann::json{{"points", s.points}, {"median_rel_error", s.median_rel}, {"max_rel_error", s.max_rel}};
+  };
+  nlohmann::json j = {
+      {"schema", "xstage.fidelity/1"},
+      {"summary",
+       {{"periodic", {{"model_t_iss", sum(rep.periodic_model_t_iss)}, {"model_t_period", sum(rep.periodic_model_t_period)},
+                      {"sim_t_iss", sum(rep.periodic_sim_t_iss)}, {"sim_t_period", sum(rep.periodic_sim_t_period)}}},
+        {"gap_sweep", {{"model_t_iss", sum(rep.sweep_model_t_iss)}, {"model_t_period", sum(rep.sweep_model_t_period)},
+                       {"sim_t_iss", sum(rep.sweep_sim_t_iss)}, {"sim_t_period", sum(rep.sweep_sim_t_period)}}},
+        {"isolated", {{"model_t_iss", sum(rep.isolated_model_t_iss)}, {"sim_t_iss", sum(rep.isolated_sim_t_iss)}}},
+        {"local_control", {{"flat_t_iss_us", s_to_us(rep.local_flat_t_iss_s)}, {"zero_gap_ratio", rep.local_zero_gap_ratio},
+                           {"note", "controls, not predicted: local memory has its own drain, met with no gap"}}}}},
+      {"points", nlohmann::json::array()},
+      {"local_controls", nlohmann::json::array()}};
+  for (const auto& p : rep.points) {
+    const auto& r = p.record;
+    nlohmann::json e = {{"mode", model::to_string(r.mode)}, {"producers", r.producers},
+                        {"bytes_per_producer", r.bytes_per_producer}, {"gap_us", s_to_us(r.gap_s)},
+                        {"gap_sweep", p.gap_sweep}, {"measured_t_iss_us", s_to_us(r.t_iss_s)},
+                        {"model_t_iss_us", s_to_us(p.model_t_iss_s)}, {"sim_t_iss_us", s_to_us(p.sim_t_iss_s)},
+                        {"model_t_iss_rel_error", (p.model_t_iss_s - r.t_iss_s) / r.t_iss_s},
+                        {"sim_t_iss_rel_error", (p.sim_t_iss_s - r.t_iss_s) / r.t_iss_s}};
+    if (r.mode == BurstMode::kPeriodic) {
+      e["measured_t_period_us"] = s_to_us(r.t_period_s);
+      e["model_t_period_us"] = s_to_us(p.model_t_period_s);
+      e["sim_t_period_us"] = s_to_us(p.sim_t_period_s);
+      e["model_t_period_rel_error"] = (p.model_t_period_s - r.t_period_s) / r.t_period_s;
+      e["sim_t_period_rel_error"] = (p.sim_t_period_s - r.t_period_s) / r.t_period_s;
+    }
+    j["points"].push_back(e);
+  }
+  for (const auto& r : rep.local_controls) {
+    nlohmann::json e = {{"mode", model::to_string(r.mode)}, {"producers", r.producers},
+                        {"bytes_per_producer", r.bytes_per_producer}, {"gap_us", s_to_us(r.gap_s)},
+                        {"measured_t_iss_us", s_to_us(r.t_iss_s)}};
+    if (r.mode == BurstMode::kPeriodic) e["measured_t_period_us"] = s_to_us(r.t_period_s);
+    j["local_controls"].push_back(e);
+  }
+  return j;
+}
+
+}  // namespace xstage::sim

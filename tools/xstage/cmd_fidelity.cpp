@@ -1,0 +1,71 @@
+// xstage fidelity: every calibration record predicted by the closed form and the simulator against
+// its measurement (src/sim/fidelity.cpp), as a table or JSON.
+#include <filesystem>
+#include <iostream>
+
+#include "cli_common.hpp"
+#include "registry.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/model/records.hpp"
+#include "xstage/sim/fidelity.hpp"
+
+namespace xstage::cli {
+namespace {
+
+struct FidelityOptions {
+  std::string platform;
+  std::string records;
+  std::string out;
+  bool force = false;
+  bool json = false;
+};
+
+std::string pct(double x) { return fmt_num(100.0 * x, 1) + " %"; }
+
+void run_fidelity(const FidelityOptions& o) {
+  if (!o.out.empty() && std::filesystem::exists(o.out) && !o.force)
+    throw InputError("--out " + o.out + ": already exists (pass --force to replace it)");
+  const model::Platform platform = model::load_platform_or_default(o.platform);
+  const auto records = model::load_records_csv(o.records);
+  const sim::FidelityReport rep = sim::fidelity_report(platform, records);
+  nlohmann::json j = sim::to_json(rep);
+  j["platform"] = platform.name;
+  j["records_file"] = o.records;
+  if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n", o.force);
+  if (o.json) {
+    print_json(j);
+    return;
+  }
+  auto row = [](const char* what, const sim::ErrorSummary& s) {
+    return std::vector<std::string>{what, std::to_string(s.points), pct(s.median_rel), pct(s.max_rel)};
+  };
+  std::cout << "fidelity of '" << platform.name << "' on " << o.records << "\n";
+  print_table({"prediction", "points", "median |err|", "max |err|"},
+              {row("periodic T_iss, closed form", rep.periodic_model_t_iss),
+               row("periodic T_period, closed form", rep.periodic_model_t_period),
+               row("periodic T_iss, simulator", rep.periodic_sim_t_iss),
+               row("periodic T_period, simulator", rep.periodic_sim_t_period),
+               row("gap sweep T_iss, closed form", rep.sweep_model_t_iss),
+               row("gap sweep T_period, closed form", rep.sweep_model_t_period),
+               row("gap sweep T_iss, simulator", rep.sweep_sim_t_iss),
+               row("gap sweep T_period, simulator", rep.sweep_sim_t_period),
+               row("isolated T_iss, smooth knee", rep.isolated_model_t_iss),
+               row("isolated T_iss, simulator (corner)", rep.isolated_sim_t_iss)});
+  if (!o.out.empty()) std::cout << "wrote " << o.out << "\n";
+}
+
+void add_fidelity(CLI::App& root) {
+  auto o = std::make_shared<FidelityOptions>();
+  CLI::App* cmd = root.add_subcommand("fidelity", "Predicted vs measured for every calibration record (closed form and simulator)");
+  add_platform_option(cmd, o->platform);
+  cmd->add_option("--records", o->records, "calibration records CSV (xstage calibrate's records.csv)")
+      ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--out", o->out, "also write the JSON report to this file");
+  cmd->add_flag("--force", o->force, "replace --out if it exists");
+  cmd->add_flag("--json", o->json, "JSON on stdout");
+  cmd->callback([o] { run_fidelity(*o); });
+}
+
+}  // namespace
+XSTAGE_SUBCOMMAND("fidelity", 37, add_fidelity);
+}  // namespace xstage::cli
