@@ -1,10 +1,12 @@
 #include "xstage/sim/fidelity.hpp"
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
 
 #include "xstage/model/burst_gap.hpp"
+#include "xstage/model/error.hpp"
 #include "xstage/model/stats.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/sim/simulator.hpp"
@@ -27,16 +29,22 @@ ErrorSummary summarize(const std::vector<double>& errs) {
   return s;
 }
 
-// The probe's gap as the model sees it: the recorded gap plus the per-burst bookkeeping h.
-double probe_gap_s(const model::Platform& p, const model::CalibrationRecord& r) {
-  return model::effective_gap_s(r.gap_s, r.gap_s > 0.0 ? p.burst_overhead_s : p.zero_gap_overhead_s);
+// The probe's gap as the model sees it: the recorded gap plus the per-burst bookkeeping h; a
+// zero-gap record's loop gap is taken from raw.json where given.
+double probe_gap_s(const model::Platform& p, const model::CalibrationRecord& r, const std::vector<ZeroGapLoop>& loops) {
+  if (r.gap_s > 0.0) return model::effective_gap_s(r.gap_s, p.burst_overhead_s);
+  for (const auto& l : loops)
+    if (l.target == r.target && l.producers == r.producers && l.bytes_per_producer == r.bytes_per_producer)
+      return model::effective_gap_s(l.gap_s, p.burst_overhead_s);
+  return model::effective_gap_s(0.0, p.zero_gap_overhead_s);
 }
 
-void predict_periodic(const model::Platform& p, FidelityPoint& pt, int bursts) {
+void predict_periodic(const model::Platform& p, FidelityPoint& pt, int bursts, const std::vector<ZeroGapLoop>& loops) {
   const auto& r = pt.record;
   const double v = r.volume_bytes(), rate = p.drain_rate_at(r.producers);
   const double t0 = p.issue_floor_s(r.producers, r.bytes_per_producer).value;
-  const double g = probe_gap_s(p, r);
+  const double g = probe_gap_s(p, r, loops);
+  pt.model_gap_s = g;
   pt.model_t_iss_s = model::issue_time_s(t0, v, rate, g);
   pt.model_t_period_s = model::period_s(t0, v, rate, g);
   SimConfig cfg;
@@ -67,6 +75,34 @@ void predict_isolated(const model::Platform& p, FidelityPoint& pt) {
 
 }  // namespace
 
+std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open raw calibration file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(path + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object() || j.value("schema", "") != "xstage.calibration_raw/1" || !j.contains("points") || !j["points"].is_array())
+    throw InputError(path + ": schema: expected an \"xstage.calibration_raw/1\" object with a points array");
+  std::vector<ZeroGapLoop> out;
+  for (std::size_t i = 0; i < j["points"].size(); ++i) {
+    const auto& p = j["points"][i];
+    if (!p.is_object() || p.value("mode", "") != "periodic" || p.value("phase", "") != "zero-gap") continue;
+    const std::string where = path + ": points[" + std::to_string(i) + "]";
+    try {
+      const double gap_us = p.at("gap_us").get<double>();
+      if (!(gap_us >= 0.0) || !std::isfinite(gap_us)) throw InputError(where + ".gap_us: must be >= 0, got " + p.at("gap_us").dump());
+      out.push_back({p.at("target").get<std::string>() == "local" ? model::StoreTarget::kLocal : model::StoreTarget::kRemote,
+                     p.at("producers").get<int>(), p.at("bytes_per_producer").get<double>(), units::us_to_s(gap_us)});
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(where + ": " + e.what());
+    }
+  }
+  return out;
+}
+
 FidelityReport fidelity_report(const model::Platform& platform, const std::vector<model::CalibrationRecord>& records,
                                const FidelityOptions& options) {
   FidelityReport rep;
@@ -74,7 +110,7 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
   for (const auto& r : records)
     if (r.mode == BurstMode::kPeriodic && r.target == StoreTarget::kRemote && r.gap_s > 0.0)
       swept.insert({r.producers, r.bytes_per_producer});
-  std::vector<double> pm_i, pm_p, ps_i, ps_p, sm_i, sm_p, ss_i, ss_p, im, is;
+  std::vector<double> pm_i, pm_p, ps_i, ps_p, sm_i, sm_p, ss_i, ss_p, im, is, km, ks;
   for (const auto& r : records) {
     if (r.target == StoreTarget::kLocal) {
       rep.local_controls.push_back(r);
@@ -84,7 +120,7 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
     pt.record = r;
     pt.gap_sweep = r.mode == BurstMode::kPeriodic && swept.count({r.producers, r.bytes_per_producer}) > 0;
     if (r.mode == BurstMode::kPeriodic) {
-      predict_periodic(platform, pt, options.periodic_bursts);
+      predict_periodic(platform, pt, options.periodic_bursts, options.zero_gap_loops);
       pm_i.push_back(rel_error(pt.model_t_iss_s, r.t_iss_s));
       pm_p.push_back(rel_error(pt.model_t_period_s, r.t_period_s));
       ps_i.push_back(rel_error(pt.sim_t_iss_s, r.t_iss_s));
@@ -99,6 +135,10 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
       predict_isolated(platform, pt);
       im.push_back(rel_error(pt.model_t_iss_s, r.t_iss_s));
       is.push_back(rel_error(pt.sim_t_iss_s, r.t_iss_s));
+      if (r.volume_bytes() > platform.capacity_bytes(r.producers).value) {
+        km.push_back(im.back());
+        ks.push_back(is.back());
+      }
     }
     rep.points.push_back(pt);
   }
@@ -112,6 +152,8 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
   rep.sweep_sim_t_period = summarize(ss_p);
   rep.isolated_model_t_iss = summarize(im);
   rep.isolated_sim_t_iss = summarize(is);
+  rep.isolated_past_knee_model_t_iss = summarize(km);
+  rep.isolated_past_knee_sim_t_iss = summarize(ks);
 
   // Local control: the plateau over G > 0 of the swept (K, B), and the zero-gap point against it.
   std::map<std::pair<int, double>, std::vector<double>> flat;
@@ -139,7 +181,9 @@ nlohmann::json to_json(const FidelityReport& rep) {
                       {"sim_t_iss", sum(rep.periodic_sim_t_iss)}, {"sim_t_period", sum(rep.periodic_sim_t_period)}}},
         {"gap_sweep", {{"model_t_iss", sum(rep.sweep_model_t_iss)}, {"model_t_period", sum(rep.sweep_model_t_period)},
                        {"sim_t_iss", sum(rep.sweep_sim_t_iss)}, {"sim_t_period", sum(rep.sweep_sim_t_period)}}},
-        {"isolated", {{"model_t_iss", sum(rep.isolated_model_t_iss)}, {"sim_t_iss", sum(rep.isolated_sim_t_iss)}}},
+        {"isolated", {{"model_t_iss", sum(rep.isolated_model_t_iss)}, {"sim_t_iss", sum(rep.isolated_sim_t_iss)},
+                      {"past_knee_model_t_iss", sum(rep.isolated_past_knee_model_t_iss)},
+                      {"past_knee_sim_t_iss", sum(rep.isolated_past_knee_sim_t_iss)}}},
         {"local_control", {{"flat_t_iss_us", s_to_us(rep.local_flat_t_iss_s)}, {"zero_gap_ratio", rep.local_zero_gap_ratio},
                            {"note", "controls, not predicted: local memory has its own drain, met with no gap"}}}}},
       {"points", nlohmann::json::array()},
@@ -148,7 +192,8 @@ nlohmann::json to_json(const FidelityReport& rep) {
     const auto& r = p.record;
     nlohmann::json e = {{"mode", model::to_string(r.mode)}, {"producers", r.producers},
                         {"bytes_per_producer", r.bytes_per_producer}, {"gap_us", s_to_us(r.gap_s)},
-                        {"gap_sweep", p.gap_sweep}, {"measured_t_iss_us", s_to_us(r.t_iss_s)},
+                        {"gap_sweep", p.gap_sweep}, {"model_gap_us", s_to_us(p.model_gap_s)},
+                        {"measured_t_iss_us", s_to_us(r.t_iss_s)},
                         {"model_t_iss_us", s_to_us(p.model_t_iss_s)}, {"sim_t_iss_us", s_to_us(p.sim_t_iss_s)},
                         {"model_t_iss_rel_error", (p.model_t_iss_s - r.t_iss_s) / r.t_iss_s},
                         {"sim_t_iss_rel_error", (p.sim_t_iss_s - r.t_iss_s) / r.t_iss_s}};

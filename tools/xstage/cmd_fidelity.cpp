@@ -15,6 +15,7 @@ namespace {
 struct FidelityOptions {
   std::string platform;
   std::string records;
+  std::string raw;
   std::string out;
   bool force = false;
   bool json = false;
@@ -27,10 +28,13 @@ void run_fidelity(const FidelityOptions& o) {
     throw InputError("--out " + o.out + ": already exists (pass --force to replace it)");
   const model::Platform platform = model::load_platform_or_default(o.platform);
   const auto records = model::load_records_csv(o.records);
-  const sim::FidelityReport rep = sim::fidelity_report(platform, records);
+  sim::FidelityOptions fo;
+  if (!o.raw.empty()) fo.zero_gap_loops = sim::load_zero_gap_loops(o.raw);
+  const sim::FidelityReport rep = sim::fidelity_report(platform, records, fo);
   nlohmann::json j = sim::to_json(rep);
   j["platform"] = platform.name;
   j["records_file"] = o.records;
+  if (!o.raw.empty()) j["raw_file"] = o.raw;
   if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n", o.force);
   if (o.json) {
     print_json(j);
@@ -50,7 +54,9 @@ void run_fidelity(const FidelityOptions& o) {
                row("gap sweep T_iss, simulator", rep.sweep_sim_t_iss),
                row("gap sweep T_period, simulator", rep.sweep_sim_t_period),
                row("isolated T_iss, smooth knee", rep.isolated_model_t_iss),
-               row("isolated T_iss, simulator (corner)", rep.isolated_sim_t_iss)});
+               row("isolated T_iss, simulator (corner)", rep.isolated_sim_t_iss),
+               row("isolated past the knee, smooth knee", rep.isolated_past_knee_model_t_iss),
+               row("isolated past the knee, simulator", rep.isolated_past_knee_sim_t_iss)});
   if (!o.out.empty()) std::cout << "wrote " << o.out << "\n";
 }
 
@@ -60,6 +66,8 @@ void add_fidelity(CLI::App& root) {
   add_platform_option(cmd, o->platform);
   cmd->add_option("--records", o->records, "calibration records CSV (xstage calibrate's records.csv)")
       ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--raw", o->raw, "raw.json of the same calibration: the measured loop gap of its zero-gap points")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--out", o->out, "also write the JSON report to this file");
   cmd->add_flag("--force", o->force, "replace --out if it exists");
   cmd->add_flag("--json", o->json, "JSON on stdout");

@@ -14,6 +14,7 @@ namespace xstage::sim {
 struct FidelityPoint {
   model::CalibrationRecord record;
   bool gap_sweep = false;          // a (K, B) swept over gaps > 0
+  double model_gap_s = 0.0;        // the gap the model used: recorded (or raw loop) gap + h
   double model_t_iss_s = 0.0;      // closed form: eq. 3 (periodic, gap G + h) or the smooth knee (isolated)
   double model_t_period_s = 0.0;   // period law (periodic only)
   double sim_t_iss_s = 0.0;        // simulator: the probe's statistic (median producer / slowest producer)
@@ -33,12 +34,27 @@ struct FidelityReport {
   ErrorSummary periodic_model_t_iss, periodic_model_t_period, periodic_sim_t_iss, periodic_sim_t_period;
   ErrorSummary sweep_model_t_iss, sweep_model_t_period, sweep_sim_t_iss, sweep_sim_t_period;
   ErrorSummary isolated_model_t_iss, isolated_sim_t_iss;
+  ErrorSummary isolated_past_knee_model_t_iss, isolated_past_knee_sim_t_iss;  // V > Q(K)
   double local_flat_t_iss_s = 0.0;    // median local T_iss over G > 0 (the control's plateau)
   double local_zero_gap_ratio = 0.0;  // local T_iss at G = 0 over that plateau (same K, B)
 };
 
+// The probe's measured loop gap of each zero-gap periodic point (raw.json `gap_us`), keyed by
+// (target, K, B); records.csv writes those gaps as 0.
+struct ZeroGapLoop {
+  model::StoreTarget target;
+  int producers;
+  double bytes_per_producer;
+  double gap_s;
+};
+// Reads the zero-gap periodic points of an `xstage.calibration_raw/1` file; throws InputError.
+std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& raw_json_path);
+
 struct FidelityOptions {
   int periodic_bursts = 40;  // simulated bursts per producer (the steady state is the second half)
+  // With these, a zero-gap record's gap is its measured loop gap + h (burst_overhead); without,
+  // the platform's zero_gap_overhead.
+  std::vector<ZeroGapLoop> zero_gap_loops;
 };
 
 FidelityReport fidelity_report(const model::Platform& platform, const std::vector<model::CalibrationRecord>& records,
