@@ -75,15 +75,26 @@ void predict_isolated(const model::Platform& p, FidelityPoint& pt) {
 
 }  // namespace
 
-std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& path) {
+namespace {
+nlohmann::json read_json_file(const std::string& path, const char* what) {
   std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open raw calibration file");
-  nlohmann::json j;
+  if (!in) throw InputError(path + ": cannot open " + what);
   try {
-    j = nlohmann::json::parse(in);
+    return nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(path + ": not valid JSON: " + e.what());
   }
+}
+double median_us_of(const nlohmann::json& trace, const char* key, const std::string& where) {
+  const auto it = trace.find(key);
+  if (it == trace.end() || !it->is_object() || !it->contains("median_us") || !(*it)["median_us"].is_number())
+    throw InputError(where + "." + key + ".median_us: missing or not a number");
+  return units::us_to_s((*it)["median_us"].get<double>());
+}
+}  // namespace
+
+std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& path) {
+  const nlohmann::json j = read_json_file(path, "raw calibration file");
   if (!j.is_object() || j.value("schema", "") != "xstage.calibration_raw/1" || !j.contains("points") || !j["points"].is_array())
     throw InputError(path + ": schema: expected an \"xstage.calibration_raw/1\" object with a points array");
   std::vector<ZeroGapLoop> out;
@@ -101,6 +112,79 @@ std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& path) {
     }
   }
   return out;
+}
+
+std::vector<TileStallRow> tile_stall_rows(const std::string& path) {
+  const nlohmann::json j = read_json_file(path, "MoE bench file");
+  const std::string schema = j.is_object() ? j.value("schema", "") : "";
+  if (schema != "xstage.moe_bench" && schema != "xstage.moe_bench_set")
+    throw InputError(path + ": schema: expected \"xstage.moe_bench\" or \"xstage.moe_bench_set\", got \"" + schema + "\"");
+  std::vector<nlohmann::json> runs;
+  if (schema == "xstage.moe_bench") runs.push_back(j);
+  else if (j.contains("runs") && j["runs"].is_array()) runs.assign(j["runs"].begin(), j["runs"].end());
+  std::vector<TileStallRow> out;
+  for (std::size_t ri = 0; ri < runs.size(); ++ri) {
+    const auto& run = runs[ri];
+    const std::string where_run = path + ": runs[" + std::to_string(ri) + "]";
+    if (!run.contains("trace") || !run["trace"].is_array()) continue;  // an untraced run
+    try {
+      const std::string shape = run.at("shape").at("name").get<std::string>();
+      const std::string precision = run.value("precision", "bf16");
+      const auto& traces = run["trace"];
+      for (std::size_t ti = 0; ti < traces.size(); ++ti) {
+        const auto& t = traces[ti];
+        const std::string where = where_run + ".trace[" + std::to_string(ti) + "]";
+        if (t.at("combine_stores").get<std::string>().rfind("remote", 0) != 0) continue;  // controls pair below
+        TileStallRow row;
+        row.source = path;
+        row.shape = shape;
+        row.precision = precision;
+        row.schedule = t.at("schedule").get<std::string>();
+        row.store_span_s = median_us_of(t, "linear2_remote_store_span", where);
+        row.cover_s = median_us_of(t, "linear2_mainloop_and_staging", where);
+        row.predicted_stall_s = model::per_tile_stall_s(row.store_span_s, row.cover_s);
+        row.wait_remote_s = median_us_of(t, "linear2_mma_wait_at_entry", where);
+        row.layer_remote_s = t.at("layer_median_ms").get<double>() * 1e-3;
+        row.measured_stall_s = row.wait_remote_s;
+        for (std::size_t ci = 0; ci < traces.size(); ++ci) {
+          const auto& c = traces[ci];
+          if (c.at("schedule") != t.at("schedule") || c.at("combine_stores").get<std::string>().rfind("local", 0) != 0) continue;
+          row.wait_local_s = median_us_of(c, "linear2_mma_wait_at_entry", where_run + ".trace[" + std::to_string(ci) + "]");
+          row.layer_local_s = c.at("layer_median_ms").get<double>() * 1e-3;
+          row.measured_stall_s = model::positive_part(row.wait_remote_s - row.wait_local_s);
+          row.residual_s = model::residual_s(row.layer_remote_s, row.layer_local_s);
+        }
+        out.push_back(row);
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(where_run + ": " + e.what());
+    }
+  }
+  if (out.empty()) throw InputError(path + ": no traced run with remote Combine stores");
+  return out;
+}
+
+nlohmann::json to_json(const std::vector<TileStallRow>& rows) {
+  using units::s_to_us;
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json e = {{"source", r.source}, {"shape", r.shape}, {"precision", r.precision}, {"schedule", r.schedule},
+                        {"store_span_us", s_to_us(r.store_span_s)}, {"cover_us", s_to_us(r.cover_s)},
+                        {"predicted_stall_us", s_to_us(r.predicted_stall_s)},
+                        {"wait_at_entry_remote_us", s_to_us(r.wait_remote_s)},
+                        {"measured_stall_us", s_to_us(r.measured_stall_s)},
+                        {"measured_is_upper_bound", r.wait_local_s < 0.0},
+                        {"stall_error_us", s_to_us(r.predicted_stall_s - r.measured_stall_s)},
+                        {"layer_remote_ms", r.layer_remote_s * 1e3}};
+    if (r.wait_local_s >= 0.0) {
+      e["wait_at_entry_local_us"] = s_to_us(r.wait_local_s);
+      e["layer_local_ms"] = r.layer_local_s * 1e3;
+      e["residual_us"] = s_to_us(r.residual_s);
+      e["residual_share_of_layer"] = r.residual_s / r.layer_remote_s;
+    }
+    a.push_back(e);
+  }
+  return a;
 }
 
 FidelityReport fidelity_report(const model::Platform& platform, const std::vector<model::CalibrationRecord>& records,

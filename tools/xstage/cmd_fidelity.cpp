@@ -16,6 +16,7 @@ struct FidelityOptions {
   std::string platform;
   std::string records;
   std::string raw;
+  std::vector<std::string> traces;
   std::string out;
   bool force = false;
   bool json = false;
@@ -35,6 +36,12 @@ void run_fidelity(const FidelityOptions& o) {
   j["platform"] = platform.name;
   j["records_file"] = o.records;
   if (!o.raw.empty()) j["raw_file"] = o.raw;
+  std::vector<sim::TileStallRow> stalls;
+  for (const auto& f : o.traces) {
+    const auto rows = sim::tile_stall_rows(f);
+    stalls.insert(stalls.end(), rows.begin(), rows.end());
+  }
+  if (!o.traces.empty()) j["tile_stalls"] = sim::to_json(stalls);
   if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n", o.force);
   if (o.json) {
     print_json(j);
@@ -57,6 +64,15 @@ void run_fidelity(const FidelityOptions& o) {
                row("isolated T_iss, simulator (corner)", rep.isolated_sim_t_iss),
                row("isolated past the knee, smooth knee", rep.isolated_past_knee_model_t_iss),
                row("isolated past the knee, simulator", rep.isolated_past_knee_sim_t_iss)});
+  if (!stalls.empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& r : stalls)
+      rows.push_back({r.shape, r.precision, r.schedule, fmt_us(r.store_span_s, 2), fmt_us(r.cover_s, 2),
+                      fmt_us(r.predicted_stall_s, 2), fmt_us(r.measured_stall_s, 2) + (r.wait_local_s < 0 ? " (<=)" : ""),
+                      r.layer_local_s < 0 ? "" : fmt_num(100.0 * r.residual_s / r.layer_remote_s, 2) + " %"});
+    std::cout << "per-tile stall (eq. 15) of the traced MoE kernels\n";
+    print_table({"shape", "precision", "order", "T_RS us", "cover us", "predicted us", "measured us", "residual"}, rows);
+  }
   if (!o.out.empty()) std::cout << "wrote " << o.out << "\n";
 }
 
@@ -67,6 +83,8 @@ void add_fidelity(CLI::App& root) {
   cmd->add_option("--records", o->records, "calibration records CSV (xstage calibrate's records.csv)")
       ->required()->check(CLI::ExistingFile);
   cmd->add_option("--raw", o->raw, "raw.json of the same calibration: the measured loop gap of its zero-gap points")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--traces", o->traces, "traced MoE bench files (xstage.moe_bench[_set] with trace entries): eq. 15 per tile")
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", o->out, "also write the JSON report to this file");
   cmd->add_flag("--force", o->force, "replace --out if it exists");

@@ -57,6 +57,29 @@ struct FidelityOptions {
   std::vector<ZeroGapLoop> zero_gap_loops;
 };
 
+// Eq. 15 on a traced MoE kernel (the paper's Table 2): per traced schedule with remote Combine
+// stores, the predicted per-tile stall [T_RS − T_cover]_+ from the measured store span T_RS and the
+// measured Linear-2 mainloop + staging as T_cover (the tile that follows: a Linear-2 tile in the wave
+// order; in the interleaved order it may be a longer Linear-1 tile, so the prediction is an upper bound),
+// against the measured stall: the Linear-2 MMA wait at tile entry beyond the same schedule's
+// local-store control (without a control, the whole wait: an upper bound). All medians over tiles.
+struct TileStallRow {
+  std::string source;     // file
+  std::string shape, precision, schedule;
+  double store_span_s = 0.0;        // T_RS, remote
+  double cover_s = 0.0;             // Linear-2 mainloop + staging, remote
+  double predicted_stall_s = 0.0;   // eq. 15
+  double wait_remote_s = 0.0;       // Linear-2 MMA wait at entry, remote stores
+  double wait_local_s = -1.0;       // same, local-store control (< 0: no control traced)
+  double measured_stall_s = 0.0;    // [wait_remote − wait_local]_+, or wait_remote without a control
+  double layer_remote_s = 0.0;
+  double layer_local_s = -1.0;      // < 0: no control
+  double residual_s = 0.0;          // layer time remote − local (0 without a control)
+};
+// Reads an `xstage.moe_bench` or `xstage.moe_bench_set` file with `trace` entries; throws InputError.
+std::vector<TileStallRow> tile_stall_rows(const std::string& bench_json_path);
+nlohmann::json to_json(const std::vector<TileStallRow>& rows);
+
 FidelityReport fidelity_report(const model::Platform& platform, const std::vector<model::CalibrationRecord>& records,
                                const FidelityOptions& options = {});
 nlohmann::json to_json(const FidelityReport& report);
