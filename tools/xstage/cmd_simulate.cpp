@@ -35,7 +35,7 @@ void run_schedule_file(const SimOptions& o) {
   const std::vector<sim::ProducerSchedule> schedules = sim::load_schedule_file(o.schedule, platform);
   const int k = static_cast<int>(schedules.size());
   sim::SimConfig cfg;
-  cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
+  cfg.drain_rate_bytes_per_s = platform.drain_rate_at(k);
   cfg.capacity_bytes = o.capacity_bytes ? *o.capacity_bytes : platform.capacity_bytes(k).value;
   cfg.completion_coupled = o.completion_coupled;
   cfg.completion_latency_s = units::us_to_s(o.latency_us);
@@ -79,7 +79,7 @@ void run_simulate(const SimOptions& o) {
   const model::BurstGapAudit model_pred = model::audit_burst_gap(platform, in);
 
   sim::SimConfig cfg;
-  cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
+  cfg.drain_rate_bytes_per_s = model_pred.drain_rate_bytes_per_s;  // R(K)
   cfg.capacity_bytes = model_pred.capacity_bytes;
   cfg.completion_coupled = o.completion_coupled;
   cfg.completion_latency_s = units::us_to_s(o.latency_us);
