@@ -9,6 +9,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/stats.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/sim/design_check.hpp"
 #include "xstage/sim/simulator.hpp"
 
 namespace xstage::sim {
@@ -184,6 +185,63 @@ nlohmann::json to_json(const std::vector<TileStallRow>& rows) {
     }
     a.push_back(e);
   }
+  return a;
+}
+
+std::vector<UlyssesRow> ulysses_rows(const model::Platform& platform, const std::string& path) {
+  const nlohmann::json j = read_json_file(path, "Ulysses sweep file");
+  if (!j.is_object() || j.value("schema", "") != "xstage.ulysses_sweep/1" || !j.contains("points") || !j["points"].is_array())
+    throw InputError(path + ": schema: expected an \"xstage.ulysses_sweep/1\" object with a points array");
+  std::vector<UlyssesRow> out;
+  for (std::size_t i = 0; i < j["points"].size(); ++i) {
+    const auto& p = j["points"][i];
+    const std::string where = path + ": points[" + std::to_string(i) + "]";
+    try {
+      const auto& m = p.at("model");
+      const auto& pt = m.at("points").at(0);
+      UlyssesRow r;
+      r.seq_len = pt.at("seq_len").get<std::int64_t>();
+      r.heads_per_gpu = p.at("heads_per_gpu").get<int>();
+      r.tile_order = p.at("tile_order").get<std::string>();
+      r.sigma_s = units::us_to_s(m.at("sigma_us").get<double>());
+      const int k = m.at("producers").get<int>();
+      const int block_m = m.at("block_m").get<int>(), block_n = m.at("block_n").get<int>();
+      const double bytes = static_cast<double>(block_m) * p.at("head_dim").get<int>() * 2;
+      r.qloop_gap_s = model::qloop_gap_lower_bound_s(r.sigma_s, r.seq_len, block_n);
+      r.output_bursts = pt.at("output_bursts").get<std::int64_t>();
+      const RecurringBurstCheck c =
+          recurring_burst_check(platform, k, bytes, r.qloop_gap_s, static_cast<int>(std::max<std::int64_t>(2, r.output_bursts)));
+      r.first_burst_stall_s = c.first_burst_stall_s;
+      r.steady_stall_s = c.steady_stall_s;
+      r.binding_bound = c.binding_bound;
+      r.tail_drain_s = model::drain_time_s(p.at("remote_bytes_per_rank").get<double>() / static_cast<double>(r.output_bursts),
+                                           platform.drain_rate_at(k));
+      r.predicted_residual_s = r.first_burst_stall_s + r.steady_stall_s * static_cast<double>(r.output_bursts - 1) + r.tail_drain_s;
+      const auto& v = p.at("variants");
+      r.fa_s = units::us_to_s(v.at("fa-only-tma").at("iteration_median_us").get<double>());
+      r.measured_residual_s =
+          model::residual_s(units::us_to_s(v.at("fused-tma").at("iteration_median_us").get<double>()), r.fa_s);
+      out.push_back(r);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(where + ": " + e.what());
+    }
+  }
+  if (out.empty()) throw InputError(path + ": no sweep points");
+  return out;
+}
+
+nlohmann::json to_json(const std::vector<UlyssesRow>& rows) {
+  using units::s_to_us;
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : rows)
+    a.push_back({{"seq_len", r.seq_len}, {"heads_per_gpu", r.heads_per_gpu}, {"tile_order", r.tile_order},
+                 {"sigma_us", s_to_us(r.sigma_s)}, {"qloop_gap_us", s_to_us(r.qloop_gap_s)}, {"output_bursts", r.output_bursts},
+                 {"binding_bound", r.binding_bound}, {"first_burst_stall_us", s_to_us(r.first_burst_stall_s)},
+                 {"steady_stall_us", s_to_us(r.steady_stall_s)}, {"tail_drain_us", s_to_us(r.tail_drain_s)},
+                 {"predicted_residual_us", s_to_us(r.predicted_residual_s)}, {"fa_only_tma_us", s_to_us(r.fa_s)},
+                 {"measured_residual_us", s_to_us(r.measured_residual_s)},
+                 {"predicted_share_of_fa", r.predicted_residual_s / r.fa_s},
+                 {"measured_share_of_fa", r.measured_residual_s / r.fa_s}});
   return a;
 }
 

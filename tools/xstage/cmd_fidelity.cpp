@@ -17,6 +17,7 @@ struct FidelityOptions {
   std::string records;
   std::string raw;
   std::vector<std::string> traces;
+  std::string ulysses;
   std::string out;
   bool force = false;
   bool json = false;
@@ -42,6 +43,11 @@ void run_fidelity(const FidelityOptions& o) {
     stalls.insert(stalls.end(), rows.begin(), rows.end());
   }
   if (!o.traces.empty()) j["tile_stalls"] = sim::to_json(stalls);
+  std::vector<sim::UlyssesRow> uly;
+  if (!o.ulysses.empty()) {
+    uly = sim::ulysses_rows(platform, o.ulysses);
+    j["ulysses"] = sim::to_json(uly);
+  }
   if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n", o.force);
   if (o.json) {
     print_json(j);
@@ -73,6 +79,16 @@ void run_fidelity(const FidelityOptions& o) {
     std::cout << "per-tile stall (eq. 15) of the traced MoE kernels\n";
     print_table({"shape", "precision", "order", "T_RS us", "cover us", "predicted us", "measured us", "residual"}, rows);
   }
+  if (!uly.empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& r : uly)
+      rows.push_back({std::to_string(r.seq_len) + " x " + std::to_string(r.heads_per_gpu), r.tile_order,
+                      fmt_us(r.qloop_gap_s, 1), r.binding_bound, fmt_us(r.first_burst_stall_s, 2), fmt_us(r.tail_drain_s, 2),
+                      fmt_us(r.predicted_residual_s, 1) + " (" + fmt_num(100.0 * r.predicted_residual_s / r.fa_s, 2) + " %)",
+                      fmt_us(r.measured_residual_s, 1) + " (" + fmt_num(100.0 * r.measured_residual_s / r.fa_s, 2) + " %)"});
+    std::cout << "fused Ulysses attention (TMA epilogue): predicted vs measured residual over fa-only-tma\n";
+    print_table({"M x heads", "order", "G_Qloop us", "binds", "first burst us", "tail us", "predicted", "measured"}, rows);
+  }
   if (!o.out.empty()) std::cout << "wrote " << o.out << "\n";
 }
 
@@ -85,6 +101,8 @@ void add_fidelity(CLI::App& root) {
   cmd->add_option("--raw", o->raw, "raw.json of the same calibration: the measured loop gap of its zero-gap points")
       ->check(CLI::ExistingFile);
   cmd->add_option("--traces", o->traces, "traced MoE bench files (xstage.moe_bench[_set] with trace entries): eq. 15 per tile")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--ulysses", o->ulysses, "Ulysses sweep file (xstage.ulysses_sweep/1): predicted vs measured residual")
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", o->out, "also write the JSON report to this file");
   cmd->add_flag("--force", o->force, "replace --out if it exists");

@@ -2,6 +2,7 @@
 // platform) and by the event simulator, against its measurement (`xstage fidelity`).
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -79,6 +80,26 @@ struct TileStallRow {
 // Reads an `xstage.moe_bench` or `xstage.moe_bench_set` file with `trace` entries; throws InputError.
 std::vector<TileStallRow> tile_stall_rows(const std::string& bench_json_path);
 nlohmann::json to_json(const std::vector<TileStallRow>& rows);
+
+// The fused Ulysses attention (TMA epilogue) against its prediction: per sweep point, the as-built
+// recurring-burst check (132 × b_m·d·2-byte output bursts every Q-loop, G_Qloop = σ·ceil(M/b_n) with the
+// measured σ) plus the uncovered tail (the last round's remote bytes, remote_bytes_per_rank / N_t on
+// average, drained at R(K)), against the measured residual fused-tma − fa-only-tma.
+struct UlyssesRow {
+  std::int64_t seq_len = 0;
+  int heads_per_gpu = 0;
+  std::string tile_order;
+  double sigma_s = 0.0, qloop_gap_s = 0.0;
+  std::int64_t output_bursts = 0;
+  double first_burst_stall_s = 0.0, steady_stall_s = 0.0, tail_drain_s = 0.0;
+  double predicted_residual_s = 0.0;
+  const char* binding_bound = "none";
+  double fa_s = 0.0;                  // fa-only-tma iteration median
+  double measured_residual_s = 0.0;   // fused-tma − fa-only-tma (iteration)
+};
+// Reads an `xstage.ulysses_sweep/1` file; throws InputError.
+std::vector<UlyssesRow> ulysses_rows(const model::Platform& platform, const std::string& sweep_json_path);
+nlohmann::json to_json(const std::vector<UlyssesRow>& rows);
 
 FidelityReport fidelity_report(const model::Platform& platform, const std::vector<model::CalibrationRecord>& records,
                                const FidelityOptions& options = {});
