@@ -208,3 +208,38 @@ TEST(Fidelity, UlyssesResidualAsBuilt) {
     }
   }
 }
+
+TEST(Fidelity, OptionalPlatformFieldsAreRangeChecked) {
+  nlohmann::json j = nlohmann::json::parse(model::embedded_default_platform_json());
+  const model::Platform ok = model::platform_from_json(j, "test");
+  EXPECT_EQ(model::platform_from_json(model::platform_to_json(ok), "round trip").drain_rate_by_producers.size(),
+            ok.drain_rate_by_producers.size());
+  auto fails_naming = [](nlohmann::json bad, const std::string& field) {
+    try {
+      model::platform_from_json(bad, "test");
+      ADD_FAILURE() << "accepted bad " << field;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json a = j;
+  a["knee_ramp_us"] = -1.0;
+  fails_naming(a, "knee_ramp_us");
+  a = j;
+  a["burst_overhead_us"] = 5000.0;
+  fails_naming(a, "burst_overhead_us");
+  a = j;
+  a["drain_rate_by_producers"][0]["drain_rate_gbps"] = 0.0;
+  fails_naming(a, "drain_rate_by_producers[0].drain_rate_gbps");
+  a = j;
+  a["drain_rate_by_producers"].push_back(a["drain_rate_by_producers"][0]);
+  fails_naming(a, "drain_rate_by_producers[4]");
+  a = j;
+  a["capacity"][0]["drain_rate_gbps"] = "fast";
+  fails_naming(a, "capacity[0].drain_rate_gbps");
+  // Old files (no optional field) still load and keep the paper's model.
+  const model::Platform paper = model::load_platform_file(src("platforms/paper_8gpu_148sm.json"));
+  EXPECT_EQ(paper.drain_rate_at(148), paper.drain_rate_bytes_per_s);
+  EXPECT_EQ(paper.knee_ramp_s, 0.0);
+  EXPECT_EQ(paper.isolated_drain_rate_at(148), paper.drain_rate_bytes_per_s);
+}
