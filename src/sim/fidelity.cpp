@@ -51,6 +51,7 @@ void predict_periodic(const model::Platform& p, FidelityPoint& pt, int bursts, c
   SimConfig cfg;
   cfg.drain_rate_bytes_per_s = rate;
   cfg.capacity_bytes = p.capacity_bytes(r.producers).value;
+  cfg.drain_ramp_s = p.knee_ramp_s;
   cfg.time_limit_s = 1.0;
   const SimResult res = simulate(cfg, periodic_schedules(r.producers, r.bytes_per_producer, t0, g, bursts));
   const SteadyState ss = producer_steady_state(res, r.producers);
@@ -68,6 +69,7 @@ void predict_isolated(const model::Platform& p, FidelityPoint& pt) {
   SimConfig cfg;
   cfg.drain_rate_bytes_per_s = rate;
   cfg.capacity_bytes = q;
+  cfg.drain_ramp_s = p.knee_ramp_s;
   cfg.time_limit_s = 1.0;
   const SimResult res = simulate(cfg, periodic_schedules(r.producers, r.bytes_per_producer, t0, 0.0, 1));
   const auto agg = aggregate_by_index(res, r.producers);

@@ -64,6 +64,7 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
   std::vector<ProducerState> ps(schedules.size());
   SimResult out;
   double t = 0.0, q = 0.0, injected = 0.0, drained = 0.0;
+  double busy_since = -1.0;  // start of the current non-empty period of the path (< 0: empty)
   int max_counter = -1;
   for (const auto& sched : schedules)
     for (const auto& st : sched) max_counter = std::max(max_counter, st.counter);
@@ -154,13 +155,23 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
     }
     if (all_done) break;
 
+    // Ramped drain (SimConfig::drain_ramp_s): the path drains at R·(1 − e^{−t_b/τ}), t_b the time since it
+    // last left empty, held constant over steps of at most τ/16 at the step's start plus half a step.
+    const bool busy = q > eps_bytes || nominal > 0.0;
+    if (!busy) busy_since = -1.0;
+    else if (busy_since < 0.0) busy_since = t;
+    double r_now = R;
+    if (cfg.drain_ramp_s > 0.0 && busy) {
+      const double step_cap = cfg.drain_ramp_s / 16.0;
+      r_now = R * (1.0 - std::exp(-((t - busy_since) + 0.5 * step_cap) / cfg.drain_ramp_s));
+    }
     const bool full = q >= Q - eps_bytes;
-    const bool limited = full && nominal > R;
-    const double inject = limited ? R : nominal;
+    const bool limited = full && nominal > r_now;
+    const double inject = limited ? r_now : nominal;
     // Each issuing producer's injection rate in this interval.
     for (std::size_t i = 0; i < ps.size(); ++i) rate_now[i] = ps[i].phase == Phase::kIssue ? ps[i].rate : 0.0;
     if (limited && cfg.proportional_share) {
-      for (double& x : rate_now) x *= R / nominal;
+      for (double& x : rate_now) x *= r_now / nominal;
     } else if (limited) {
       order.clear();
       for (std::size_t i = 0; i < ps.size(); ++i)
@@ -168,13 +179,13 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
       std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         return ps[a].current.start_s != ps[b].current.start_s ? ps[a].current.start_s < ps[b].current.start_s : a < b;
       });
-      double left = R;
+      double left = r_now;
       for (std::size_t i : order) {
         rate_now[i] = std::min(ps[i].rate, left);
         left -= rate_now[i];
       }
     }
-    const double drain = (q > eps_bytes) ? R : std::min(R, inject);
+    const double drain = (q > eps_bytes) ? r_now : std::min(r_now, inject);
     const double dq = inject - drain;
 
     double dt = kInf;
@@ -184,6 +195,7 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
       if (p.phase == Phase::kIssue && rate_now[i] > 0) dt = std::min(dt, p.remaining_bytes / rate_now[i]);
       if (p.phase == Phase::kAwaitCompletion && drain > 0) dt = std::min(dt, (p.completion_target - drained) / drain);
     }
+    if (cfg.drain_ramp_s > 0.0 && busy && r_now < R * (1.0 - 1e-6)) dt = std::min(dt, cfg.drain_ramp_s / 16.0);
     if (dq > 0 && q < Q - eps_bytes) dt = std::min(dt, (Q - q) / dq);
     if (dq < 0 && q > eps_bytes) dt = std::min(dt, q / -dq);
     if (!std::isfinite(dt)) throw InputError("simulate: no progress possible (deadlocked schedule)");

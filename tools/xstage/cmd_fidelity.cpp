@@ -67,7 +67,7 @@ void run_fidelity(const FidelityOptions& o) {
                row("gap sweep T_iss, simulator", rep.sweep_sim_t_iss),
                row("gap sweep T_period, simulator", rep.sweep_sim_t_period),
                row("isolated T_iss, smooth knee", rep.isolated_model_t_iss),
-               row("isolated T_iss, simulator (corner)", rep.isolated_sim_t_iss),
+               row("isolated T_iss, simulator", rep.isolated_sim_t_iss),
                row("isolated past the knee, smooth knee", rep.isolated_past_knee_model_t_iss),
                row("isolated past the knee, simulator", rep.isolated_past_knee_sim_t_iss)});
   if (!stalls.empty()) {

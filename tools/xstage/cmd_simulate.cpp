@@ -37,6 +37,7 @@ void run_schedule_file(const SimOptions& o) {
   sim::SimConfig cfg;
   cfg.drain_rate_bytes_per_s = platform.drain_rate_at(k);
   cfg.capacity_bytes = o.capacity_bytes ? *o.capacity_bytes : platform.capacity_bytes(k).value;
+  cfg.drain_ramp_s = platform.knee_ramp_s;
   cfg.completion_coupled = o.completion_coupled;
   cfg.completion_latency_s = units::us_to_s(o.latency_us);
   cfg.time_limit_s = 1e3;
@@ -81,6 +82,7 @@ void run_simulate(const SimOptions& o) {
   sim::SimConfig cfg;
   cfg.drain_rate_bytes_per_s = model_pred.drain_rate_bytes_per_s;  // R(K)
   cfg.capacity_bytes = model_pred.capacity_bytes;
+  cfg.drain_ramp_s = platform.knee_ramp_s;
   cfg.completion_coupled = o.completion_coupled;
   cfg.completion_latency_s = units::us_to_s(o.latency_us);
   cfg.time_limit_s = 1e3;
