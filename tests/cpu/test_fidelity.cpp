@@ -10,6 +10,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/model/records.hpp"
+#include "cli_runner.hpp"
 #include "xstage/sim/design_check.hpp"
 #include "xstage/sim/fidelity.hpp"
 
@@ -242,4 +243,28 @@ TEST(Fidelity, OptionalPlatformFieldsAreRangeChecked) {
   EXPECT_EQ(paper.drain_rate_at(148), paper.drain_rate_bytes_per_s);
   EXPECT_EQ(paper.knee_ramp_s, 0.0);
   EXPECT_EQ(paper.isolated_drain_rate_at(148), paper.drain_rate_bytes_per_s);
+}
+
+TEST(Fidelity, PlanAsBuiltVerdictOfTheBuiltInWorkloads) {
+  // The embedded platform (the H200 pair): the kernels as built measured no backpressure; the as-built
+  // verdict says piggyback for every attention workload and every bf16 MoE shape, and the aligned worst
+  // case (eq. 10) is still shown as reshape (capacity).
+  const xstage::test::CliRun r = xstage::test::run_cli("plan --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["attention"].empty());
+  for (const auto& w : j["attention"]) {
+    EXPECT_EQ(w["as_built"]["action"], "piggyback") << w["name"];
+    EXPECT_NE(w["as_built"]["binding_bound"], "rate") << w["name"];
+    EXPECT_EQ(w["points"][0]["critical_stall_us"].get<double>(), 0.0) << w["name"];
+    EXPECT_EQ(w["points"][0]["action"], "reshape") << w["name"];  // aligned, capacity
+    EXPECT_FALSE(w["points"][0]["capacity_bound_ok"].get<bool>()) << w["name"];
+  }
+  int bf16 = 0;
+  for (const auto& m : j["moe"]) {
+    if (m["precision"] != "bf16") continue;
+    EXPECT_EQ(m["wave_as_built"]["action"], "piggyback") << m["name"];
+    ++bf16;
+  }
+  EXPECT_EQ(bf16, 7);
 }

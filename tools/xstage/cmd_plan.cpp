@@ -321,7 +321,9 @@ void run_default(const PlanCommon& c) {
   print_table(header, rows);
   std::cout << "\nM_ub*: sequence length from which the Q-loop alone hides the burst (eq. 20). E_cc: exposed time if the\n"
                "issuer waited for remote completion (eq. 17). (capacity): the aligned burst's q_peak0 exceeds Q (eq. 10),\n"
-               "so it must shrink or be staggered whatever the gap. Details: xstage plan attn|moe --help.\n";
+               "so an aligned burst stalls on Q. As built (simulated): the bursts recur from an aligned start with\n"
+               "first-come service; only the first burst meets Q, and reshape means the steady state stalls (rate).\n"
+               "Details: xstage plan attn|moe --help.\n";
 }
 
 void add_common(CLI::App* cmd, PlanCommon& c) {
