@@ -1,7 +1,6 @@
 // xstage fidelity: every calibration record predicted by the closed form and the simulator against
 // its measurement (src/sim/fidelity.cpp), as a table or JSON.
 #include <filesystem>
-#include <iostream>
 
 #include "cli_common.hpp"
 #include "registry.hpp"
@@ -56,7 +55,7 @@ void run_fidelity(const FidelityOptions& o) {
   auto row = [](const char* what, const sim::ErrorSummary& s) {
     return std::vector<std::string>{what, std::to_string(s.points), pct(s.median_rel), pct(s.max_rel)};
   };
-  std::cout << "fidelity of '" << platform.name << "' on " << o.records << "\n";
+  out_stream() << "fidelity of '" << platform.name << "' on " << o.records << "\n";
   print_table({"prediction", "points", "median |err|", "max |err|"},
               {row("periodic T_iss, closed form", rep.periodic_model_t_iss),
                row("periodic T_period, closed form", rep.periodic_model_t_period),
@@ -76,7 +75,7 @@ void run_fidelity(const FidelityOptions& o) {
       rows.push_back({r.shape, r.precision, r.schedule, fmt_us(r.store_span_s, 2), fmt_us(r.cover_s, 2),
                       fmt_us(r.predicted_stall_s, 2), fmt_us(r.measured_stall_s, 2) + (r.wait_local_s < 0 ? " (<=)" : ""),
                       r.layer_local_s < 0 ? "" : fmt_num(100.0 * r.residual_s / r.layer_remote_s, 2) + " %"});
-    std::cout << "per-tile stall (eq. 15) of the traced MoE kernels\n";
+    out_stream() << "per-tile stall (eq. 15) of the traced MoE kernels\n";
     print_table({"shape", "precision", "order", "T_RS us", "cover us", "predicted us", "measured us", "residual"}, rows);
   }
   if (!uly.empty()) {
@@ -86,10 +85,10 @@ void run_fidelity(const FidelityOptions& o) {
                       fmt_us(r.qloop_gap_s, 1), r.binding_bound, fmt_us(r.first_burst_stall_s, 2), fmt_us(r.tail_drain_s, 2),
                       fmt_us(r.predicted_residual_s, 1) + " (" + fmt_num(100.0 * r.predicted_residual_s / r.fa_s, 2) + " %)",
                       fmt_us(r.measured_residual_s, 1) + " (" + fmt_num(100.0 * r.measured_residual_s / r.fa_s, 2) + " %)"});
-    std::cout << "fused Ulysses attention (TMA epilogue): predicted vs measured residual over fa-only-tma\n";
+    out_stream() << "fused Ulysses attention (TMA epilogue): predicted vs measured residual over fa-only-tma\n";
     print_table({"M x heads", "order", "G_Qloop us", "binds", "first burst us", "tail us", "predicted", "measured"}, rows);
   }
-  if (!o.out.empty()) std::cout << "wrote " << o.out << "\n";
+  if (!o.out.empty()) out_stream() << "wrote " << o.out << "\n";
 }
 
 void add_fidelity(CLI::App& root) {
@@ -111,5 +110,6 @@ void add_fidelity(CLI::App& root) {
 }
 
 }  // namespace
-XSTAGE_SUBCOMMAND("fidelity", 37, add_fidelity);
 }  // namespace xstage::cli
+
+XSTAGE_SUBCOMMAND(cmd_fidelity, "fidelity", 37, add_fidelity);
