@@ -206,18 +206,18 @@ Platform platform_from_json(const json& j, std::string_view origin) {
       if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
       reject_unknown_keys(e, {"producers", "drain_rate_gbps"}, origin, where);
       DrainRatePoint pt{producer_count(e, origin, where + ".producers"),
-                        units::gbps_to_bytes_per_s(number(e, "drain_rate_gbps", origin, where + ".drain_rate_gbps", ranges::kRateGbps))};
+                        units::gbps_to_bytes_per_s(
+                            number(e, "drain_rate_gbps", origin, where + ".drain_rate_gbps", ranges::kRateGbps))};
       if (!seen.insert(pt.producers).second)
         fail(origin, where, "duplicate point for producers " + std::to_string(pt.producers));
       p.drain_rate_by_producers.push_back(pt);
     }
   }
   // Optional times in µs, >= 0 and at most 1 ms (a larger value is a unit mistake).
+  constexpr Range kOverheadUs{0.0, 1000.0, false, false, "us"};
   auto optional_us = [&](const char* key) {
     if (!j.contains(key)) return 0.0;
-    const double us = number(j, key, origin, key, ranges::kSpanUs);
-    if (us > 1000.0) fail(origin, key, "must be <= 1000 us, got " + show(j[key]));
-    return units::us_to_s(us);
+    return units::us_to_s(number(j, key, origin, key, kOverheadUs));
   };
   p.knee_ramp_s = optional_us("knee_ramp_us");
   p.burst_overhead_s = optional_us("burst_overhead_us");

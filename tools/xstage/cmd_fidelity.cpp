@@ -1,6 +1,5 @@
 // xstage fidelity: every calibration record predicted by the closed form and the simulator against
 // its measurement (src/sim/fidelity.cpp), as a table or JSON.
-#include <filesystem>
 
 #include "cli_common.hpp"
 #include "registry.hpp"
@@ -25,15 +24,19 @@ struct FidelityOptions {
 std::string pct(double x) { return fmt_num(100.0 * x, 1) + " %"; }
 
 void run_fidelity(const FidelityOptions& o) {
-  if (!o.out.empty() && std::filesystem::exists(o.out) && !o.force)
-    throw InputError("--out " + o.out + ": already exists (pass --force to replace it)");
+  std::vector<std::string> inputs = {o.records};
+  if (!o.platform.empty()) inputs.push_back(o.platform);
+  if (!o.raw.empty()) inputs.push_back(o.raw);
+  if (!o.ulysses.empty()) inputs.push_back(o.ulysses);
+  inputs.insert(inputs.end(), o.traces.begin(), o.traces.end());
+  if (!o.out.empty()) check_output_path("--out", o.out, o.force, inputs);
   const model::Platform platform = model::load_platform_or_default(o.platform);
   const auto records = model::load_records_csv(o.records);
   sim::FidelityOptions fo;
   if (!o.raw.empty()) fo.zero_gap_loops = sim::load_zero_gap_loops(o.raw);
   const sim::FidelityReport rep = sim::fidelity_report(platform, records, fo);
   nlohmann::json j = sim::to_json(rep);
-  j["platform"] = platform.name;
+  stamp_json(j, "xstage.fidelity/1", o.platform, platform);
   j["records_file"] = o.records;
   if (!o.raw.empty()) j["raw_file"] = o.raw;
   std::vector<sim::TileStallRow> stalls;
@@ -47,7 +50,7 @@ void run_fidelity(const FidelityOptions& o) {
     uly = sim::ulysses_rows(platform, o.ulysses);
     j["ulysses"] = sim::to_json(uly);
   }
-  if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n", o.force);
+  if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n", o.force, inputs);
   if (o.json) {
     print_json(j);
     return;
@@ -55,7 +58,7 @@ void run_fidelity(const FidelityOptions& o) {
   auto row = [](const char* what, const sim::ErrorSummary& s) {
     return std::vector<std::string>{what, std::to_string(s.points), pct(s.median_rel), pct(s.max_rel)};
   };
-  out_stream() << "fidelity of '" << platform.name << "' on " << o.records << "\n";
+  out_stream() << "fidelity of " << platform_label(o.platform, platform) << " on " << o.records << "\n";
   print_table({"prediction", "points", "median |err|", "max |err|"},
               {row("periodic T_iss, closed form", rep.periodic_model_t_iss),
                row("periodic T_period, closed form", rep.periodic_model_t_period),
@@ -103,9 +106,9 @@ void add_fidelity(CLI::App& root) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--ulysses", o->ulysses, "Ulysses sweep file (xstage.ulysses_sweep/1): predicted vs measured residual")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--out", o->out, "also write the JSON report to this file");
-  cmd->add_flag("--force", o->force, "replace --out if it exists");
-  cmd->add_flag("--json", o->json, "JSON on stdout");
+  add_out_option(cmd, o->out, "Also write the JSON report to this file");
+  add_force_option(cmd, o->force);
+  add_json_option(cmd, o->json);
   cmd->callback([o] { run_fidelity(*o); });
 }
 

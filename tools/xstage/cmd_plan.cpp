@@ -22,6 +22,11 @@ namespace {
 
 using units::us_to_s;
 
+// Work limit of `plan moe --simulate`: about kBytesPerSimulatedTokenSlot per routed token slot
+// (measured: 1 GiB at 2 ranks x 262144 tokens x top-8), checked before the routing is generated.
+constexpr double kMaxSimulatedTokenSlots = 1 << 23;
+constexpr double kBytesPerSimulatedTokenSlot = 256;
+
 struct PlanCommon {
   std::string platform;
   int producers = 0;  // 0: the platform's largest measured K
@@ -39,15 +44,15 @@ struct MoeOptions {
   std::string shape;
   double tile_bytes = 0, t_l1_us = 0, t_l2_us = 0, n1 = 0, n2 = 0, staging_us = 0;
   int block_m = 128, block_n = 128, out_bytes = 2, h_inter = 0;
-  double sm_tflops = model::kDatasheetSmFlopPerS / 1e12;
+  double sm_tflops = kDefaultSmTflops;
   // --simulate: both tile orders through the event simulator for one routing.
   bool simulate = false;
   int ranks = 2;
   int tokens_per_rank = 8192;
   std::string routing = "balanced";
-  double zipf_s = 1.2;
-  int lead_rows = 0;  // 0: model::moe_default_lead_rows (eq. 16's D_knee or the row-dependency floor)
-  int experts_per_wave = 0;  // 0: a quarter of the local experts
+  double zipf_s = kDefaultZipfS;
+  int lead_rows = 0;         // 0: model::moe_default_lead_rows (eq. 16's D_knee or the row-dependency floor)
+  int experts_per_wave = 0;  // 0: sim::default_experts_per_wave (a quarter of the local experts)
   std::string combine = "piggyback";  // how the simulated kernel issues its Combine: piggyback, epilogue
 };
 
@@ -68,7 +73,14 @@ model::AttentionInput attention_input(const AttnOptions& o, int producers) {
   in.completion_cover_s = o.cover_us < 0 ? -1.0 : us_to_s(o.cover_us);
   in.heads_per_gpu = o.heads_per_gpu;
   in.batch = o.batch;
-  for (long long m : o.seq) in.seq_lens.push_back(m);
+  for (long long m : o.seq) {
+    // N_t = ceil(M / b_m) * heads * batch (eq. 17) in 64-bit integers: refuse what does not fit.
+    checked_product({{"ceil(--seq " + std::to_string(m) + " / --block-m " + std::to_string(o.block_m) + ")",
+                      (m + o.block_m - 1) / o.block_m},
+                     {"--heads-per-gpu", o.heads_per_gpu},
+                     {"--batch", o.batch}});
+    in.seq_lens.push_back(m);
+  }
   return in;
 }
 
@@ -96,11 +108,11 @@ void run_attn(const PlanCommon& c, const AttnOptions& o) {
   const model::AttentionAudit a = model::audit_attention(platform, in);
   if (c.json) {
     nlohmann::json j = model::to_json(a, in);
-    j["platform"] = platform.name;
+    stamp_json(j, "xstage.plan.attn/1", c.platform, platform);
     print_json(j);
     return;
   }
-  out_stream() << "platform " << platform.name << "\n";
+  out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
   print_attention(a, in);
 }
 
@@ -151,6 +163,13 @@ const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "
 std::vector<int> rows_of_rank0(const model::MoeShape& shape, const MoeOptions& o) {
   if (shape.experts % o.ranks != 0)
     throw InputError("--ranks: " + std::to_string(o.ranks) + " does not divide the " + std::to_string(shape.experts) + " experts");
+  // The simulation's routing, rows and tile events grow with the routed token slots (and the rows per
+  // slot for b_m below 128): refuse before generating anything.
+  require_work_within("plan moe --simulate: --ranks " + std::to_string(o.ranks) + " x --tokens " +
+                          std::to_string(o.tokens_per_rank) + " x top-" + std::to_string(shape.top_k) +
+                          (o.block_m < 128 ? " x 128 / --block-m " + std::to_string(o.block_m) : std::string()),
+                      static_cast<double>(o.ranks) * o.tokens_per_rank * shape.top_k * std::max(1.0, 128.0 / o.block_m),
+                      kMaxSimulatedTokenSlots, "routed token slots", kBytesPerSimulatedTokenSlot);
   const bool generated = o.routing == "balanced" || o.routing == "skewed";
   if (!generated && !std::filesystem::exists(o.routing))
     throw InputError("--routing: must be balanced, skewed or a routing file, got \"" + o.routing + "\"");
@@ -205,7 +224,7 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   if (c.json) {
     nlohmann::json j = model::to_json(a);
     if (o.simulate) j["simulated"] = simulated;
-    j["platform"] = platform.name;
+    stamp_json(j, "xstage.plan.moe/1", c.platform, platform);
     j["input"] = {{"tile_bytes", in.tile_bytes}, {"active_producers", in.active_producers},
                   {"t_l1_mma_us", units::s_to_us(in.t_l1_mma_s)}, {"t_l2_mma_us", units::s_to_us(in.t_l2_mma_s)},
                   {"n1", in.n1}, {"n2", in.n2}, {"block_n", in.block_n}, {"sm_count", in.sm_count},
@@ -213,7 +232,7 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
     print_json(j);
     return;
   }
-  out_stream() << "platform " << platform.name << "\n";
+  out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
   print_table(kMoeHeader, {moe_row(o.shape.empty() ? "custom" : o.shape, in, a)});
   if (o.simulate) {
     out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << o.tokens_per_rank
@@ -237,10 +256,10 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
 void run_default(const PlanCommon& c) {
   const model::Platform platform = model::load_platform_or_default(c.platform);
   const int k = producers_or_default(c, platform);
-  nlohmann::json j = {{"platform", platform.name}, {"producers", k}, {"attention", nlohmann::json::array()},
-                      {"moe", nlohmann::json::array()}};
+  nlohmann::json j = {{"producers", k}, {"attention", nlohmann::json::array()}, {"moe", nlohmann::json::array()}};
+  stamp_json(j, "xstage.plan/1", c.platform, platform);
   if (!c.json) {
-    out_stream() << "xstage plan: design test of built-in workloads on platform '" << platform.name << "' (R = "
+    out_stream() << "xstage plan: design test of built-in workloads on platform " << platform_label(c.platform, platform) << " (R = "
               << fmt_num(units::bytes_per_s_to_gbps(platform.drain_rate_bytes_per_s), 1) << " GB/s, K = " << k << ")\n";
     if (!platform.description.empty()) out_stream() << "  " << platform.description << "\n";
     const model::Lookup t0 = platform.issue_floor_s(k, 32768);
@@ -280,8 +299,9 @@ void run_default(const PlanCommon& c) {
                  "as built (simulated)"},
                 rows);
 
-  // bf16 (W16A16) at the per-SM rate, FP8 W8A8 at twice it; Combine output is bf16 in both.
+  // bf16 (W16A16) at the datasheet per-SM rate, FP8 W8A8 at twice it; Combine output is bf16 in both.
   MoeOptions mo;
+  mo.sm_tflops = model::kDatasheetSmFlopPerS / 1e12;
   if (!c.json)
     out_stream() << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << mo.block_n
               << ", bf16 Combine; mainloops estimated at " << fmt_num(mo.sm_tflops, 2)
@@ -330,7 +350,7 @@ void add_common(CLI::App* cmd, PlanCommon& c) {
   add_platform_option(cmd, c.platform);
   cmd->add_option("--producers", c.producers, "K: aligned producers (default: the platform's largest measured K)")
       ->check(kPositive);
-  cmd->add_flag("--json", c.json, "JSON on stdout");
+  add_json_option(cmd, c.json);
 }
 
 void add_plan(CLI::App& root) {
@@ -353,7 +373,7 @@ void add_plan(CLI::App& root) {
   a->add_option("--qk-cover-us", attn->qk_cover_us, "G_QK of eq. 19 (us; default sigma/2)")->check(kNonNegative);
   a->add_option("--latency-us", attn->latency_us, "T_lat of eq. 17 (us)")->check(kNonNegative);
   a->add_option("--cover-us", attn->cover_us, "T_cover of eq. 17 (us; default sigma/2)")->check(kNonNegative);
-  a->add_option("--seq", attn->seq, "sequence lengths M")->check(kPositive);
+  a->add_option("--seq", attn->seq, "sequence lengths M")->check(kPositive)->capture_default_str();
   a->add_option("--heads-per-gpu", attn->heads_per_gpu, "heads per GPU (for N_t)")->check(kPositive);
   a->add_option("--batch", attn->batch, "batch (for N_t)")->check(kPositive);
   a->callback([attn, attn_common] { run_attn(*attn_common, *attn); });
@@ -370,17 +390,15 @@ void add_plan(CLI::App& root) {
   m->add_option("--block-m", moe->block_m, "b_m (with --shape)")->check(kPositive);
   m->add_option("--block-n", moe->block_n, "b_n: N-tile width")->check(kPositive);
   m->add_option("--out-bytes", moe->out_bytes, "bytes per Combine element (with --shape)")->check(kPositive);
-  m->add_option("--sm-tflops", moe->sm_tflops, "per-SM Tensor Core TFLOP/s (with --shape)")->check(kPositive);
+  add_sm_tflops_option(m, moe->sm_tflops);
   m->add_option("--staging-us", moe->staging_us, "fixed staging term of T_RS (us)")->check(kNonNegative);
   m->add_flag("--simulate", moe->simulate, "simulate the expert-wave and interleaved orders for one routing (needs --shape)");
   m->add_option("--ranks", moe->ranks, "expert-parallel ranks (--simulate)")->check(kPositive);
   m->add_option("--tokens", moe->tokens_per_rank, "tokens per rank (--simulate)")->check(kPositive);
   m->add_option("--routing", moe->routing, "balanced, skewed (Zipf) or a routing file (xstage.routing/1) (--simulate)");
-  m->add_option("--zipf-s", moe->zipf_s, "Zipf exponent of skewed routing")->check(kPositive);
-  m->add_option("--lead-rows", moe->lead_rows,
-                "D of the interleaved order (default, as the fused layer's: model::moe_default_lead_rows, "
-                "docs/model.md)")->check(kPositive);
-  m->add_option("--experts-per-wave", moe->experts_per_wave, "experts per wave of the baseline order")->check(kPositive);
+  add_zipf_option(m, moe->zipf_s);
+  add_lead_rows_option(m, moe->lead_rows);
+  add_experts_per_wave_option(m, moe->experts_per_wave);
   m->add_option("--combine", moe->combine,
                 "how the simulated kernel issues a Linear-2 tile's Combine: piggyback (the fused kernel's default: "
                 "one chunk per k-step of the next tiles) or epilogue (one burst after the tile) (--simulate)");
