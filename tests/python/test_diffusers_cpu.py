@@ -15,6 +15,15 @@ from diffusers.models import attention_dispatch  # noqa: E402
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def keep_active_backend():
+    """set_attention_backend also sets diffusers' process-wide active backend: restore it after each test."""
+    from diffusers.models.attention_dispatch import _AttentionBackendRegistry
+    saved = _AttentionBackendRegistry._active_backend
+    yield
+    _AttentionBackendRegistry.set_active_backend(saved)
+
+
 def sdpa_cpu(query, key, value, scale):
     """[B, S, H, D] attention computed apart from diffusers' backends (explicit softmax)."""
     q, k, v = (t.transpose(1, 2).double() for t in (query, key, value))

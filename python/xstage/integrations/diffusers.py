@@ -73,9 +73,10 @@ class AttentionKernel:
 def xstage_kernel() -> AttentionKernel:
     """xstage's attention forward (`xstage.attention`): CUDA, bf16, head dim 64 or 128, non-causal, no mask."""
     import torch
-    import xstage
 
     def fn(query, key, value, scale):
+        import xstage   # on first use: routing (and every fallback) works without loading the native library
+
         return xstage.attention(query, key, value, softmax_scale=scale)
 
     return AttentionKernel("xstage", fn, "cuda", (torch.bfloat16,), (64, 128), False)
