@@ -152,7 +152,7 @@ def test_hunyuan_video_key_padding_mask_taken_as_prefix():
             model(**kw)
             s_off = xd.stats(model)
     assert s["routed"] == 2 and s["routed_with_mask"] == 2 and s["fallback_total"] == 0
-    assert "AttnProcessor2_0" in s["not_routable_processors"]   # the token refiner calls SDPA itself
+    assert s["not_routable_processors"] == {"AttnProcessor2_0": 1}   # the token refiner calls SDPA itself
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
     assert s_off["routed"] == 0 and s_off["fallback"] == {"attn_mask": 2}
 
@@ -285,6 +285,8 @@ def test_a_model_without_routable_processors_is_refused():
             self.lin = torch.nn.Linear(2, 2)
     with pytest.raises(ValueError, match="no attention processor"):
         xd.enable(Plain())
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        xd.enable(object())
 
 
 def test_version_check(monkeypatch):

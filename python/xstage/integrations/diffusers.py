@@ -138,7 +138,8 @@ class _Stats:
         return {"kernel": self.kernel, "routed": sum(self.routed.values()), "routed_with_mask": self.routed_masked,
                 "fallback": dict(reasons), "fallback_total": sum(reasons.values()),
                 "routed_by_shape": rows(self.routed, False), "fallback_by_shape": rows(self.fallback, True),
-                "last_kernel_rejection": self.last_rejection, "not_routable_processors": list(not_routable)}
+                "last_kernel_rejection": self.last_rejection,
+                "not_routable_processors": dict(collections.Counter(not_routable))}
 
 
 def _shape_key(query, key):
@@ -363,7 +364,12 @@ def enable(model, *, kernel: AttentionKernel | None = None, fallback: str | None
     the routes). Returns `model`. Raises ValueError if already enabled or if no processor of the model calls
     diffusers' dispatch_attention_fn."""
     check_diffusers_version(allow_untested)
+    import torch
     from diffusers.models.attention_dispatch import AttentionBackendName
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"xstage.integrations.diffusers.enable: model must be a torch.nn.Module (e.g. "
+                        f"pipe.transformer), got {type(model).__name__}")
 
     if model in _STATES:
         raise ValueError("xstage.integrations.diffusers.enable: already enabled on this model; disable(model) first")
