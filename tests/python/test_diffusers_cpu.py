@@ -166,11 +166,11 @@ class Recorder:
         return "previous"
 
 
-def routed_call(**call_kw):
+def routed_call(kernel=None, **call_kw):
     """One call through a router in front of a recording inner function; returns (result, stats, inner kwargs)."""
     inner = Recorder()
     router = xd._make_router(inner)
-    state = xd._ModelState(cpu_kernel(), strict=False, key_padding_masks=True)
+    state = xd._ModelState(kernel or cpu_kernel(), strict=False, key_padding_masks=True)
     route = xd._Route("native", "PREV", state)
     q = call_kw.pop("query", torch.randn(1, 8, 2, 16))
     k = call_kw.pop("key", torch.randn(1, 6, 2, 16))
@@ -222,6 +222,22 @@ def test_kernel_rejection_falls_back_with_its_message():
     out = xd._make_router(inner)(*(torch.randn(1, 4, 2, 16) for _ in range(3)), backend=xd._Route("native", None, state))
     s = state.stats.as_dict([])
     assert out == "previous" and s["fallback"] == {"kernel_rejected": 1} and "contiguous" in s["last_kernel_rejection"]
+
+
+def test_xstage_refusing_a_call_sends_it_to_the_previous_backend():
+    """xstage's own kernel function, offered CPU tensors as if it took them: it raises ValueError before any
+    launch, and the call goes on to the previous backend, counted with the message."""
+    import dataclasses
+    try:
+        import xstage
+        xstage.attention
+    except Exception as e:   # the native library is not built here
+        pytest.skip(f"xstage.attention unavailable: {e}")
+    kernel = dataclasses.replace(xd.xstage_kernel(), device_type="cpu")
+    q = torch.randn(1, 8, 2, 64, dtype=torch.bfloat16)
+    out, s, calls = routed_call(kernel, query=q, key=q, value=q)
+    assert out == "previous" and s["fallback"] == {"kernel_rejected": 1} and len(calls) == 1
+    assert "xstage.attention" in s["last_kernel_rejection"]
 
 
 def test_calls_of_other_models_pass_through():
