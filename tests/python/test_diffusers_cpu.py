@@ -334,3 +334,18 @@ def test_documented_example_runs():
         assert ns["counts"]["routed"] == 4 and ns["counts"]["fallback"] == {}
     else:
         assert ns["counts"]["routed"] == 0 and ns["counts"]["fallback"] == {"device": 4}
+
+
+def test_torch_compile_fullgraph_traces_the_routing():
+    """Dynamo traces the router, the routed kernel and the counters without a graph break (backend="eager":
+    tracing only, no code generation), and the compiled model follows enable/disable."""
+    model, inputs = tiny_wan(), wan_inputs()
+    ref = run(model, inputs)
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    calls = []
+    with xd.enabled(model, kernel=cpu_kernel(calls)):
+        for _ in range(2):
+            torch.testing.assert_close(run(compiled, inputs), ref, rtol=1e-4, atol=1e-5)
+        assert xd.stats(model)["routed"] == 8 and len(calls) == 8
+    torch.testing.assert_close(run(compiled, inputs), ref, rtol=0, atol=0)
+    assert len(calls) == 8
