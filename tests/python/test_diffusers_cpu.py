@@ -349,3 +349,12 @@ def test_torch_compile_fullgraph_traces_the_routing():
         assert xd.stats(model)["routed"] == 8 and len(calls) == 8
     torch.testing.assert_close(run(compiled, inputs), ref, rtol=0, atol=0)
     assert len(calls) == 8
+
+
+def test_a_copy_of_an_enabled_model_is_not_routed():
+    import copy
+    model, inputs = tiny_wan(1), wan_inputs()
+    with xd.enabled(model, kernel=cpu_kernel()):
+        clone = copy.deepcopy(model)
+    assert not xd.is_enabled(clone) and backends(clone) == [None, None]
+    torch.testing.assert_close(run(clone, inputs), run(model, inputs), rtol=0, atol=0)
