@@ -6,7 +6,8 @@ flag followed by its values), and returns the parsed JSON: by construction the s
 ``xstage COMMAND ... --json`` prints. Bad arguments raise ValueError with the CLI's one-line message.
 
     >>> import xstage.planner as xp
-    >>> xp.model(producers=148, bytes_per_producer=32768, gap_us=2)["verdict"]  # doctest: +SKIP
+    >>> xp.model(producers=132, bytes_per_producer=32768, gap_us=2)["action"]
+    'reshape'
 """
 
 from __future__ import annotations

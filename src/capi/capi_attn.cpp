@@ -82,7 +82,9 @@ int prepare(const DLTensor* q, const DLTensor* k, const DLTensor* v, const DLTen
   }
   why = attn::attn_view_can_implement("out", vo);
   if (!why.empty()) return fail(XSTAGE_ERR_VALUE, why);
-  if (lse_ptr && reinterpret_cast<uintptr_t>(lse_ptr) % 4 != 0) return fail(XSTAGE_ERR_VALUE, "lse: misaligned data pointer");
+  if (lse_ptr && reinterpret_cast<uintptr_t>(lse_ptr) % 4 != 0) {
+    return fail(XSTAGE_ERR_VALUE, "lse: data pointer not 4-byte aligned");
+  }
   why = attn::attn_forward_can_implement(*args);
   if (!why.empty()) return fail(XSTAGE_ERR_VALUE, why);
   return XSTAGE_OK;
