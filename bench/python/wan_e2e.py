@@ -6,7 +6,8 @@ Hopper forward (flash_attn.cute), all in one process on the same model and input
 Tokens: 81 frames of 1280x720 -> VAE (4x in time, 8x in space) -> 21 x 90 x 160 latents -> patch (1, 2, 2) ->
 21 * 45 * 80 = 75,600 video tokens; cross-attention to 512 text tokens. xstage and FA4 are plugged in through
 xstage.integrations.diffusers with strict=True (every self- and cross-attention call must go to them; the
-fallback would be `_native_cudnn`). Each implementation's first forward (FA4 compiles per shape then) is timed
+fallback would be `_native_cudnn`): diffusers 0.42's own FA4 backend (`flash_4_hub`) fetches the kernel from the
+Hugging Face Hub through the `kernels` package, which an offline GPU machine cannot do. Each implementation's first forward (FA4 compiles per shape then) is timed
 apart and its output compared with the others'; then warm-up rounds and N timed rounds, the order rotating each
 round, one CUDA-event pair around each whole forward; medians of the samples. Also times the two attention calls
 alone (same inputs for all three). Writes JSON with provenance and raw samples to --out, and a PNG with --plot.
