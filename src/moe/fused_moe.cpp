@@ -261,8 +261,9 @@ void FusedMoe::run(const FusedMoeArguments& a, cudaStream_t stream) {
     if (e != cudaSuccess) fail(e, "ordering after the previous run");
   }
   const cudaError_t e = enqueue_moe_fused_run(p, s.local, schedule_of(config_.schedule), s.grid, stream);
+  // Epochs only need to grow: the next run takes the next one even when part of this one was enqueued.
+  s.epoch = run.epoch;
   if (e != cudaSuccess) fail(e, "launch");
-  s.epoch = run.epoch;  // launched: the next run must use the next epoch whatever happens after
   const cudaError_t r = cudaEventRecord(s.done, stream);
   if (r != cudaSuccess) fail(r, "recording the run's completion event");
 }
