@@ -15,6 +15,7 @@
 
 #include "gpu_test_support.hpp"
 #include "moe_fused.hpp"
+#include "moe_fused_launch.hpp"
 #include "moe_reference.hpp"
 #include "moe_test_support.hpp"
 #include "xstage/comm/team.hpp"
@@ -317,6 +318,24 @@ TEST(FusedMoeApi, BadArgumentsAreRefusedBeforeAnyLaunch) {
   }
   EXPECT_THROW(quantize_weight_blocks_fp8(nullptr, 1, 100, 128, nullptr, nullptr, nullptr), InputError);
   EXPECT_THROW(quantize_weight_blocks_fp8(nullptr, 1, 128, 128, nullptr, nullptr, nullptr), InputError);
+}
+
+// The failure record a bounded wait leaves before its trap, as FusedMoe::last_failure and MoeFused's
+// error report print it (no GPU: the formatting alone).
+TEST(FusedMoeApi, FailureRecordNamesTheWait) {
+  EXPECT_EQ(moe_fused_failure_text(MoeFusedWaitFailure{}), "");
+  MoeFusedWaitFailure f{};
+  f.code = kMoeWaitArrival;
+  f.rank = 0;
+  f.block = 7;
+  f.thread = 128;
+  f.index = 3;
+  f.target = 96;
+  f.seen = 64;
+  const std::string text = moe_fused_failure_text(f);
+  EXPECT_NE(text.find("arrival counter of a local expert"), std::string::npos) << text;
+  EXPECT_NE(text.find("block 7"), std::string::npos) << text;
+  EXPECT_NE(text.find("wanted 96, saw 64"), std::string::npos) << text;
 }
 
 }  // namespace

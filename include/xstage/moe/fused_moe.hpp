@@ -36,8 +36,11 @@
 // host-mapped memory and traps, which leaves the CUDA context in a sticky error. last_failure() then
 // returns that record as one line (readable with no CUDA call).
 //
-// Expert parallelism (a team of GPUs, each holding experts / ranks experts) uses the same kernel with
-// peer-reachable workspace parts; this API covers one GPU (EP = 1) today.
+// Expert parallelism (a team of GPUs, each holding experts / ranks experts) runs the same kernel and
+// launch path (src/moe/moe_fused_launch.hpp) with the workspace's peer-reachable parts (receive rows,
+// origins, combine rows, counters and flags) in memory the team's peers can store to, and the weights
+// of the local experts only; this API covers one GPU (EP = 1) today: the config would gain the team and
+// the rank, and everything else (arguments, checks, streams, failures) stays as it is.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -91,7 +94,8 @@ class FusedMoe {
  public:
   // "" when the kernel can run this configuration on its device, else the reason naming the field.
   static std::string can_implement(const FusedMoeConfig& config);
-  // Device memory the layer allocates for this configuration (its workspace), in bytes.
+  // Device memory the layer allocates for this configuration (its workspace), in bytes; throws
+  // xstage::InputError (naming the field) for a shape the kernel cannot run.
   static std::size_t workspace_bytes(const FusedMoeConfig& config);
 
   // Allocates and zeroes the workspace on config.device. Throws xstage::InputError (can_implement's
