@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "xstage/model/error.hpp"
+#include "xstage/model/input_file.hpp"
 #include "xstage/model/units.hpp"
 
 namespace xstage::model {
@@ -28,13 +27,10 @@ const char* to_string(LookupSource s) {
 namespace {
 
 [[noreturn]] void fail(std::string_view origin, const std::string& field, const std::string& what) {
-  throw InputError(std::string(origin) + ": " + field + ": " + what);
+  input_fail(origin, field, what);
 }
 
-std::string show(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
+std::string show(const json& v) { return bounded_json(v); }
 
 void reject_unknown_keys(const json& obj, const std::set<std::string>& known, std::string_view origin,
                          const std::string& where) {
@@ -49,24 +45,13 @@ const json& require(const json& obj, const std::string& key, std::string_view or
   return *it;
 }
 
-// A finite number > 0 (or ≥ 0 when allow_zero).
-double positive_number(const json& obj, const std::string& key, std::string_view origin, const std::string& field,
-                       bool allow_zero = false) {
-  const json& v = require(obj, key, origin, field);
-  if (!v.is_number()) fail(origin, field, "must be a number, got " + show(v));
-  const double x = v.get<double>();
-  if (!std::isfinite(x)) fail(origin, field, "must be finite, got " + show(v));
-  if (allow_zero ? x < 0.0 : x <= 0.0)
-    fail(origin, field, std::string("must be ") + (allow_zero ? ">= 0" : "> 0") + ", got " + show(v));
-  return x;
+// A required number within its accepted range (xstage/model/input_file.hpp names them all).
+double number(const json& obj, const std::string& key, std::string_view origin, const std::string& field, const Range& r) {
+  return json_number_in(require(obj, key, origin, field), origin, field, r);
 }
 
-int positive_int(const json& obj, const std::string& key, std::string_view origin, const std::string& field) {
-  const json& v = require(obj, key, origin, field);
-  if (!v.is_number_integer()) fail(origin, field, "must be an integer, got " + show(v));
-  const auto x = v.get<long long>();
-  if (x <= 0 || x > 1'000'000) fail(origin, field, "must be in 1..1000000, got " + show(v));
-  return static_cast<int>(x);
+int producer_count(const json& obj, std::string_view origin, const std::string& field) {
+  return static_cast<int>(json_integer_in(require(obj, "producers", origin, field), origin, field, ranges::kProducers));
 }
 
 // Nearest measured K on a log scale (ties: the larger K).
@@ -141,13 +126,15 @@ Platform platform_from_json(const json& j, std::string_view origin) {
                       origin, "");
   Platform p;
   const json& name = require(j, "name", origin, "name");
-  if (!name.is_string() || name.get<std::string>().empty()) fail(origin, "name", "must be a non-empty string, got " + show(name));
+  if (!name.is_string() || name.get_ref<const std::string&>().empty() || name.get_ref<const std::string&>().size() > 256)
+    fail(origin, "name", "must be a string of 1..256 bytes, got " + show(name));
   p.name = name.get<std::string>();
   if (auto it = j.find("description"); it != j.end()) {
-    if (!it->is_string()) fail(origin, "description", "must be a string, got " + show(*it));
+    if (!it->is_string() || it->get_ref<const std::string&>().size() > 65536)
+      fail(origin, "description", "must be a string of at most 65536 bytes, got " + show(*it));
     p.description = it->get<std::string>();
   }
-  p.drain_rate_bytes_per_s = units::gbps_to_bytes_per_s(positive_number(j, "drain_rate_gbps", origin, "drain_rate_gbps"));
+  p.drain_rate_bytes_per_s = units::gbps_to_bytes_per_s(number(j, "drain_rate_gbps", origin, "drain_rate_gbps", ranges::kRateGbps));
 
   const json& floors = require(j, "issue_floor", origin, "issue_floor");
   if (!floors.is_array() || floors.empty()) fail(origin, "issue_floor", "must be a non-empty array, got " + show(floors));
@@ -157,9 +144,9 @@ Platform platform_from_json(const json& j, std::string_view origin) {
     const json& e = floors[i];
     if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
     reject_unknown_keys(e, {"producers", "bytes_per_producer", "t_iss0_us"}, origin, where);
-    IssueFloorPoint pt{positive_int(e, "producers", origin, where + ".producers"),
-                       positive_number(e, "bytes_per_producer", origin, where + ".bytes_per_producer"),
-                       units::us_to_s(positive_number(e, "t_iss0_us", origin, where + ".t_iss0_us"))};
+    IssueFloorPoint pt{producer_count(e, origin, where + ".producers"),
+                       number(e, "bytes_per_producer", origin, where + ".bytes_per_producer", ranges::kBytes),
+                       units::us_to_s(number(e, "t_iss0_us", origin, where + ".t_iss0_us", ranges::kTimeUs))};
     if (!seen_floor.insert({pt.producers, pt.bytes_per_producer}).second)
       fail(origin, where, "duplicate point for producers " + std::to_string(pt.producers) + " and bytes_per_producer " +
                               show(e["bytes_per_producer"]));
@@ -174,8 +161,7 @@ Platform platform_from_json(const json& j, std::string_view origin) {
     const json& e = caps[i];
     if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
     reject_unknown_keys(e, {"producers", "bytes"}, origin, where);
-    CapacityPoint pt{positive_int(e, "producers", origin, where + ".producers"),
-                     positive_number(e, "bytes", origin, where + ".bytes")};
+    CapacityPoint pt{producer_count(e, origin, where + ".producers"), number(e, "bytes", origin, where + ".bytes", ranges::kBytes)};
     if (!seen_cap.insert(pt.producers).second)
       fail(origin, where, "duplicate point for producers " + std::to_string(pt.producers));
     p.capacity.push_back(pt);
@@ -188,17 +174,7 @@ Platform platform_from_json(const json& j, std::string_view origin) {
   return p;
 }
 
-Platform load_platform_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open platform file");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError(path + ": not valid JSON: " + e.what());
-  }
-  return platform_from_json(j, path);
-}
+Platform load_platform_file(const std::string& path) { return platform_from_json(load_json_input(path, "platform"), path); }
 
 json platform_to_json(const Platform& p) {
   json j;

@@ -144,7 +144,7 @@ TEST(ScheduleFile, BadInputNamesTheField) {
   EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"count": 0, "steps": [{"compute_us": 1}]}]})")
                 .find("producers[0].count: must be an integer in 1..100000, got 0"), std::string::npos);
   EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": [{"compute_us": -1}]}]})")
-                .find("producers[0].steps[0].compute_us: must be >= 0, got -1"), std::string::npos);
+                .find("producers[0].steps[0].compute_us: must be >= 0 and < 1e+06 us, got -1"), std::string::npos);
   EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": [{"burst_bytes": "4k"}]}]})")
                 .find("producers[0].steps[0].burst_bytes: must be a number"), std::string::npos);
   EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": [{"burst_bytes": 8, "compute_us": 1}]}]})")
@@ -155,6 +155,24 @@ TEST(ScheduleFile, BadInputNamesTheField) {
                 .find("producers[0].steps: must be a non-empty array"), std::string::npos);
   EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": [{"compute_us": 1}], "x": 1}]})")
                 .find("producers[0].x: unknown field"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": [{"burst_bytes": 1e300}]}]})")
+                .find("producers[0].steps[0].burst_bytes: must be >= 1 and <= 1e+12 bytes, got 1e+300"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"steps": [{"burst_bytes": 8, "issue_floor_us": 2e6}]}]})")
+                .find("producers[0].steps[0].issue_floor_us: must be > 0 and < 1e+06 us, got 2000000"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"count": 9999999999, "steps": [{"compute_us": 1}]}]})")
+                .find("producers[0].count: must be an integer in 1..100000, got 9999999999"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"repeat": 2.5, "steps": [{"compute_us": 1}]}]})")
+                .find("producers[0].repeat: must be an integer in 1..1000000, got 2.5"), std::string::npos);
+  // Sizes are bounded before anything is expanded: producers over all groups, and steps in all.
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"count": 100000, "steps": [{"compute_us": 1}]},
+               {"count": 100000, "steps": [{"compute_us": 1}]}, {"count": 100000, "steps": [{"compute_us": 1}]},
+               {"count": 100000, "steps": [{"compute_us": 1}]}, {"count": 100000, "steps": [{"compute_us": 1}]},
+               {"count": 100000, "steps": [{"compute_us": 1}]}, {"count": 100000, "steps": [{"compute_us": 1}]},
+               {"count": 100000, "steps": [{"compute_us": 1}]}, {"count": 100000, "steps": [{"compute_us": 1}]},
+               {"count": 100000, "steps": [{"compute_us": 1}]}, {"count": 1, "steps": [{"compute_us": 1}]}]})")
+                .find("producers[10].count: producers of all groups must be at most 1000000, got 1000001"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": "xstage.schedule/1", "producers": [{"count": 100000, "repeat": 1000000, "steps": [{"compute_us": 1}]}]})")
+                .find("producers[0]: count x repeat x steps of all groups must be at most 10000000"), std::string::npos);
   EXPECT_THROW(sim::load_schedule_file("/nonexistent.json", platform), InputError);
 }
 

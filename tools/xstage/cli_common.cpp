@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,53 @@
 #include "xstage/model/units.hpp"
 
 namespace xstage::cli {
+
+namespace {
+thread_local std::ostream* t_out = &std::cout;
+thread_local std::ostream* t_err = &std::cerr;
+thread_local bool t_interactive = true;
+
+void vprint(std::ostream& os, const char* format, va_list args) {
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  if (n <= 0) return;
+  std::string buf(static_cast<std::size_t>(n) + 1, '\0');
+  std::vsnprintf(buf.data(), buf.size(), format, args);
+  buf.resize(static_cast<std::size_t>(n));
+  os << buf;
+}
+}  // namespace
+
+std::ostream& out_stream() { return *t_out; }
+std::ostream& err_stream() { return *t_err; }
+bool interactive() { return t_interactive; }
+
+void out_printf(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  vprint(*t_out, format, args);
+  va_end(args);
+}
+void err_printf(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  vprint(*t_err, format, args);
+  va_end(args);
+}
+
+OutputScope::OutputScope(std::ostream& out, std::ostream& err, bool interactive)
+    : prev_out_(t_out), prev_err_(t_err), prev_interactive_(t_interactive) {
+  t_out = &out;
+  t_err = &err;
+  t_interactive = interactive;
+}
+OutputScope::~OutputScope() {
+  t_out = prev_out_;
+  t_err = prev_err_;
+  t_interactive = prev_interactive_;
+}
 
 namespace {
 CLI::Validator number_check(bool allow_zero) {
@@ -41,7 +89,7 @@ CLI::Option* add_platform_option(CLI::App* cmd, std::string& path) {
       ->check(CLI::ExistingFile);
 }
 
-void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+void print_json(const nlohmann::json& j) { out_stream() << j.dump(2) << std::endl; }
 
 void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> w(header.size(), 0);
@@ -55,12 +103,12 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
       s += (c == 0 ? cell + std::string(w[c] - cell.size(), ' ') : std::string(w[c] - cell.size(), ' ') + cell);
       if (c + 1 < w.size()) s += "  ";
     }
-    std::cout << s << '\n';
+    out_stream() << s << '\n';
   };
   line(header);
   std::size_t total = 0;
   for (auto x : w) total += x + 2;
-  std::cout << std::string(total - 2, '-') << '\n';
+  out_stream() << std::string(total - 2, '-') << '\n';
   for (const auto& r : rows) line(r);
 }
 

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,37 @@
 #include "xstage/model/platform.hpp"
 
 namespace xstage::cli {
+
+// --- where a command's output goes --------------------------------------------------------------
+// Every subcommand writes through out_stream()/err_stream(): the streams of the run_cli call running
+// on this thread (thread-local, so concurrent in-process calls do not mix).
+std::ostream& out_stream();
+std::ostream& err_stream();
+void out_printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+void err_printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+// True when the streams are the process's own stdout/stderr (the xstage binary), so long GPU runs may
+// also print progress directly; false for in-process calls that capture the output.
+bool interactive();
+
+// Binds the output of commands run on this thread to `out`/`err` for the scope's lifetime.
+class OutputScope {
+ public:
+  OutputScope(std::ostream& out, std::ostream& err, bool interactive);
+  ~OutputScope();
+  OutputScope(const OutputScope&) = delete;
+  OutputScope& operator=(const OutputScope&) = delete;
+
+ private:
+  std::ostream* prev_out_;
+  std::ostream* prev_err_;
+  bool prev_interactive_;
+};
+
+// Thrown to end a command with a specific exit code (never std::exit: the CLI also runs in-process).
+// The command has already printed its message.
+struct CommandExit {
+  int code;
+};
 
 // --platform FILE (default: the embedded platform). The file must exist when given.
 CLI::Option* add_platform_option(CLI::App* cmd, std::string& path);

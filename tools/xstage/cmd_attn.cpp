@@ -37,6 +37,9 @@ __attribute__((weak)) void add_attn_ulysses(CLI::App* attn);
 
 namespace {
 
+using xstage::cli::out_printf;
+using xstage::cli::out_stream;
+
 using namespace xstage::attn;
 
 struct BenchOptions {
@@ -225,9 +228,9 @@ int run_bench(const BenchOptions& opt) {
     f << j.dump(2) << "\n";
   }
   if (opt.json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    out_printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("attn fwd b=%d s=%d skv=%d h=%d d=%d: %.3f ms median (%d runs), %.1f TFLOP/s; check %s "
+    out_printf("attn fwd b=%d s=%d skv=%d h=%d d=%d: %.3f ms median (%d runs), %.1f TFLOP/s; check %s "
                 "(rel_l2 %.2e, bf16 ref %.2e, %zu rows, %zu unwritten)\n",
                 p.batch, p.seq_q, p.seq_k, p.heads, p.head_dim, med, opt.iters, tflops, passed ? "passed" : "FAILED",
                 ours.rel_l2, bf16.rel_l2, rows.size(), unwritten);
@@ -273,4 +276,4 @@ void add_attn(CLI::App& root) {
 
 }  // namespace
 
-XSTAGE_SUBCOMMAND("attn", 50, add_attn);
+XSTAGE_SUBCOMMAND(cmd_attn, "attn", 50, add_attn);

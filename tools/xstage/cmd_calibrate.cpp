@@ -55,10 +55,11 @@ void add_calibrate(CLI::App& root) {
     o.argc = 0;
     o.argv = nullptr;
     const int rc = probe::run_calibrate(o);
-    if (rc != 0) std::exit(rc);
+    if (rc != 0) throw CommandExit{rc};
   });
 }
 
 }  // namespace
-XSTAGE_SUBCOMMAND("calibrate", 40, add_calibrate);
 }  // namespace xstage::cli
+
+XSTAGE_SUBCOMMAND(cmd_calibrate, "calibrate", 40, add_calibrate);

@@ -57,8 +57,8 @@ void run_fit(const FitCliOptions& o) {
     print_json(j);
     return;
   }
-  std::cout << "wrote " << o.out << " from " << records.size() << " records\n";
-  std::cout << "R = " << fmt_num(j["drain_rate_gbps"].get<double>(), 1) << " GB/s (" << fit.rate.points_used
+  out_stream() << "wrote " << o.out << " from " << records.size() << " records\n";
+  out_stream() << "R = " << fmt_num(j["drain_rate_gbps"].get<double>(), 1) << " GB/s (" << fit.rate.points_used
             << " points, " << fit.rate.points_rejected << " rejected, median residual "
             << fmt_num(100 * fit.rate.median_rel_residual, 2) << " %)\n";
   std::vector<std::vector<std::string>> rows;
@@ -71,7 +71,7 @@ void run_fit(const FitCliOptions& o) {
     rows.push_back({std::to_string(k.producers), k.knee_found ? "yes" : "no (lower bound)",
                     fmt_mib(k.knee_volume_bytes, 3), fmt_mib(k.capacity_bytes, 3)});
   if (!rows.empty()) print_table({"K", "knee", "V_knee (MiB)", "Q (MiB)"}, rows);
-  for (const auto& w : fit.warnings) std::cout << "warning: " << w << '\n';
+  for (const auto& w : fit.warnings) out_stream() << "warning: " << w << '\n';
 }
 
 void add_fit(CLI::App& root) {
@@ -87,5 +87,6 @@ void add_fit(CLI::App& root) {
 }
 
 }  // namespace
-XSTAGE_SUBCOMMAND("fit", 20, add_fit);
 }  // namespace xstage::cli
+
+XSTAGE_SUBCOMMAND(cmd_fit, "fit", 20, add_fit);

@@ -31,7 +31,7 @@ void run_model(const ModelOptions& o) {
     print_json(j);
     return;
   }
-  std::cout << "platform " << platform.name << ": R = " << fmt_num(units::bytes_per_s_to_gbps(a.drain_rate_bytes_per_s), 1)
+  out_stream() << "platform " << platform.name << ": R = " << fmt_num(units::bytes_per_s_to_gbps(a.drain_rate_bytes_per_s), 1)
             << " GB/s\n";
   print_table({"quantity", "value", "note"},
               {{"V = K*B", fmt_mib(a.volume_bytes, 3) + " MiB", std::to_string(o.producers) + " producers"},
@@ -65,5 +65,6 @@ void add_model(CLI::App& root) {
 }
 
 }  // namespace
-XSTAGE_SUBCOMMAND("model", 10, add_model);
 }  // namespace xstage::cli
+
+XSTAGE_SUBCOMMAND(cmd_model, "model", 10, add_model);

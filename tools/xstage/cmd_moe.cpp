@@ -40,6 +40,9 @@
 
 namespace {
 
+using xstage::cli::out_printf;
+using xstage::cli::out_stream;
+
 using namespace xstage;
 using namespace xstage::moe;
 
@@ -514,7 +517,7 @@ nlohmann::json gemm_alone_json(MoeFused& fused, const BenchOptions& o, const Moe
       line += fmt::format("{}{} {:.3f} ms, {:.1f} TFLOP/s ({:.1f} padded)", mode == 1 ? "" : "; ", key, ms[slow],
                           tf[slow], tfp[slow]);
     }
-    if (!o.json) std::printf("gemm alone %s (slower rank): %s\n", to_string(s), line.c_str());
+    if (!o.json) out_printf("gemm alone %s (slower rank): %s\n", to_string(s), line.c_str());
     out.push_back(x);
   }
   // The layer is left as a normal run leaves it.
@@ -582,7 +585,7 @@ void run_bench_fused(const BenchOptions& o) {
     prediction = sp.j;
     if (o.schedule == "auto") schedules.push_back(sp.choice);
     if (!o.json)
-      std::printf("schedule prediction: wave %.1f us, interleaved %.1f us (predicted speedup %.3f): %s%s\n",
+      out_printf("schedule prediction: wave %.1f us, interleaved %.1f us (predicted speedup %.3f): %s%s\n",
                 sp.j["wave_makespan_us"].get<double>(), sp.j["interleaved_makespan_us"].get<double>(),
                 sp.j["predicted_speedup"].get<double>(), o.schedule == "auto" ? "running " : "auto would choose ",
                 to_string(sp.choice));
@@ -749,7 +752,7 @@ void run_bench_fused(const BenchOptions& o) {
         x["layer_median_ms"] = median_of(ms);
         x["layer_samples_ms"] = ms;
         tr.push_back(x);
-        std::printf("trace %s, %s stores: layer %.3f ms; L2 T_RS median %.2f us (p90 %.2f), L2 mainloop+staging %.2f us, "
+        out_printf("trace %s, %s stores: layer %.3f ms; L2 T_RS median %.2f us (p90 %.2f), L2 mainloop+staging %.2f us, "
                     "MMA wait at entry L1 %.2f / L2 %.2f us, wait per CTA %.1f us\n",
                     to_string(s), local ? "local" : "remote", median_of(ms),
                     x["linear2_remote_store_span"]["median_us"].get<double>(),
@@ -780,7 +783,7 @@ void run_bench_fused(const BenchOptions& o) {
   } else {
     for (auto& im : impls) {
       const double m = med[im.name];
-      std::printf("moe %s %s T=%d x %d ranks, %s routing: layer %.3f ms median (%d runs), %.1f TFLOP/s, NVLink %.1f GB/s%s; "
+      out_printf("moe %s %s T=%d x %d ranks, %s routing: layer %.3f ms median (%d runs), %.1f TFLOP/s, NVLink %.1f GB/s%s; "
                   "check %s (rel_l2 %.2e over %d tokens)\n",
                   im.name.c_str(), shape->name, d.tokens, d.ranks, o.routing.c_str(), m, o.iters, flops / (m * 1e-3) / 1e12,
                   nvlink_bytes / (m * 1e-3) / 1e9,
@@ -892,7 +895,7 @@ void run_bench(const BenchOptions& o) {
   if (o.json) {
     cli::print_json(j);
   } else {
-    std::printf("moe %s %s T=%d x %d ranks, %s routing (%s): layer %.3f ms median (%d runs), %.1f TFLOP/s; "
+    out_printf("moe %s %s T=%d x %d ranks, %s routing (%s): layer %.3f ms median (%d runs), %.1f TFLOP/s; "
                 "dispatch %.3f, L1 %.3f, SwiGLU %.3f, L2 %.3f, combine %.3f ms; check %s (rel_l2 %.2e over %d tokens)\n",
                 o.impl.c_str(), shape->name, d.tokens, d.ranks, o.routing.c_str(), to_string(layer.gemm_path()), med_layer,
                 o.iters, flops / (med_layer * 1e-3) / 1e12, stage_ms["dispatch"].get<double>(),
@@ -962,4 +965,4 @@ void add_moe(CLI::App& root) {
 
 }  // namespace
 
-XSTAGE_SUBCOMMAND("moe", 60, add_moe);
+XSTAGE_SUBCOMMAND(cmd_moe, "moe", 60, add_moe);

@@ -71,11 +71,11 @@ model::AttentionInput attention_input(const AttnOptions& o, int producers) {
 }
 
 void print_attention(const model::AttentionAudit& a, const model::AttentionInput& in) {
-  std::cout << "FlashAttention epilogue A2A: K = " << in.producers << ", output tile " << in.block_m << "x" << in.head_dim
+  out_stream() << "FlashAttention epilogue A2A: K = " << in.producers << ", output tile " << in.block_m << "x" << in.head_dim
             << " (" << fmt_num(a.bytes_per_producer / 1024, 1) << " KiB/producer), V = " << fmt_mib(a.burst.volume_bytes, 2)
             << " MiB, T_iss0 = " << fmt_us(a.burst.t_iss0_s, 3) << " us (" << model::to_string(a.burst.t_iss0_source)
             << "), sigma = " << fmt_us(in.sigma_s, 3) << " us/KV tile\n";
-  std::cout << "G* = " << fmt_us(a.recovery_gap_s, 2) << " us, q_peak0 = " << fmt_mib(a.burst.q_peak0_bytes, 2)
+  out_stream() << "G* = " << fmt_us(a.recovery_gap_s, 2) << " us, q_peak0 = " << fmt_mib(a.burst.q_peak0_bytes, 2)
             << " MiB vs Q = " << fmt_mib(a.burst.capacity_bytes, 2) << " MiB ("
             << (a.burst.verdict.capacity_bound_ok ? "capacity bound holds" : "capacity bound violated: isolated T_iss " +
                                                                                fmt_us(a.burst.isolated_t_iss_s, 2) + " us")
@@ -98,7 +98,7 @@ void run_attn(const PlanCommon& c, const AttnOptions& o) {
     print_json(j);
     return;
   }
-  std::cout << "platform " << platform.name << "\n";
+  out_stream() << "platform " << platform.name << "\n";
   print_attention(a, in);
 }
 
@@ -211,10 +211,10 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
     print_json(j);
     return;
   }
-  std::cout << "platform " << platform.name << "\n";
+  out_stream() << "platform " << platform.name << "\n";
   print_table(kMoeHeader, {moe_row(o.shape.empty() ? "custom" : o.shape, in, a)});
   if (o.simulate) {
-    std::cout << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << o.tokens_per_rank
+    out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << o.tokens_per_rank
               << " tokens/rank over " << o.ranks << " ranks, K = " << simulated["producers"].get<int>()
               << ", D = " << simulated["lead_rows"].get<int>() << "\n";
     std::vector<std::vector<std::string>> rows;
@@ -226,7 +226,7 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
     }
     print_table({"order", "makespan us", "total stall us", "median tile stall us", "max tile stall us", "L1->L2 wait us"},
                 rows);
-    std::cout << "predicted speedup interleaved/wave " << fmt_num(simulated["predicted_speedup"].get<double>(), 3)
+    out_stream() << "predicted speedup interleaved/wave " << fmt_num(simulated["predicted_speedup"].get<double>(), 3)
               << ": choose " << simulated["choice"].get<std::string>() << "\n";
   }
 }
@@ -238,15 +238,15 @@ void run_default(const PlanCommon& c) {
   nlohmann::json j = {{"platform", platform.name}, {"producers", k}, {"attention", nlohmann::json::array()},
                       {"moe", nlohmann::json::array()}};
   if (!c.json) {
-    std::cout << "xstage plan: design test of built-in workloads on platform '" << platform.name << "' (R = "
+    out_stream() << "xstage plan: design test of built-in workloads on platform '" << platform.name << "' (R = "
               << fmt_num(units::bytes_per_s_to_gbps(platform.drain_rate_bytes_per_s), 1) << " GB/s, K = " << k << ")\n";
-    if (!platform.description.empty()) std::cout << "  " << platform.description << "\n";
+    if (!platform.description.empty()) out_stream() << "  " << platform.description << "\n";
     const model::Lookup t0 = platform.issue_floor_s(k, 32768);
-    std::cout << "  " << platform.issue_floor.size() << " measured issue floors; T_iss0(K=" << k
+    out_stream() << "  " << platform.issue_floor.size() << " measured issue floors; T_iss0(K=" << k
               << ", B=32 KiB) = " << fmt_us(t0.value, 3) << " us (" << model::to_string(t0.source) << ")\n";
     for (const auto& q : platform.capacity)
-      std::cout << "  Q(K=" << q.producers << ") = " << fmt_mib(q.bytes, 3) << " MiB\n";
-    std::cout << "\nDiT attention, post-attention All-to-All from the FlashAttention epilogue (bf16, 128x128 tiles, sigma = "
+      out_stream() << "  Q(K=" << q.producers << ") = " << fmt_mib(q.bytes, 3) << " MiB\n";
+    out_stream() << "\nDiT attention, post-attention All-to-All from the FlashAttention epilogue (bf16, 128x128 tiles, sigma = "
               << fmt_num(units::s_to_us(model::kPaperSigmaS), 2) << " us/KV tile)\n";
   }
   std::vector<std::vector<std::string>> rows;
@@ -273,7 +273,7 @@ void run_default(const PlanCommon& c) {
   // bf16 (W16A16) at the per-SM rate, FP8 W8A8 at twice it; Combine output is bf16 in both.
   MoeOptions mo;
   if (!c.json)
-    std::cout << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << mo.block_n
+    out_stream() << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << mo.block_n
               << ", bf16 Combine; mainloops estimated at " << fmt_num(mo.sm_tflops, 2)
               << " TFLOP/s per SM for bf16 and twice that for FP8: datasheet, not measured)\n";
   rows.clear();
@@ -297,7 +297,7 @@ void run_default(const PlanCommon& c) {
     return;
   }
   print_table(kMoeHeader, rows);
-  std::cout << "\nM_ub*: sequence length from which the Q-loop alone hides the burst (eq. 20). E_cc: exposed time if the\n"
+  out_stream() << "\nM_ub*: sequence length from which the Q-loop alone hides the burst (eq. 20). E_cc: exposed time if the\n"
                "issuer waited for remote completion (eq. 17). (capacity): the aligned burst's q_peak0 exceeds Q (eq. 10),\n"
                "so it must shrink or be staggered whatever the gap. Details: xstage plan attn|moe --help.\n";
 }
@@ -376,5 +376,6 @@ void add_plan(CLI::App& root) {
 }
 
 }  // namespace
-XSTAGE_SUBCOMMAND("plan", 30, add_plan);
 }  // namespace xstage::cli
+
+XSTAGE_SUBCOMMAND(cmd_plan, "plan", 30, add_plan);

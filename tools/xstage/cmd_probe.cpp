@@ -87,16 +87,16 @@ void run_probe_cli(const ProbeCli& c) {
   }
   j["provenance"] = gpu::collect_provenance(my_devices, 0, nullptr);
   const bool printer = team->local(0) != nullptr;  // the process holding rank 0 prints the result
-  if (printer) std::cout << j.dump(2) << "\n";
+  if (printer) out_stream() << j.dump(2) << "\n";
   for (const auto& s : res.senders)
-    std::fprintf(stderr, "rank %d -> %s: T_iss %.3f us, T_period %.3f us, gap %.3f us, verified %s\n", s.rank,
+    err_printf("rank %d -> %s: T_iss %.3f us, T_period %.3f us, gap %.3f us, verified %s\n", s.rank,
                  s.destination.c_str(), s.t_iss_stat_s * 1e6, s.t_period_stat_s * 1e6, s.gap_stat_s * 1e6,
                  res.verified() ? "yes" : "NO");
   if (!res.verified()) {
-    std::fprintf(stderr, "xstage probe: verification FAILED: %llu of %llu words wrong; %s\n",
+    err_printf("xstage probe: verification FAILED: %llu of %llu words wrong; %s\n",
                  static_cast<unsigned long long>(res.mismatches), static_cast<unsigned long long>(res.words_verified),
                  res.first_mismatch.c_str());
-    std::exit(3);
+    throw CommandExit{3};
   }
 }
 
@@ -127,5 +127,6 @@ void add_probe(CLI::App& root) {
 }
 
 }  // namespace
-XSTAGE_SUBCOMMAND("probe", 41, add_probe);
 }  // namespace xstage::cli
+
+XSTAGE_SUBCOMMAND(cmd_probe, "probe", 41, add_probe);

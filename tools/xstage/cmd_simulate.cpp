@@ -55,7 +55,7 @@ void run_schedule_file(const SimOptions& o) {
     print_json(j);
     return;
   }
-  std::cout << "simulated " << o.schedule << ": " << k << " producers, " << r.bursts.size() << " bursts on '"
+  out_stream() << "simulated " << o.schedule << ": " << k << " producers, " << r.bursts.size() << " bursts on '"
             << platform.name << "'" << (o.completion_coupled ? " (completion-coupled)" : "") << "\n";
   print_table({"", "value"},
               {{"makespan (us)", fmt_us(r.makespan_s, 3)},
@@ -123,7 +123,7 @@ void run_simulate(const SimOptions& o) {
     print_json(j);
     return;
   }
-  std::cout << "simulated " << o.bursts << " bursts of " << o.producers << " x " << fmt_num(o.bytes_per_producer, 0)
+  out_stream() << "simulated " << o.bursts << " bursts of " << o.producers << " x " << fmt_num(o.bytes_per_producer, 0)
             << " B, gap " << fmt_num(o.gap_us, 3) << " us on '" << platform.name << "'"
             << (o.completion_coupled ? " (completion-coupled)" : "") << "\n";
   print_table({"", "simulated", "model"},
@@ -158,5 +158,6 @@ void add_simulate(CLI::App& root) {
 }
 
 }  // namespace
-XSTAGE_SUBCOMMAND("simulate", 35, add_simulate);
 }  // namespace xstage::cli
+
+XSTAGE_SUBCOMMAND(cmd_simulate, "simulate", 35, add_simulate);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli_common.hpp"
+#include "registry.hpp"
 #include "ulysses_layer.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/gpu/check.hpp"
@@ -33,6 +34,9 @@ void add_attn_ulysses(CLI::App* attn);
 }
 
 namespace {
+
+using xstage::cli::out_printf;
+using xstage::cli::out_stream;
 
 using namespace xstage::attn;
 using nlohmann::json;
@@ -367,7 +371,7 @@ void run_ulysses(const Options& opt) {
     for (auto& [v, s] : series)
       rows.push_back({to_string(v), fmt::format("{:.1f}", med_s[v] * 1e6), fmt::format("{:.1f}", med_i[v] * 1e6)});
     xstage::cli::print_table({"variant", "sender us", "iteration us"}, rows);
-    std::printf("bit-identical: %s\n", all_ok ? "yes" : "NO");
+    out_printf("bit-identical: %s\n", all_ok ? "yes" : "NO");
   }
   for (auto& per_rank : ev)
     for (auto& per_v : per_rank)
@@ -406,4 +410,9 @@ void add_attn_ulysses(CLI::App* attn) {
   u->callback([opt]() { run_ulysses(*opt); });
 }
 
+}  // namespace xstage::cli
+
+// `attn ulysses` is added by `attn` (add_attn_ulysses); this entry only links the file in.
+namespace xstage::cli {
+void register_cmd_ulysses(std::vector<Subcommand>&) {}
 }  // namespace xstage::cli

@@ -1,5 +1,8 @@
-// Subcommand registry: each cmd_*.cpp adds itself with XSTAGE_SUBCOMMAND, so GPU-only subcommands
-// are present exactly when their files are compiled in.
+// Subcommand registry: each cmd_*.cpp defines register_cmd_<file>() with XSTAGE_SUBCOMMAND, and the
+// build generates one function calling those of the files it compiles (cli_registry.cpp, see
+// CMakeLists.txt), so GPU-only subcommands are present exactly when their files are compiled in. An
+// explicit call (rather than a static registrar object) keeps every subcommand linked when the CLI is
+// a static library.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,15 +16,14 @@ struct Subcommand {
   void (*add)(CLI::App& root);
 };
 
-std::vector<Subcommand>& subcommand_registry();
-
-struct SubcommandRegistrar {
-  SubcommandRegistrar(const char* name, int order, void (*add)(CLI::App&)) {
-    subcommand_registry().push_back({name, order, add});
-  }
-};
+// Every subcommand compiled into this build, in --help order; a fresh list each call.
+std::vector<Subcommand> subcommands();
 
 }  // namespace xstage::cli
 
-#define XSTAGE_SUBCOMMAND(NAME, ORDER, FN) \
-  static ::xstage::cli::SubcommandRegistrar xstage_subcommand_registrar_##FN(NAME, ORDER, FN)
+// FILE_ID: the file's name without extension (cmd_model for cmd_model.cpp).
+// Used at global scope, after the file's namespaces close.
+#define XSTAGE_SUBCOMMAND(FILE_ID, NAME, ORDER, FN) \
+  namespace xstage::cli {                                                                  \
+  void register_##FILE_ID(std::vector<Subcommand>& r) { r.push_back({NAME, ORDER, FN}); } \
+  }

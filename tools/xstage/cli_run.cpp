@@ -1,0 +1,109 @@
+#include "cli_run.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <new>
+#include <sstream>
+
+#include "cli_common.hpp"
+#include "cli_version.hpp"
+#include "registry.hpp"
+#include "xstage/model/error.hpp"
+
+namespace xstage::cli {
+
+std::string version_text() {
+  std::string s = std::string("xstage ") + kBuildInfo.version + "\n";
+  s += std::string("git revision: ") + kXstageGitDescribe + " (" + kXstageGitRevision + ")\n";
+  s += std::string("build type: ") + kBuildInfo.build_type + "\n";
+  s += std::string("CUDA: ") + kBuildInfo.cuda + "\n";
+  s += std::string("NCCL: ") + kBuildInfo.nccl + "\n";
+  s += std::string("CUTLASS: ") + kBuildInfo.cutlass + "\n";
+  return s;
+}
+
+namespace {
+
+int run_parsed(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app{
+      "xstage: measure, model and exploit the X-Stage (post-issue progress of GPU remote stores)",
+      "xstage"};
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  app.option_defaults()->always_capture_default();
+  bool show_version = false;
+  app.add_flag("--version", show_version, "Version, git revision, build type and CUDA/NCCL/CUTLASS versions");
+  const std::vector<Subcommand> registry = subcommands();
+  for (const auto& sub : registry) sub.add(app);
+  if (!args.empty() && args[0] == "--version") {
+    out << version_text();
+    return 0;
+  }
+  if (!args.empty() && !args[0].empty() && args[0][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const auto& sub : registry) {
+      known = known || args[0] == sub.name;
+      names += std::string(names.empty() ? "" : ", ") + sub.name;
+    }
+    if (!known) {
+      err << "xstage: error: unknown command \"" << args[0] << "\" (commands: " << names << ")\n";
+      return 2;
+    }
+  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e, out, err);
+    err << "xstage: error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool interactive) {
+  OutputScope scope(out, err, interactive);
+  int code = 1;
+  try {
+    code = run_parsed(args, out, err);
+  } catch (const InputError& e) {
+    err << "xstage: error: " << e.what() << "\n";
+    code = 2;
+  } catch (const CommandExit& e) {
+    code = e.code;
+  } catch (const std::bad_alloc&) {
+    err << "xstage: failed: out of memory\n";
+    code = 1;
+  } catch (const std::exception& e) {
+    err << "xstage: failed: " << e.what() << "\n";
+    code = 1;
+  } catch (...) {
+    err << "xstage: failed: unknown error\n";
+    code = 1;
+  }
+  out.flush();
+  err.flush();
+  return code;
+}
+
+int run_cli(const std::vector<std::string>& args, std::string& out, std::string& err) {
+  try {
+    std::ostringstream o, e;
+    const int code = run_cli(args, o, e, false);
+    out = o.str();
+    err = e.str();
+    return code;
+  } catch (...) {  // only an allocation failure of the captured text itself
+    err = "xstage: failed: out of memory\n";
+    return 1;
+  }
+}
+
+}  // namespace xstage::cli
