@@ -153,7 +153,7 @@ def fused_moe_op(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Te
 
 @fused_moe_op.register_fake
 def _fused_moe_fake(x, topk_ids, topk_weights, w1, w2, w1_scale, w2_scale, layer_id):
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)  # contiguous, as the real output
 
 
 def _forward(layer_id, layer, x, topk_ids, topk_weights, w1, w2, w1_scale, w2_scale, where):
