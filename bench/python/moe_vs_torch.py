@@ -11,8 +11,8 @@ output channel of each expert's weights), not the fused kernel's 128-channel act
 PyTorch layer, not against the other. Activation quantization is timed (it is part of the layer), weight
 quantization is not.
 
-Before timing, every pair is checked (bf16: relative L2 difference below 1e-2; FP8: each within 5e-2
-of the bf16 PyTorch layer); then the two are timed alternately with CUDA events, medians reported.
+Before timing, every pair is checked (bf16: relative L2 difference below 1e-2; FP8: each within 0.12
+of the bf16 PyTorch layer, see FP8_LIMIT); then the two are timed alternately with CUDA events, medians reported.
 JSON (provenance, raw samples) to --out; a table on stdout. Exit code 1 when a check failed.
 
     python bench/python/moe_vs_torch.py --out results/h200/moe_vs_torch.json
@@ -38,6 +38,10 @@ import xstage
 from xstage import moe
 
 E4M3_MAX = 448.0
+# FP8 against the bf16 layer: e4m3 keeps 3 mantissa bits (relative rounding error about 2.4% RMS per value),
+# and x, W1, the SwiGLU output and W2 are each quantized, so a right FP8 layer lands some 5% from the bf16
+# one on random data; a wrong one (a misplaced scale, a wrong expert) lands near 100%.
+FP8_LIMIT = 0.12
 
 
 def git_revision() -> str:
@@ -256,7 +260,8 @@ def bench_shape(shape, args, gen):
     except (RuntimeError, NotImplementedError, AttributeError) as e:
         err_torch, torch_error = None, first_line(e)
     row["check"] = {"rel_l2_fused_fp8_vs_torch_bf16": err_fused, "rel_l2_torch_fp8_vs_torch_bf16": err_torch,
-                    "limit": 5e-2, "passed": err_fused < 5e-2 and (err_torch is None or err_torch < 5e-2)}
+                    "limit": FP8_LIMIT,
+                    "passed": err_fused < FP8_LIMIT and (err_torch is None or err_torch < FP8_LIMIT)}
     if torch_error:
         row["torch_unavailable"] = torch_error
     if row["check"]["passed"]:

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -139,6 +140,8 @@ struct ApiCase {
   FusedMoePrecision precision;
   FusedMoeSchedule schedule;
 };
+
+void PrintTo(const ApiCase& c, std::ostream* os) { *os << c.name; }
 
 class FusedMoeApiTest : public ::testing::TestWithParam<ApiCase> {};
 
