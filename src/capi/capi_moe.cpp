@@ -138,7 +138,33 @@ int run_args(xstage_moe_layer* layer, const DLTensor* x, const DLTensor* ids, co
   return XSTAGE_OK;
 }
 
+std::uint64_t workspace_bytes_of(const FusedMoeConfig& c) { return FusedMoe::workspace_bytes(c); }
+#else
+template <class Config>
+std::uint64_t workspace_bytes_of(const Config&) {
+  return 0;  // never called: with_config fails first in builds without CUDA
+}
 #endif  // XSTAGE_CAPI_HAVE_CUDA
+
+// The checked configuration from the C arguments, then use(config); every failure as a status.
+template <class Use>
+int with_config(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision,
+                int schedule, int lead_rows, int experts_per_wave, Use&& use) {
+#if XSTAGE_CAPI_HAVE_CUDA
+  return moe_guarded([&] {
+    FusedMoeConfig c;
+    if (int s = config_of(device, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
+                          experts_per_wave, &c);
+        s)
+      return s;
+    return use(c);
+  });
+#else
+  (void)device, (void)hidden, (void)h_inter, (void)experts, (void)top_k, (void)max_tokens, (void)precision,
+      (void)schedule, (void)lead_rows, (void)experts_per_wave, (void)use;
+  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
+#endif
+}
 
 }  // namespace
 }  // namespace xstage::capi
@@ -148,21 +174,11 @@ extern "C" {
 int xstage_moe_can_implement(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision,
                              int schedule, int lead_rows, int experts_per_wave, uint64_t* workspace_bytes) {
   using namespace xstage::capi;
-#if XSTAGE_CAPI_HAVE_CUDA
-  return moe_guarded([&] {
-    FusedMoeConfig c;
-    if (int s = config_of(device, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
-                          experts_per_wave, &c);
-        s)
-      return s;
-    if (workspace_bytes) *workspace_bytes = FusedMoe::workspace_bytes(c);
-    return ok();
-  });
-#else
-  (void)device, (void)hidden, (void)h_inter, (void)experts, (void)top_k, (void)max_tokens, (void)precision,
-      (void)schedule, (void)lead_rows, (void)experts_per_wave, (void)workspace_bytes;
-  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
-#endif
+  return with_config(device, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
+                     experts_per_wave, [&](const auto& c) {
+                       if (workspace_bytes) *workspace_bytes = workspace_bytes_of(c);
+                       return ok();
+                     });
 }
 
 int xstage_moe_create(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision,
@@ -170,21 +186,11 @@ int xstage_moe_create(int device, int hidden, int h_inter, int experts, int top_
   using namespace xstage::capi;
   if (!out) return fail(XSTAGE_ERR_VALUE, "out: null pointer");
   *out = nullptr;
-#if XSTAGE_CAPI_HAVE_CUDA
-  return moe_guarded([&] {
-    FusedMoeConfig c;
-    if (int s = config_of(device, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
-                          experts_per_wave, &c);
-        s)
-      return s;
-    *out = new xstage_moe_layer(c);
-    return ok();
-  });
-#else
-  (void)device, (void)hidden, (void)h_inter, (void)experts, (void)top_k, (void)max_tokens, (void)precision,
-      (void)schedule, (void)lead_rows, (void)experts_per_wave;
-  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
-#endif
+  return with_config(device, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
+                     experts_per_wave, [&](const auto& c) {
+                       *out = new xstage_moe_layer(c);
+                       return ok();
+                     });
 }
 
 void xstage_moe_destroy(xstage_moe_layer* layer) {
