@@ -28,20 +28,25 @@ except AttributeError:  # pragma: no cover - CPU-only torch builds
 
 
 def _fill(slot, t) -> int:
-    """Describes tensor `t` in `slot` (no copy, no DLPack capsule); returns the slot's address."""
-    if t.dim() > _MAX_NDIM:
-        raise ValueError(f"tensor of {t.dim()} dimensions; accepted: at most {_MAX_NDIM}")
+    """Describes tensor `t` in `slot` (no copy, no DLPack capsule); returns the slot's address. dtype,
+    device and rank are rewritten only when they change (_native.TensorSlot)."""
     dl = slot.dl
     dl.data = t.data_ptr()
-    dl.device_type = _native.KDL_CUDA if t.is_cuda else _native.KDL_CPU
-    dl.device_id = t.get_device() if t.is_cuda else 0
-    dl.ndim = t.dim()
-    dl.dtype_code, dl.dtype_bits = _CODES.get(t.dtype, (255, 0))  # an unknown dtype is named by the C ABI
-    dl.byte_offset = 0
-    dims = slot.dims
+    dtype = t.dtype
+    if dtype is not slot.dtype:
+        dl.dtype_code, dl.dtype_bits = _CODES.get(dtype, (255, 0))  # an unknown dtype is named by the C ABI
+        slot.dtype = dtype
+    device = t.get_device() if t.is_cuda else -1
+    if device != slot.device:
+        dl.device_type = _native.KDL_CUDA if device >= 0 else _native.KDL_CPU
+        dl.device_id = max(device, 0)
+        slot.device = device
     n = t.dim()
-    dims[0:n] = t.shape
-    dims[_MAX_NDIM:_MAX_NDIM + n] = t.stride()
+    if n != slot.ndim:
+        if n > _MAX_NDIM:
+            raise ValueError(f"tensor of {n} dimensions; accepted: at most {_MAX_NDIM}")
+        slot.set_ndim(n)
+    slot.dims[0:2 * n] = t.shape + t.stride()
     return slot.address
 
 
