@@ -117,12 +117,39 @@ Lookup Platform::capacity_bytes(int producers) const {
   return {lerp(lo->first, lo->second, hi->first, hi->second, producers), LookupSource::kInterpolated};
 }
 
+namespace {
+// Linear in K between (K, y) points, clamped to the end points outside.
+double lerp_in_producers(std::vector<std::pair<int, double>> pts, int producers) {
+  std::sort(pts.begin(), pts.end());
+  if (producers <= pts.front().first) return pts.front().second;
+  if (producers >= pts.back().first) return pts.back().second;
+  auto hi = std::upper_bound(pts.begin(), pts.end(), std::make_pair(producers, -1.0));
+  auto lo = hi - 1;
+  return lerp(lo->first, lo->second, hi->first, hi->second, producers);
+}
+}  // namespace
+
+double Platform::drain_rate_at(int producers) const {
+  if (drain_rate_by_producers.empty()) return drain_rate_bytes_per_s;
+  std::vector<std::pair<int, double>> pts;
+  for (const auto& d : drain_rate_by_producers) pts.emplace_back(d.producers, d.bytes_per_s);
+  return lerp_in_producers(pts, producers);
+}
+
+double Platform::isolated_drain_rate_at(int producers) const {
+  std::vector<std::pair<int, double>> pts;
+  for (const auto& c : capacity)
+    if (c.isolated_drain_rate_bytes_per_s > 0.0) pts.emplace_back(c.producers, c.isolated_drain_rate_bytes_per_s);
+  return pts.empty() ? drain_rate_at(producers) : lerp_in_producers(pts, producers);
+}
+
 Platform platform_from_json(const json& j, std::string_view origin) {
   if (!j.is_object()) fail(origin, "(top level)", "must be a JSON object, got " + show(j));
   const json& schema = require(j, "schema", origin, "schema");
   if (!schema.is_string() || schema.get<std::string>() != kPlatformSchema)
     fail(origin, "schema", "unknown schema " + show(schema) + " (expected \"" + std::string(kPlatformSchema) + "\")");
-  reject_unknown_keys(j, {"schema", "name", "description", "drain_rate_gbps", "issue_floor", "capacity", "provenance"},
+  reject_unknown_keys(j, {"schema", "name", "description", "drain_rate_gbps", "issue_floor", "capacity", "provenance",
+                          "drain_rate_by_producers", "knee_ramp_us", "burst_overhead_us", "zero_gap_overhead_us"},
                       origin, "");
   Platform p;
   const json& name = require(j, "name", origin, "name");
@@ -160,12 +187,41 @@ Platform platform_from_json(const json& j, std::string_view origin) {
     const std::string where = "capacity[" + std::to_string(i) + "]";
     const json& e = caps[i];
     if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
-    reject_unknown_keys(e, {"producers", "bytes"}, origin, where);
+    reject_unknown_keys(e, {"producers", "bytes", "drain_rate_gbps"}, origin, where);
     CapacityPoint pt{producer_count(e, origin, where + ".producers"), number(e, "bytes", origin, where + ".bytes", ranges::kBytes)};
+    if (e.contains("drain_rate_gbps"))
+      pt.isolated_drain_rate_bytes_per_s =
+          units::gbps_to_bytes_per_s(number(e, "drain_rate_gbps", origin, where + ".drain_rate_gbps", ranges::kRateGbps));
     if (!seen_cap.insert(pt.producers).second)
       fail(origin, where, "duplicate point for producers " + std::to_string(pt.producers));
     p.capacity.push_back(pt);
   }
+
+  if (auto it = j.find("drain_rate_by_producers"); it != j.end()) {
+    if (!it->is_array()) fail(origin, "drain_rate_by_producers", "must be an array, got " + show(*it));
+    std::set<int> seen;
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const std::string where = "drain_rate_by_producers[" + std::to_string(i) + "]";
+      const json& e = (*it)[i];
+      if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
+      reject_unknown_keys(e, {"producers", "drain_rate_gbps"}, origin, where);
+      DrainRatePoint pt{producer_count(e, origin, where + ".producers"),
+                        units::gbps_to_bytes_per_s(
+                            number(e, "drain_rate_gbps", origin, where + ".drain_rate_gbps", ranges::kRateGbps))};
+      if (!seen.insert(pt.producers).second)
+        fail(origin, where, "duplicate point for producers " + std::to_string(pt.producers));
+      p.drain_rate_by_producers.push_back(pt);
+    }
+  }
+  // Optional times in µs, >= 0 and at most 1 ms (a larger value is a unit mistake).
+  constexpr Range kOverheadUs{0.0, 1000.0, false, false, "us"};
+  auto optional_us = [&](const char* key) {
+    if (!j.contains(key)) return 0.0;
+    return units::us_to_s(number(j, key, origin, key, kOverheadUs));
+  };
+  p.knee_ramp_s = optional_us("knee_ramp_us");
+  p.burst_overhead_s = optional_us("burst_overhead_us");
+  p.zero_gap_overhead_s = optional_us("zero_gap_overhead_us");
 
   if (auto it = j.find("provenance"); it != j.end()) {
     if (!it->is_object()) fail(origin, "provenance", "must be an object, got " + show(*it));
@@ -187,7 +243,21 @@ json platform_to_json(const Platform& p) {
     j["issue_floor"].push_back(
         {{"producers", f.producers}, {"bytes_per_producer", f.bytes_per_producer}, {"t_iss0_us", units::s_to_us(f.t_iss0_s)}});
   j["capacity"] = json::array();
-  for (const auto& c : p.capacity) j["capacity"].push_back({{"producers", c.producers}, {"bytes", c.bytes}});
+  for (const auto& c : p.capacity) {
+    json e = {{"producers", c.producers}, {"bytes", c.bytes}};
+    if (c.isolated_drain_rate_bytes_per_s > 0.0)
+      e["drain_rate_gbps"] = units::bytes_per_s_to_gbps(c.isolated_drain_rate_bytes_per_s);
+    j["capacity"].push_back(e);
+  }
+  if (!p.drain_rate_by_producers.empty()) {
+    j["drain_rate_by_producers"] = json::array();
+    for (const auto& d : p.drain_rate_by_producers)
+      j["drain_rate_by_producers"].push_back(
+          {{"producers", d.producers}, {"drain_rate_gbps", units::bytes_per_s_to_gbps(d.bytes_per_s)}});
+  }
+  if (p.knee_ramp_s > 0.0) j["knee_ramp_us"] = units::s_to_us(p.knee_ramp_s);
+  if (p.burst_overhead_s > 0.0) j["burst_overhead_us"] = units::s_to_us(p.burst_overhead_s);
+  if (p.zero_gap_overhead_s > 0.0) j["zero_gap_overhead_us"] = units::s_to_us(p.zero_gap_overhead_s);
   j["provenance"] = p.provenance;
   return j;
 }

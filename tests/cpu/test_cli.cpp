@@ -127,12 +127,16 @@ TEST(Cli, PlanMoeSimulatesTheDefaultLead) {
 
 TEST(Cli, SimulateJson) {
   const CliRun r = run_cli("simulate --platform " + paper_platform() +
-                       " --producers 148 --bytes-per-producer 32768 --gap-us 2 --bursts 40 --json");
+                       " --producers 148 --bytes-per-producer 32768 --gap-us 2 --bursts 40 --per-burst --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j["steady_t_iss_us"].get<double>(), 6.7638 - 2.0, 0.05);
   EXPECT_NEAR(j["steady_period_us"].get<double>(), 6.7638, 0.05);
   EXPECT_EQ(j["bursts"].size(), 40u);
+  EXPECT_EQ(j["schema"], "xstage.simulate/1");
+  const CliRun summary = run_cli("simulate --platform " + paper_platform() +
+                                 " --producers 148 --bytes-per-producer 32768 --gap-us 2 --bursts 40 --json");
+  EXPECT_FALSE(nlohmann::json::parse(summary.out).contains("bursts")) << "per-burst records are opt-in";
   const CliRun cc = run_cli("simulate --platform " + paper_platform() +
                         " --producers 148 --bytes-per-producer 32768 --gap-us 2 --bursts 10 --completion-coupled --json");
   EXPECT_NEAR(nlohmann::json::parse(cc.out)["steady_period_us"].get<double>(), 6.7638 + 2.0, 0.05);
@@ -142,9 +146,9 @@ TEST(Cli, SimulateScheduleFile) {
   const std::string path = testing::TempDir() + "/xstage_schedule_" + std::to_string(::getpid()) + ".json";
   std::ofstream(path) << R"({"schema": "xstage.schedule/1", "producers": [
       {"count": 148, "repeat": 40, "steps": [{"burst_bytes": 32768}, {"compute_us": 2.0}]}]})";
-  const CliRun f = run_cli("simulate --platform " + paper_platform() + " --schedule " + path + " --json");
+  const CliRun f = run_cli("simulate --platform " + paper_platform() + " --schedule " + path + " --per-burst --json");
   const CliRun p = run_cli("simulate --platform " + paper_platform() +
-                           " --producers 148 --bytes-per-producer 32768 --gap-us 2 --bursts 40 --json");
+                           " --producers 148 --bytes-per-producer 32768 --gap-us 2 --bursts 40 --per-burst --json");
   ASSERT_EQ(f.code, 0) << f.err;
   ASSERT_EQ(p.code, 0) << p.err;
   const auto fj = nlohmann::json::parse(f.out), pj = nlohmann::json::parse(p.out);
@@ -202,9 +206,9 @@ TEST(Cli, FitWritesPlatformAndNeverOverwrites) {
 
 TEST(Cli, BadArgumentsGiveOneLineErrors) {
   expect_one_line_error(run_cli("model --producers -3 --bytes-per-producer 1"), "--producers: must be > 0, got -3");
-  expect_one_line_error(run_cli("model --producers 3 --bytes-per-producer abc"), "--bytes-per-producer: must be a number");
+  expect_one_line_error(run_cli("model --producers 3 --bytes-per-producer abc"), "--bytes-per-producer: must be a finite number > 0, got \"abc\"");
   expect_one_line_error(run_cli("model --producers 3"), "--bytes-per-producer is required");
-  expect_one_line_error(run_cli("model --producers 3 --bytes-per-producer 1 --gap-us -1"), "--gap-us: must be >= 0");
+  expect_one_line_error(run_cli("model --producers 3 --bytes-per-producer 1 --gap-us -1"), "--gap-us: must be in [0, 1e+06], got -1");
   expect_one_line_error(run_cli("model --platform /nonexistent.json --producers 3 --bytes-per-producer 1"), "/nonexistent.json");
   expect_one_line_error(run_cli("simulate --producers 3 --bytes-per-producer 1 --bursts 1"), "--bursts");
   expect_one_line_error(run_cli("plan attn --sigma-us 0"), "--sigma-us: must be > 0, got 0");

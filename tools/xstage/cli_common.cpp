@@ -8,8 +8,12 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <cerrno>
+#include <cstring>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_version.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/units.hpp"
 
@@ -63,30 +67,182 @@ OutputScope::~OutputScope() {
 }
 
 namespace {
+std::string fmt_g(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// Parses the whole text as a finite decimal number (no hex, no nan/inf); nullopt otherwise.
+std::optional<double> parse_finite(const std::string& text) {
+  if (text.empty() || text.find_first_of("xXpP") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
 CLI::Validator number_check(bool allow_zero) {
   return CLI::Validator(
       [allow_zero](std::string& text) -> std::string {
-        double v = 0;
-        std::size_t used = 0;
-        try {
-          v = std::stod(text, &used);
-        } catch (const std::exception&) {
-          return "must be a number, got \"" + text + "\"";
-        }
-        if (used != text.size() || !std::isfinite(v)) return "must be a finite number, got \"" + text + "\"";
-        if (allow_zero ? v < 0 : v <= 0) return std::string(allow_zero ? "must be >= 0" : "must be > 0") + ", got " + text;
+        const std::optional<double> v = parse_finite(text);
+        const std::string rule = allow_zero ? ">= 0" : "> 0";
+        if (!v) return "must be a finite number " + rule + ", got \"" + text + "\"";
+        if (allow_zero ? *v < 0 : *v <= 0) return "must be " + rule + ", got " + text;
         return {};
       },
       allow_zero ? "NONNEGATIVE" : "POSITIVE");
+}
+
+// Integers are decimal: "010" is ten (CLI11 alone would read octal), "0x10" and "1e3" are refused.
+const CLI::Validator kDecimalInteger(
+    [](std::string& text) -> std::string {
+      std::size_t i = (!text.empty() && (text[0] == '-' || text[0] == '+')) ? 1 : 0;
+      if (i == text.size() || text.find_first_not_of("0123456789", i) != std::string::npos)
+        return "must be a decimal integer, got \"" + text + "\"";
+      const std::size_t first = text.find_first_not_of('0', i);
+      const std::string digits = first == std::string::npos ? "0" : text.substr(first);
+      text = (text[0] == '-' && digits != "0" ? "-" : "") + digits;
+      return {};
+    },
+    "");
+
+const CLI::Validator kFiniteNumber(
+    [](std::string& text) -> std::string {
+      if (!parse_finite(text)) return "must be a finite decimal number, got \"" + text + "\"";
+      return {};
+    },
+    "");
+
+void apply_to_options(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_size() == 0) continue;  // flags
+    const std::string type = opt->get_type_name();
+    if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) opt->transform(kDecimalInteger);
+    // Checked after the option's own validators, so a range check reports its range for "nan".
+    if (type.rfind("FLOAT", 0) == 0) opt->check(kFiniteNumber);
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) apply_to_options(*sub);
 }
 }  // namespace
 
 const CLI::Validator kPositive = number_check(false);
 const CLI::Validator kNonNegative = number_check(true);
 
+CLI::Validator in_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        const std::optional<double> v = parse_finite(text);
+        if (!v || *v < lo || *v > hi) return "must be in [" + fmt_g(lo) + ", " + fmt_g(hi) + "], got " + text;
+        return {};
+      },
+      "[" + fmt_g(lo) + ", " + fmt_g(hi) + "]");
+}
+
+void apply_number_conventions(CLI::App& app) { apply_to_options(app); }
+
 CLI::Option* add_platform_option(CLI::App* cmd, std::string& path) {
   return cmd->add_option("--platform", path, "Platform file (xstage.platform/1); default: the embedded platform")
       ->check(CLI::ExistingFile);
+}
+CLI::Option* add_json_option(CLI::App* cmd, bool& json, const std::string& what) {
+  return cmd->add_flag("--json", json, what);
+}
+CLI::Option* add_out_option(CLI::App* cmd, std::string& path, const std::string& what) {
+  return cmd->add_option("--out", path, what + " (refused if it exists, unless --force)");
+}
+CLI::Option* add_force_option(CLI::App* cmd, bool& force, const std::string& what) {
+  return cmd->add_flag("--force", force, what);
+}
+CLI::Option* add_seed_option(CLI::App* cmd, std::uint64_t& seed, const std::string& what) {
+  return cmd->add_option("--seed", seed, what);
+}
+CLI::Option* add_timeout_option(CLI::App* cmd, double& timeout_s, const std::string& what) {
+  return cmd->add_option("--timeout-s", timeout_s, what)->check(in_range(0.001, 86400));
+}
+
+CLI::Option* add_sm_tflops_option(CLI::App* cmd, double& sm_tflops) {
+  return cmd->add_option("--sm-tflops", sm_tflops,
+                         "per-SM Tensor Core TFLOP/s of the predicted tile times (default: the fused kernel's measured rate)")
+      ->check(in_range(0.01, 1000))
+      ->capture_default_str();
+}
+CLI::Option* add_zipf_option(CLI::App* cmd, double& zipf_s) {
+  return cmd->add_option("--zipf-s,--zipf", zipf_s, "Zipf exponent of skewed routing (--zipf: deprecated spelling)")
+      ->check(in_range(0.01, 100))
+      ->capture_default_str();
+}
+CLI::Option* add_lead_rows_option(CLI::App* cmd, int& lead_rows) {
+  return cmd->add_option("--lead-rows", lead_rows,
+                         "D of the interleaved order in rows (0: the fused layer's default, model::moe_default_lead_rows: "
+                         "max(eq. 16's D_knee, ceil((grid / 2) / ceil(h_inter / 128)) + 2))")
+      ->check(in_range(0, 1 << 20))
+      ->capture_default_str();
+}
+CLI::Option* add_experts_per_wave_option(CLI::App* cmd, int& experts) {
+  return cmd->add_option("--experts-per-wave", experts, "experts per wave of the expert-wave order (0: a quarter of the local experts)")
+      ->check(in_range(0, 1 << 20))
+      ->capture_default_str();
+}
+
+void require_work_within(const std::string& request, double units, double limit, const std::string& unit,
+                         double bytes_per_unit) {
+  if (units <= limit) return;
+  auto size = [](double bytes) {
+    const char* names[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int i = 0;
+    while (bytes >= 1024 && i < 6) {
+      bytes /= 1024;
+      ++i;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g %s", bytes, names[i]);
+    return std::string(buf);
+  };
+  char count[64], lim[64];
+  std::snprintf(count, sizeof count, "%.4g", units);
+  std::snprintf(lim, sizeof lim, "%.0f", limit);
+  throw InputError(request + " = " + count + " " + unit + " (about " + size(units * bytes_per_unit) +
+                   ") exceeds the limit of " + lim + " " + unit + " (about " + size(limit * bytes_per_unit) + ")");
+}
+
+std::int64_t checked_product(const std::vector<std::pair<std::string, std::int64_t>>& factors, std::int64_t limit) {
+  std::int64_t p = 1;
+  bool overflow = false;
+  std::string names;
+  for (const auto& [name, v] : factors) {
+    if (!names.empty()) names += " x ";
+    names += name;
+    names += ' ';
+    names += std::to_string(v);
+    if (!overflow && __builtin_mul_overflow(p, v, &p)) overflow = true;
+  }
+  if (overflow) throw InputError(names + " overflows 64-bit integers");
+  if (p > limit) throw InputError(names + " = " + std::to_string(p) + " exceeds the limit " + std::to_string(limit));
+  return p;
+}
+
+namespace {
+std::string platform_source(const std::string& path) {
+  if (path.empty()) return "embedded";
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
+}  // namespace
+
+void stamp_json(nlohmann::json& j, const std::string& schema) {
+  j["schema"] = schema;
+  j["version"] = kBuildInfo.version;
+}
+void stamp_json(nlohmann::json& j, const std::string& schema, const std::string& platform_path,
+                const model::Platform& platform) {
+  stamp_json(j, schema);
+  j["platform"] = {{"source", platform_source(platform_path)}, {"name", platform.name}};
+}
+std::string platform_label(const std::string& platform_path, const model::Platform& platform) {
+  return "'" + platform.name + "' (" + platform_source(platform_path) + ")";
 }
 
 void print_json(const nlohmann::json& j) { out_stream() << j.dump(2) << std::endl; }
@@ -120,25 +276,57 @@ std::string fmt_num(double x, int decimals) {
 std::string fmt_us(double seconds, int decimals) { return fmt_num(units::s_to_us(seconds), decimals); }
 std::string fmt_mib(double bytes, int decimals) { return fmt_num(units::bytes_to_mib(bytes), decimals); }
 
-void write_file_atomically(const std::string& path, const std::string& text, bool force) {
+void check_output_path(const std::string& option, const std::string& path, bool force,
+                       const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
-  if (fs::exists(path) && !force) throw InputError(path + ": already exists (pass --force to replace it)");
+  if (path.empty()) throw InputError(option + ": empty path");
   const fs::path target(path);
-  if (target.has_parent_path() && !fs::is_directory(target.parent_path()))
-    throw InputError(path + ": directory " + target.parent_path().string() + " does not exist");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp);
-    if (!out) throw InputError(path + ": cannot write");
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw InputError(path + ": write failed");
-    }
+  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec))
+    throw InputError(option + " " + path + ": folder " + folder.string() + " does not exist");
+  if (fs::is_directory(target, ec)) throw InputError(option + " " + path + ": is a folder");
+  if (fs::exists(target, ec)) {
+    for (const std::string& in : inputs)
+      if (!in.empty() && fs::exists(in, ec) && fs::equivalent(in, target, ec))
+        throw InputError(option + " " + path + ": is also an input of this command (" + in + ")");
+    if (!force) throw InputError(option + " " + path + ": already exists (pass --force to replace it)");
   }
-  fs::rename(tmp, path);
+}
+
+void write_file_atomically(const std::string& path, const std::string& text, bool force,
+                           const std::vector<std::string>& inputs, const std::string& option) {
+  namespace fs = std::filesystem;
+  check_output_path(option, path, force, inputs);
+  const fs::path target(path);
+  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string tmp = (folder / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) throw InputError(option + " " + path + ": cannot create a file in " + folder.string());
+  // From here every exit removes the temporary unless the rename consumed it.
+  bool closed = false, renamed = false;
+  try {
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw InputError(option + " " + path + ": write failed (" + std::strerror(errno) + ")");
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    const bool mode_ok = ::fchmod(fd, 0644) == 0;
+    closed = true;
+    if (::close(fd) != 0 || !mode_ok)
+      throw InputError(option + " " + path + ": write failed (" + std::strerror(errno) + ")");
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      throw InputError(option + " " + path + ": cannot replace (" + std::strerror(errno) + ")");
+    renamed = true;
+  } catch (...) {
+    if (!closed) ::close(fd);
+    if (!renamed) ::unlink(tmp.c_str());
+    throw;
+  }
 }
 
 model::BurstGapInput burst_gap_input(int producers, double bytes_per_producer, double gap_us,

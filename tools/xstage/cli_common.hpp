@@ -3,9 +3,11 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xstage/model/audit.hpp"
@@ -44,14 +46,60 @@ struct CommandExit {
   int code;
 };
 
+// --- options shared by the subcommands (one name, one unit, one default for each quantity) --------
 // --platform FILE (default: the embedded platform). The file must exist when given.
 CLI::Option* add_platform_option(CLI::App* cmd, std::string& path);
+CLI::Option* add_json_option(CLI::App* cmd, bool& json, const std::string& what = "One JSON object on stdout");
+CLI::Option* add_out_option(CLI::App* cmd, std::string& path, const std::string& what);
+CLI::Option* add_force_option(CLI::App* cmd, bool& force, const std::string& what = "Replace --out if it exists");
+CLI::Option* add_seed_option(CLI::App* cmd, std::uint64_t& seed, const std::string& what);
+CLI::Option* add_timeout_option(CLI::App* cmd, double& timeout_s, const std::string& what);
+
+// MoE schedule prediction (plan moe --simulate, moe bench --schedule auto): one option spelling, one
+// default. Per-SM GEMM rate of the fused kernel's 128 x 128 tiles, measured: Linear-2 tile mainloops of
+// 9.3-32.9 us in the traced runs (results/h200-x2/moe_wave_trace.json: qwen3, deepseek-v3, dit-moe at
+// T = 8192) are 4.0-5.6 TFLOP/s per SM.
+constexpr double kDefaultSmTflops = 4.5;
+constexpr double kDefaultZipfS = 1.2;
+CLI::Option* add_sm_tflops_option(CLI::App* cmd, double& sm_tflops);
+CLI::Option* add_zipf_option(CLI::App* cmd, double& zipf_s);          // --zipf-s (--zipf: deprecated)
+CLI::Option* add_lead_rows_option(CLI::App* cmd, int& lead_rows);     // 0: the fused layer's default D
+CLI::Option* add_experts_per_wave_option(CLI::App* cmd, int& experts);  // 0: a quarter of the local experts
+
+// Range of every producer-side gap (--gap-us) the CLI accepts: up to one second.
+constexpr double kMaxGapUs = 1e6;
+
+// Every number on the command line is decimal (no octal "010", no hex) and every floating-point value
+// finite; applied once to every option of the tree after registration.
+void apply_number_conventions(CLI::App& app);
 
 // Validators whose messages name the value: "--producers: must be > 0, got -3".
 extern const CLI::Validator kPositive;
 extern const CLI::Validator kNonNegative;
+// "--gap-us: must be in [0, 1e+06], got nan".
+CLI::Validator in_range(double lo, double hi);
+
+// --- work and arithmetic limits on user numbers --------------------------------------------------
+// Refuses a request whose work (`units` of `unit`, about `bytes_per_unit` bytes each) exceeds `limit`
+// units, before anything is allocated: "simulate: --producers 100000 x --bursts 100000 = 1e+10
+// producer-bursts (about 894 GiB) exceeds the limit of 16777216 producer-bursts (about 1.5 GiB)".
+void require_work_within(const std::string& request, double units, double limit, const std::string& unit,
+                         double bytes_per_unit);
+
+// Product of named user numbers in 64-bit integers; throws InputError naming them on overflow or when
+// the product exceeds `limit`.
+std::int64_t checked_product(const std::vector<std::pair<std::string, std::int64_t>>& factors,
+                             std::int64_t limit = INT64_MAX);
 
 void print_json(const nlohmann::json& j);
+
+// Every JSON output names its schema ("xstage.plan/1"), the xstage version and the platform it used:
+// "platform": {"source": "embedded" | "/abs/path.json", "name": ...}.
+void stamp_json(nlohmann::json& j, const std::string& schema, const std::string& platform_path,
+                const model::Platform& platform);
+void stamp_json(nlohmann::json& j, const std::string& schema);  // outputs without a platform
+// "'h200-x2' (embedded)" or "'mine' (/abs/mine.json)": how human output names the platform.
+std::string platform_label(const std::string& platform_path, const model::Platform& platform);
 
 // Plain text table: header row, rule, rows; columns padded to their widest cell.
 void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
@@ -60,9 +108,17 @@ std::string fmt_us(double seconds, int decimals = 2);
 std::string fmt_mib(double bytes, int decimals = 2);
 std::string fmt_num(double x, int decimals = 2);
 
-// Writes `text` to `path` through a temporary file and a rename, so an error never leaves a partial
-// file; refuses to replace an existing file unless `force`.
-void write_file_atomically(const std::string& path, const std::string& text, bool force);
+// --- output files (every --out of every subcommand) ----------------------------------------------
+// Checks an output path before any work: non-empty, its folder exists, it is not a folder, it is not
+// one of `inputs` (same file by inode, also through links), and it does not exist unless `force`.
+// `option` names the argument in messages ("--out").
+void check_output_path(const std::string& option, const std::string& path, bool force,
+                       const std::vector<std::string>& inputs = {});
+
+// Writes `text` to `path` through a temporary file in the same folder and a rename, so an error never
+// leaves a partial file or a temporary behind; runs check_output_path first.
+void write_file_atomically(const std::string& path, const std::string& text, bool force,
+                           const std::vector<std::string>& inputs = {}, const std::string& option = "--out");
 
 // The audit input of `model` and `simulate`: K × B bursts, gap in µs, optional T_iss0 (µs) and Q overrides.
 model::BurstGapInput burst_gap_input(int producers, double bytes_per_producer, double gap_us,

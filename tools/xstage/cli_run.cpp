@@ -35,6 +35,7 @@ int run_parsed(const std::vector<std::string>& args, std::ostream& out, std::ost
   app.add_flag("--version", show_version, "Version, git revision, build type and CUDA/NCCL/CUTLASS versions");
   const std::vector<Subcommand> registry = subcommands();
   for (const auto& sub : registry) sub.add(app);
+  apply_number_conventions(app);
   if (!args.empty() && args[0] == "--version") {
     out << version_text();
     return 0;

@@ -22,6 +22,7 @@
 #include "attn_random.hpp"
 #include "attn_reference.hpp"
 #include "cli_common.hpp"
+#include "cli_gpu.hpp"
 #include "registry.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/stats.hpp"
@@ -55,6 +56,7 @@ struct BenchOptions {
   long long seed = -1;  // -1: fresh
   bool lse = false;
   bool json = false;
+  bool force = false;
   std::string out;
   std::string dump_dir;
 };
@@ -73,21 +75,24 @@ struct DeviceSet {
   float* lse = nullptr;
 };
 
-void write_raw(const std::string& path, const void* data, size_t bytes) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot write " + path);
-  f.write(static_cast<const char*>(data), std::streamsize(bytes));
+void write_raw(const std::string& path, const void* data, size_t bytes, bool force) {
+  xstage::cli::write_file_atomically(path, std::string(static_cast<const char*>(data), bytes), force, {}, "--dump");
 }
 
 int run_bench(const BenchOptions& opt) {
   if (!xstage::sched::attn_head_dim_supported(opt.head_dim)) {
     throw xstage::InputError(fmt::format("--head-dim: unsupported value {} (supported: 64, 128)", opt.head_dim));
   }
-  int device_count = 0;
-  XSTAGE_ATTN_CUDA_CHECK(cudaGetDeviceCount(&device_count));
-  if (opt.device >= device_count) {
-    throw xstage::InputError(fmt::format("--device: {} is not a device (found {})", opt.device, device_count));
-  }
+  const int seq_kv_checked = opt.seq_kv > 0 ? opt.seq_kv : opt.seq;
+  // Element counts of the largest buffers in 64-bit integers (each tensor is b x s x h x d bf16).
+  xstage::cli::checked_product({{"--batch", opt.batch}, {"--seq", std::max(opt.seq, seq_kv_checked)},
+                                {"--heads", opt.heads}, {"--head-dim", opt.head_dim}},
+                               std::int64_t{1} << 36);
+  if (!opt.out.empty()) xstage::cli::check_output_path("--out", opt.out, opt.force);
+  if (!opt.dump_dir.empty())
+    for (const char* f : {"q.bin", "k.bin", "v.bin", "o.bin"})
+      xstage::cli::check_output_path("--dump", opt.dump_dir + "/" + f, opt.force);
+  xstage::cli::require_cuda_devices("attn bench", {opt.device});
   XSTAGE_ATTN_CUDA_CHECK(cudaSetDevice(opt.device));
   cudaDeviceProp prop{};
   XSTAGE_ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop, opt.device));
@@ -152,10 +157,10 @@ int run_bench(const BenchOptions& opt) {
                       ours.rel_l2 <= 2.0 * bf16.rel_l2 + 1e-4 && lse_max_abs < 1e-3;
 
   if (!opt.dump_dir.empty()) {
-    write_raw(opt.dump_dir + "/q.bin", hq.data(), nq * 2);
-    write_raw(opt.dump_dir + "/k.bin", hk.data(), nkv * 2);
-    write_raw(opt.dump_dir + "/v.bin", hv.data(), nkv * 2);
-    write_raw(opt.dump_dir + "/o.bin", ho.data(), nq * 2);
+    write_raw(opt.dump_dir + "/q.bin", hq.data(), nq * 2, opt.force);
+    write_raw(opt.dump_dir + "/k.bin", hk.data(), nkv * 2, opt.force);
+    write_raw(opt.dump_dir + "/v.bin", hv.data(), nkv * 2, opt.force);
+    write_raw(opt.dump_dir + "/o.bin", ho.data(), nq * 2, opt.force);
   }
 
   // --- timing ---
@@ -222,11 +227,8 @@ int run_bench(const BenchOptions& opt) {
   j["provenance"] = {{"device", prop.name}, {"sm_count", prop.multiProcessorCount}};
 #endif
 
-  if (!opt.out.empty()) {
-    std::ofstream f(opt.out);
-    if (!f) throw xstage::InputError("--out: cannot write " + opt.out);
-    f << j.dump(2) << "\n";
-  }
+  xstage::cli::stamp_json(j, "xstage.attn.bench/1");
+  if (!opt.out.empty()) xstage::cli::write_file_atomically(opt.out, j.dump(2) + "\n", opt.force);
   if (opt.json) {
     out_printf("%s\n", j.dump(2).c_str());
   } else {
@@ -266,8 +268,9 @@ void add_attn(CLI::App& root) {
   bench->add_option("--device", opt->device, "CUDA device ordinal")->check(xstage::cli::kNonNegative);
   bench->add_option("--seed", opt->seed, "Input seed (default: fresh)")->check(xstage::cli::kNonNegative);
   bench->add_flag("--lse", opt->lse, "Also write and check the log-sum-exp output");
-  bench->add_flag("--json", opt->json, "Print the result as JSON");
-  bench->add_option("--out", opt->out, "Also write the JSON result to this file");
+  xstage::cli::add_json_option(bench, opt->json, "Print the result as JSON");
+  xstage::cli::add_out_option(bench, opt->out, "Also write the JSON result to this file");
+  xstage::cli::add_force_option(bench, opt->force, "Replace --out and the --dump files if they exist");
   bench->add_option("--dump", opt->dump_dir, "Write q, k, v, o of the checked run (raw bf16) into this folder")
       ->check(CLI::ExistingDirectory);
   bench->callback([opt]() { run_bench(*opt); });

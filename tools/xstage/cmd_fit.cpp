@@ -20,17 +20,22 @@ struct FitCliOptions {
 };
 
 void run_fit(const FitCliOptions& o) {
-  if (std::filesystem::exists(o.out) && !o.force)
-    throw InputError("--out " + o.out + ": already exists (pass --force to replace it)");
+  if (o.name.empty() || o.name.find_first_not_of(" \t") == std::string::npos)
+    throw InputError("--name: must not be empty, got \"" + o.name + "\"");
+  check_output_path("--out", o.out, o.force, {o.records});
   const auto records = model::load_records_csv(o.records);
   model::FitResult fit = model::fit_platform(records);
   if (fit.platform.issue_floor.empty())
     throw InputError(o.records + ": no periodic gap sweep with gap > 0 and no isolated points: cannot fit T_iss0");
   fit.platform.name = o.name;
   fit.platform.provenance["records_file"] = o.records;
-  write_file_atomically(o.out, model::platform_to_json(fit.platform).dump(2) + "\n", o.force);
+  const nlohmann::json platform_json = model::platform_to_json(fit.platform);
+  // The file must load with the tool's own loader; a fit it would reject is refused, not written.
+  model::platform_from_json(platform_json, o.out);
+  write_file_atomically(o.out, platform_json.dump(2) + "\n", o.force, {o.records});
 
   nlohmann::json j;
+  stamp_json(j, "xstage.fit/1");
   j["out"] = o.out;
   j["drain_rate_gbps"] = units::bytes_per_s_to_gbps(fit.rate.drain_rate_bytes_per_s);
   j["rate_points_used"] = fit.rate.points_used;
@@ -53,6 +58,7 @@ void run_fit(const FitCliOptions& o) {
                           {"capacity_is_lower_bound", !k.knee_found},
                           {"median_rel_residual", k.median_rel_residual}});
   j["warnings"] = fit.warnings;
+  for (const auto& w : fit.warnings) err_stream() << "xstage: warning: fit: " << w << '\n';
   if (o.json) {
     print_json(j);
     return;
@@ -71,7 +77,6 @@ void run_fit(const FitCliOptions& o) {
     rows.push_back({std::to_string(k.producers), k.knee_found ? "yes" : "no (lower bound)",
                     fmt_mib(k.knee_volume_bytes, 3), fmt_mib(k.capacity_bytes, 3)});
   if (!rows.empty()) print_table({"K", "knee", "V_knee (MiB)", "Q (MiB)"}, rows);
-  for (const auto& w : fit.warnings) out_stream() << "warning: " << w << '\n';
 }
 
 void add_fit(CLI::App& root) {
@@ -79,10 +84,10 @@ void add_fit(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand("fit", "Fit a platform (R, T_iss0, Q) from calibration records");
   cmd->add_option("--records", o->records, "Records CSV (" + std::string(model::kRecordsHeader) + ")")
       ->required()->check(CLI::ExistingFile);
-  cmd->add_option("--out", o->out, "Platform JSON to write")->required();
-  cmd->add_option("--name", o->name, "Platform name written into the file");
-  cmd->add_flag("--force", o->force, "Replace --out if it exists");
-  cmd->add_flag("--json", o->json, "Fit summary as JSON on stdout");
+  add_out_option(cmd, o->out, "Platform JSON to write")->required();
+  cmd->add_option("--name", o->name, "Platform name written into the file")->capture_default_str();
+  add_force_option(cmd, o->force);
+  add_json_option(cmd, o->json, "Fit summary as JSON on stdout");
   cmd->callback([o] { run_fit(*o); });
 }
 

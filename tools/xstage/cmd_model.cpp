@@ -27,11 +27,11 @@ void run_model(const ModelOptions& o) {
   const model::BurstGapAudit a = model::audit_burst_gap(platform, in);
   if (o.json) {
     nlohmann::json j = model::to_json(a);
-    j["platform"] = platform.name;
+    stamp_json(j, "xstage.model/1", o.platform, platform);
     print_json(j);
     return;
   }
-  out_stream() << "platform " << platform.name << ": R = " << fmt_num(units::bytes_per_s_to_gbps(a.drain_rate_bytes_per_s), 1)
+  out_stream() << "platform " << platform_label(o.platform, platform) << ": R = " << fmt_num(units::bytes_per_s_to_gbps(a.drain_rate_bytes_per_s), 1)
             << " GB/s\n";
   print_table({"quantity", "value", "note"},
               {{"V = K*B", fmt_mib(a.volume_bytes, 3) + " MiB", std::to_string(o.producers) + " producers"},
@@ -46,7 +46,8 @@ void run_model(const ModelOptions& o) {
                {"isolated T_iss (eq. 7)", fmt_us(a.isolated_t_iss_s, 3) + " us", ""},
                {"rate bound", a.verdict.rate_bound_ok ? "ok" : "violated", "V/R <= T_iss0 + G"},
                {"capacity bound", a.verdict.capacity_bound_ok ? "ok" : "violated", "q_peak0 <= Q"},
-               {"action (eq. 10)", model::to_string(a.verdict.action), ""}});
+               {"action (eq. 10)", model::to_string(a.verdict.action), "an aligned burst"},
+               {"action, recurring bursts", model::to_string(a.sustained_action), std::string("binds: ") + a.binding_bound}});
 }
 
 void add_model(CLI::App& root) {
@@ -56,11 +57,11 @@ void add_model(CLI::App& root) {
   cmd->add_option("--producers", o->producers, "K: producers (CTAs) issuing each burst")->required()->check(kPositive);
   cmd->add_option("--bytes-per-producer", o->bytes_per_producer, "B: bytes per producer per burst")
       ->required()->check(kPositive);
-  cmd->add_option("--gap-us", o->gap_us, "G: producer-side gap between bursts (us)")->check(kNonNegative);
+  cmd->add_option("--gap-us", o->gap_us, "G: producer-side gap between bursts (us)")->check(in_range(0, kMaxGapUs));
   cmd->add_option("--t-iss0-us", o->t_iss0_us, "Override T_iss0 (us) instead of the platform's")->check(kPositive);
   cmd->add_option("--capacity-bytes", o->capacity_bytes, "Override Q (bytes) instead of the platform's")
       ->check(kPositive);
-  cmd->add_flag("--json", o->json, "One JSON object on stdout");
+  add_json_option(cmd, o->json);
   cmd->callback([o] { run_model(*o); });
 }
 

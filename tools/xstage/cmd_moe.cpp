@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cli_common.hpp"
+#include "cli_gpu.hpp"
 #include "moe_baseline.hpp"
 #include "moe_fused.hpp"
 #include "moe_reference.hpp"
@@ -51,7 +52,7 @@ struct BenchOptions {
   std::string shape;
   int tokens = 0;
   std::string routing = "balanced";
-  double zipf_s = 1.2;
+  double zipf_s = cli::kDefaultZipfS;
   std::string precision = "bf16";
   std::string impl = "baseline";
   std::string schedule = "interleaved";
@@ -59,7 +60,7 @@ struct BenchOptions {
   int lead_rows = 0;
   int experts_per_wave = 0;
   std::string platform;  // --schedule auto / both: the prediction's platform (default: embedded)
-  double sm_tflops = 0;  // per SM, for the prediction's tile times (0: kFusedSmTflops)
+  double sm_tflops = cli::kDefaultSmTflops;  // per SM, for the prediction's tile times
   bool trace = false;
   bool local_store_control = false;
   bool gemm_alone = false;  // fused: also time the Linear-1 and Linear-2 tiles alone (GEMM-only mode)
@@ -73,6 +74,7 @@ struct BenchOptions {
   long long seed = -1;
   double timeout_s = 60;
   bool json = false;
+  bool force = false;
   std::string out;
 };
 
@@ -362,17 +364,8 @@ std::uint64_t bench_seed(const BenchOptions& o) {
   return o.seed >= 0 ? std::uint64_t(o.seed) : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
 }
 
-void require_devices(const std::vector<int>& gpus) {
-  int device_count = 0;
-  XSTAGE_CUDA_CHECK(cudaGetDeviceCount(&device_count));
-  for (int g : gpus)
-    if (g >= device_count) throw InputError(fmt::format("--gpus: {} is not a device (found {})", g, device_count));
-}
+void require_devices(const std::vector<int>& gpus) { cli::require_cuda_devices("moe bench", gpus); }
 
-// Per-SM GEMM rate of the fused kernel's 128 x 128 tiles, for the predicted tile times: Linear-2 tile
-// mainloops of 9.3-32.9 us in the traced runs (results/h200-x2/moe_wave_trace.json: qwen3, deepseek-v3,
-// dit-moe at T = 8192) are 4.0-5.6 TFLOP/s per SM.
-constexpr double kFusedSmTflops = 4.5;
 
 // Wave vs interleaved before launch: the calibrated platform and the simulator (Combine bursts into
 // the path, Linear-1 → Linear-2 row dependencies) over this routing's receive layout, per rank; the
@@ -384,7 +377,7 @@ struct SchedulePrediction {
 SchedulePrediction predict_schedule(const BenchOptions& o, const model::MoeShape& shape, const MoeDims& d,
                                     const std::vector<long long>& load, int grid, int lead_rows, int experts_per_wave) {
   const model::Platform platform = model::load_platform_or_default(o.platform);
-  const double sm_flops = (o.sm_tflops > 0 ? o.sm_tflops : kFusedSmTflops) * 1e12;
+  const double sm_flops = o.sm_tflops * 1e12;
   const model::MoeInput in = model::moe_input_for_shape(shape, grid, sm_flops, 128, 128, 2);
   sim::MoeOrderParams p;
   sim::set_tile_counts(in, p);
@@ -538,6 +531,7 @@ void run_bench_fused(const BenchOptions& o) {
                                  kOriginSlotBits));
   }
   if (!o.trace_dump.empty() && !o.trace) throw InputError("--trace-dump: needs --trace (got --trace-dump " + o.trace_dump + ")");
+  if (!o.trace_dump.empty()) cli::check_output_path("--trace-dump", o.trace_dump, o.force, {o.platform, o.routing});
   if ((o.trace || o.local_store_control) && !moe_fused_trace_built()) {
     throw InputError(std::string(o.trace ? "--trace" : "--local-store-control") +
                      ": this build records no fused-kernel traces (configure with -DXSTAGE_MOE_TRACE=ON)");
@@ -556,6 +550,7 @@ void run_bench_fused(const BenchOptions& o) {
   }
   const std::uint64_t seed = bench_seed(o);
   const std::vector<Routing> routing = make_routing(o, d, seed);
+  if (!o.out.empty()) cli::check_output_path("--out", o.out, o.force, {o.platform, o.routing});
   require_devices(gpus);
 
   auto team = comm::Team::single_process(gpus);
@@ -773,11 +768,12 @@ void run_bench_fused(const BenchOptions& o) {
                                               "stores begin, stores issued] in us from the rank's first tile entry; "
                                               "Linear-1 has no store stamps (0)"},
                                    {"timelines", timelines}, {"provenance", gpu::collect_provenance(gpus, 0, nullptr)}};
-      cli::write_file_atomically(o.trace_dump, dump.dump() + "\n", true);
+      cli::write_file_atomically(o.trace_dump, dump.dump() + "\n", o.force, {o.platform, o.routing}, "--trace-dump");
     }
   }
   j["provenance"] = gpu::collect_provenance(gpus, 0, nullptr);
-  if (!o.out.empty()) cli::write_file_atomically(o.out, j.dump(2) + "\n", true);
+  cli::stamp_json(j, "xstage.moe.bench/1", o.platform, model::load_platform_or_default(o.platform));
+  if (!o.out.empty()) cli::write_file_atomically(o.out, j.dump(2) + "\n", o.force, {o.platform, o.routing});
   if (o.json) {
     cli::print_json(j);
   } else {
@@ -812,6 +808,7 @@ void run_bench(const BenchOptions& o) {
   const std::uint64_t seed = bench_seed(o);
   // Input errors first, before any device is touched.
   const std::vector<Routing> routing = make_routing(o, d, seed);
+  if (!o.out.empty()) cli::check_output_path("--out", o.out, o.force, {o.platform, o.routing});
   require_devices(gpus);
 
   auto team = comm::Team::single_process(gpus);
@@ -891,7 +888,8 @@ void run_bench(const BenchOptions& o) {
                  {"per_rank", per_rank}};
   j["provenance"] = gpu::collect_provenance(gpus, 0, nullptr);
 
-  if (!o.out.empty()) cli::write_file_atomically(o.out, j.dump(2) + "\n", true);
+  cli::stamp_json(j, "xstage.moe.bench/1", o.platform, model::load_platform_or_default(o.platform));
+  if (!o.out.empty()) cli::write_file_atomically(o.out, j.dump(2) + "\n", o.force, {o.platform, o.routing});
   if (o.json) {
     cli::print_json(j);
   } else {
@@ -914,7 +912,7 @@ void add_moe(CLI::App& root) {
   b->add_option("--shape", o->shape, "Built-in MoE shape name (an unknown name lists the known ones)")->required();
   b->add_option("--tokens", o->tokens, "Tokens per rank (T)")->required()->check(cli::kPositive);
   b->add_option("--routing", o->routing, "balanced, skewed (Zipf) or an xstage.routing/1 file");
-  b->add_option("--zipf", o->zipf_s, "Zipf exponent of skewed routing")->check(cli::kPositive);
+  cli::add_zipf_option(b, o->zipf_s);
   b->add_option("--precision", o->precision, "bf16, or fp8 (e4m3 W8A8: per-128-channel activation and 128x128 weight-block scales)")->check(CLI::IsMember({"bf16", "fp8"}));
   b->add_option("--impl", o->impl,
                 "Implementation: baseline (separate kernels, NCCL, cuBLAS), fused (one persistent kernel per GPU) "
@@ -929,14 +927,10 @@ void add_moe(CLI::App& root) {
                 "k-steps, one 16-byte store per thread per k-step), epilogue (all at once) or both (timed in "
                 "alternation; the non-default one is named fused_<order>_epilogue)")
       ->check(CLI::IsMember({"epilogue", "piggyback", "both"}));
-  b->add_option("--platform", o->platform, "Platform file for the schedule prediction (default: the embedded one)");
-  b->add_option("--sm-tflops", o->sm_tflops, "Per-SM GEMM rate of the prediction's tile times (default 4.5)")
-      ->check(cli::kPositive);
-  b->add_option("--lead-rows", o->lead_rows,
-                "Interleaved lead D in rows (0: the default, max(eq. 16's D_knee, "
-                "ceil((grid / 2) / ceil(h_inter / 128)) + 2); --schedule auto predicts with the same D)")->check(cli::kNonNegative);
-  b->add_option("--experts-per-wave", o->experts_per_wave, "Expert-wave width (0: a quarter of the local experts)")
-      ->check(cli::kNonNegative);
+  cli::add_platform_option(b, o->platform);
+  cli::add_sm_tflops_option(b, o->sm_tflops);
+  cli::add_lead_rows_option(b, o->lead_rows);
+  cli::add_experts_per_wave_option(b, o->experts_per_wave);
   b->add_flag("--trace", o->trace,
               "Fused: also run instrumented (per-tile remote-store span, MMA wait at tile entry), with the epilogue "
               "Combine; needs a build configured with -DXSTAGE_MOE_TRACE=ON");
@@ -958,8 +952,9 @@ void add_moe(CLI::App& root) {
       ->check(cli::kPositive);
   b->add_option("--seed", o->seed, "Input and routing seed (default: fresh)")->check(cli::kNonNegative);
   b->add_option("--timeout-s", o->timeout_s, "Longest wait for a rank before giving up")->check(cli::kPositive);
-  b->add_flag("--json", o->json, "Print the result as JSON");
-  b->add_option("--out", o->out, "Also write the JSON result to this file");
+  cli::add_json_option(b, o->json, "Print the result as JSON");
+  cli::add_out_option(b, o->out, "Also write the JSON result to this file");
+  cli::add_force_option(b, o->force);
   b->callback([o]() { run_bench(*o); });
 }
 

@@ -12,13 +12,20 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
+#include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/moe/routing.hpp"
+#include "xstage/sim/design_check.hpp"
 #include "xstage/sim/moe_schedules.hpp"
 
 namespace xstage::cli {
 namespace {
 
 using units::us_to_s;
+
+// Work limit of `plan moe --simulate`: about kBytesPerSimulatedTokenSlot per routed token slot
+// (measured: 1 GiB at 2 ranks x 262144 tokens x top-8), checked before the routing is generated.
+constexpr double kMaxSimulatedTokenSlots = 1 << 23;
+constexpr double kBytesPerSimulatedTokenSlot = 256;
 
 struct PlanCommon {
   std::string platform;
@@ -37,15 +44,15 @@ struct MoeOptions {
   std::string shape;
   double tile_bytes = 0, t_l1_us = 0, t_l2_us = 0, n1 = 0, n2 = 0, staging_us = 0;
   int block_m = 128, block_n = 128, out_bytes = 2, h_inter = 0;
-  double sm_tflops = model::kDatasheetSmFlopPerS / 1e12;
+  double sm_tflops = kDefaultSmTflops;
   // --simulate: both tile orders through the event simulator for one routing.
   bool simulate = false;
   int ranks = 2;
   int tokens_per_rank = 8192;
   std::string routing = "balanced";
-  double zipf_s = 1.2;
-  int lead_rows = 0;  // 0: model::moe_default_lead_rows (eq. 16's D_knee or the row-dependency floor)
-  int experts_per_wave = 0;  // 0: a quarter of the local experts
+  double zipf_s = kDefaultZipfS;
+  int lead_rows = 0;         // 0: model::moe_default_lead_rows (eq. 16's D_knee or the row-dependency floor)
+  int experts_per_wave = 0;  // 0: sim::default_experts_per_wave (a quarter of the local experts)
   std::string combine = "piggyback";  // how the simulated kernel issues its Combine: piggyback, epilogue
 };
 
@@ -66,7 +73,14 @@ model::AttentionInput attention_input(const AttnOptions& o, int producers) {
   in.completion_cover_s = o.cover_us < 0 ? -1.0 : us_to_s(o.cover_us);
   in.heads_per_gpu = o.heads_per_gpu;
   in.batch = o.batch;
-  for (long long m : o.seq) in.seq_lens.push_back(m);
+  for (long long m : o.seq) {
+    // N_t = ceil(M / b_m) * heads * batch (eq. 17) in 64-bit integers: refuse what does not fit.
+    checked_product({{"ceil(--seq " + std::to_string(m) + " / --block-m " + std::to_string(o.block_m) + ")",
+                      (m + o.block_m - 1) / o.block_m},
+                     {"--heads-per-gpu", o.heads_per_gpu},
+                     {"--batch", o.batch}});
+    in.seq_lens.push_back(m);
+  }
   return in;
 }
 
@@ -94,11 +108,11 @@ void run_attn(const PlanCommon& c, const AttnOptions& o) {
   const model::AttentionAudit a = model::audit_attention(platform, in);
   if (c.json) {
     nlohmann::json j = model::to_json(a, in);
-    j["platform"] = platform.name;
+    stamp_json(j, "xstage.plan.attn/1", c.platform, platform);
     print_json(j);
     return;
   }
-  out_stream() << "platform " << platform.name << "\n";
+  out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
   print_attention(a, in);
 }
 
@@ -149,6 +163,13 @@ const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "
 std::vector<int> rows_of_rank0(const model::MoeShape& shape, const MoeOptions& o) {
   if (shape.experts % o.ranks != 0)
     throw InputError("--ranks: " + std::to_string(o.ranks) + " does not divide the " + std::to_string(shape.experts) + " experts");
+  // The simulation's routing, rows and tile events grow with the routed token slots (and the rows per
+  // slot for b_m below 128): refuse before generating anything.
+  require_work_within("plan moe --simulate: --ranks " + std::to_string(o.ranks) + " x --tokens " +
+                          std::to_string(o.tokens_per_rank) + " x top-" + std::to_string(shape.top_k) +
+                          (o.block_m < 128 ? " x 128 / --block-m " + std::to_string(o.block_m) : std::string()),
+                      static_cast<double>(o.ranks) * o.tokens_per_rank * shape.top_k * std::max(1.0, 128.0 / o.block_m),
+                      kMaxSimulatedTokenSlots, "routed token slots", kBytesPerSimulatedTokenSlot);
   const bool generated = o.routing == "balanced" || o.routing == "skewed";
   if (!generated && !std::filesystem::exists(o.routing))
     throw InputError("--routing: must be balanced, skewed or a routing file, got \"" + o.routing + "\"");
@@ -203,7 +224,7 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   if (c.json) {
     nlohmann::json j = model::to_json(a);
     if (o.simulate) j["simulated"] = simulated;
-    j["platform"] = platform.name;
+    stamp_json(j, "xstage.plan.moe/1", c.platform, platform);
     j["input"] = {{"tile_bytes", in.tile_bytes}, {"active_producers", in.active_producers},
                   {"t_l1_mma_us", units::s_to_us(in.t_l1_mma_s)}, {"t_l2_mma_us", units::s_to_us(in.t_l2_mma_s)},
                   {"n1", in.n1}, {"n2", in.n2}, {"block_n", in.block_n}, {"sm_count", in.sm_count},
@@ -211,7 +232,7 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
     print_json(j);
     return;
   }
-  out_stream() << "platform " << platform.name << "\n";
+  out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
   print_table(kMoeHeader, {moe_row(o.shape.empty() ? "custom" : o.shape, in, a)});
   if (o.simulate) {
     out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << o.tokens_per_rank
@@ -235,10 +256,10 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
 void run_default(const PlanCommon& c) {
   const model::Platform platform = model::load_platform_or_default(c.platform);
   const int k = producers_or_default(c, platform);
-  nlohmann::json j = {{"platform", platform.name}, {"producers", k}, {"attention", nlohmann::json::array()},
-                      {"moe", nlohmann::json::array()}};
+  nlohmann::json j = {{"producers", k}, {"attention", nlohmann::json::array()}, {"moe", nlohmann::json::array()}};
+  stamp_json(j, "xstage.plan/1", c.platform, platform);
   if (!c.json) {
-    out_stream() << "xstage plan: design test of built-in workloads on platform '" << platform.name << "' (R = "
+    out_stream() << "xstage plan: design test of built-in workloads on platform " << platform_label(c.platform, platform) << " (R = "
               << fmt_num(units::bytes_per_s_to_gbps(platform.drain_rate_bytes_per_s), 1) << " GB/s, K = " << k << ")\n";
     if (!platform.description.empty()) out_stream() << "  " << platform.description << "\n";
     const model::Lookup t0 = platform.issue_floor_s(k, 32768);
@@ -258,20 +279,29 @@ void run_default(const PlanCommon& c) {
     const model::AttentionInput in = attention_input(o, k);
     const model::AttentionAudit a = model::audit_attention(platform, in);
     const auto& p = a.points.front();
+    // As built: the output bursts recur every Q-loop; the simulator says what binds in steady state.
+    const sim::RecurringBurstCheck built = sim::recurring_burst_check(platform, k, a.bytes_per_producer, p.qloop_gap_s);
     nlohmann::json wj = model::to_json(a, in);
     wj["name"] = w.name;
     wj["source"] = w.source;
+    wj["as_built"] = {{"action", model::to_string(built.action)}, {"binding_bound", built.binding_bound},
+                      {"first_burst_stall_us", units::s_to_us(built.first_burst_stall_s)},
+                      {"steady_stall_us", units::s_to_us(built.steady_stall_s)}};
     j["attention"].push_back(wj);
     rows.push_back({w.name, std::to_string(w.seq_len), std::to_string(o.heads_per_gpu), fmt_us(a.recovery_gap_s, 2),
                     fmt_mib(a.burst.q_peak0_bytes, 2), std::to_string(a.sufficient_seq_len_tokens),
                     fmt_us(p.issue_backpressure_s, 2), fmt_us(p.completion_coupled_exposed_s, 1),
-                    std::string(model::to_string(p.verdict.action)) + (p.verdict.capacity_bound_ok ? "" : " (capacity)")});
+                    std::string(model::to_string(p.verdict.action)) + (p.verdict.capacity_bound_ok ? "" : " (capacity)"),
+                    std::string(model::to_string(built.action)) + " (" + built.binding_bound + ")"});
   }
   if (!c.json)
-    print_table({"workload", "M", "heads/GPU", "G* us", "q_peak0 MiB", "M_ub*", "dt(M) us", "E_cc us", "action"}, rows);
+    print_table({"workload", "M", "heads/GPU", "G* us", "q_peak0 MiB", "M_ub*", "dt(M) us", "E_cc us", "aligned (eq. 10)",
+                 "as built (simulated)"},
+                rows);
 
-  // bf16 (W16A16) at the per-SM rate, FP8 W8A8 at twice it; Combine output is bf16 in both.
+  // bf16 (W16A16) at the datasheet per-SM rate, FP8 W8A8 at twice it; Combine output is bf16 in both.
   MoeOptions mo;
+  mo.sm_tflops = model::kDatasheetSmFlopPerS / 1e12;
   if (!c.json)
     out_stream() << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << mo.block_n
               << ", bf16 Combine; mainloops estimated at " << fmt_num(mo.sm_tflops, 2)
@@ -288,25 +318,39 @@ void run_default(const PlanCommon& c) {
       mj["name"] = s.name;
       mj["precision"] = precision;
       mj["source"] = s.source;
+      // As built (wave order, the worst): on the two ranks of the default plan half of a tile's Combine is
+      // remote, issued in moe::kFusedCombineChunks chunks over the next tile's k-steps.
+      const double chunk = sim::moe_remote_share(2) * in.tile_bytes / moe::kFusedCombineChunks;
+      const double step = in.t_l2_mma_s / moe::kFusedCombineChunks;
+      const sim::RecurringBurstCheck built = sim::recurring_burst_check(
+          platform, k, chunk, std::max(0.0, step - platform.issue_floor_s(k, chunk).value), 24);
+      mj["wave_as_built"] = {{"action", model::to_string(built.action)}, {"binding_bound", built.binding_bound},
+                             {"chunk_bytes", chunk}, {"steady_stall_us", units::s_to_us(built.steady_stall_s)},
+                             {"first_burst_stall_us", units::s_to_us(built.first_burst_stall_s)}};
       j["moe"].push_back(mj);
       rows.push_back(moe_row(std::string(s.name) + " " + precision, in, a));
+      rows.back().push_back(std::string(model::to_string(built.action)) + " (" + built.binding_bound + ")");
     }
   }
   if (c.json) {
     print_json(j);
     return;
   }
-  print_table(kMoeHeader, rows);
+  std::vector<std::string> header = kMoeHeader;
+  header.push_back("wave as built (simulated)");
+  print_table(header, rows);
   out_stream() << "\nM_ub*: sequence length from which the Q-loop alone hides the burst (eq. 20). E_cc: exposed time if the\n"
                "issuer waited for remote completion (eq. 17). (capacity): the aligned burst's q_peak0 exceeds Q (eq. 10),\n"
-               "so it must shrink or be staggered whatever the gap. Details: xstage plan attn|moe --help.\n";
+               "so an aligned burst stalls on Q. As built (simulated): the bursts recur from an aligned start with\n"
+               "first-come service; only the first burst meets Q, and reshape means the steady state stalls (rate).\n"
+               "Details: xstage plan attn|moe --help.\n";
 }
 
 void add_common(CLI::App* cmd, PlanCommon& c) {
   add_platform_option(cmd, c.platform);
   cmd->add_option("--producers", c.producers, "K: aligned producers (default: the platform's largest measured K)")
       ->check(kPositive);
-  cmd->add_flag("--json", c.json, "JSON on stdout");
+  add_json_option(cmd, c.json);
 }
 
 void add_plan(CLI::App& root) {
@@ -329,7 +373,7 @@ void add_plan(CLI::App& root) {
   a->add_option("--qk-cover-us", attn->qk_cover_us, "G_QK of eq. 19 (us; default sigma/2)")->check(kNonNegative);
   a->add_option("--latency-us", attn->latency_us, "T_lat of eq. 17 (us)")->check(kNonNegative);
   a->add_option("--cover-us", attn->cover_us, "T_cover of eq. 17 (us; default sigma/2)")->check(kNonNegative);
-  a->add_option("--seq", attn->seq, "sequence lengths M")->check(kPositive);
+  a->add_option("--seq", attn->seq, "sequence lengths M")->check(kPositive)->capture_default_str();
   a->add_option("--heads-per-gpu", attn->heads_per_gpu, "heads per GPU (for N_t)")->check(kPositive);
   a->add_option("--batch", attn->batch, "batch (for N_t)")->check(kPositive);
   a->callback([attn, attn_common] { run_attn(*attn_common, *attn); });
@@ -346,17 +390,15 @@ void add_plan(CLI::App& root) {
   m->add_option("--block-m", moe->block_m, "b_m (with --shape)")->check(kPositive);
   m->add_option("--block-n", moe->block_n, "b_n: N-tile width")->check(kPositive);
   m->add_option("--out-bytes", moe->out_bytes, "bytes per Combine element (with --shape)")->check(kPositive);
-  m->add_option("--sm-tflops", moe->sm_tflops, "per-SM Tensor Core TFLOP/s (with --shape)")->check(kPositive);
+  add_sm_tflops_option(m, moe->sm_tflops);
   m->add_option("--staging-us", moe->staging_us, "fixed staging term of T_RS (us)")->check(kNonNegative);
   m->add_flag("--simulate", moe->simulate, "simulate the expert-wave and interleaved orders for one routing (needs --shape)");
   m->add_option("--ranks", moe->ranks, "expert-parallel ranks (--simulate)")->check(kPositive);
   m->add_option("--tokens", moe->tokens_per_rank, "tokens per rank (--simulate)")->check(kPositive);
   m->add_option("--routing", moe->routing, "balanced, skewed (Zipf) or a routing file (xstage.routing/1) (--simulate)");
-  m->add_option("--zipf-s", moe->zipf_s, "Zipf exponent of skewed routing")->check(kPositive);
-  m->add_option("--lead-rows", moe->lead_rows,
-                "D of the interleaved order (default, as the fused layer's: model::moe_default_lead_rows, "
-                "docs/model.md)")->check(kPositive);
-  m->add_option("--experts-per-wave", moe->experts_per_wave, "experts per wave of the baseline order")->check(kPositive);
+  add_zipf_option(m, moe->zipf_s);
+  add_lead_rows_option(m, moe->lead_rows);
+  add_experts_per_wave_option(m, moe->experts_per_wave);
   m->add_option("--combine", moe->combine,
                 "how the simulated kernel issues a Linear-2 tile's Combine: piggyback (the fused kernel's default: "
                 "one chunk per k-step of the next tiles) or epilogue (one burst after the tile) (--simulate)");

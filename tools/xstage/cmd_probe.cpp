@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli_common.hpp"
+#include "cli_gpu.hpp"
 #include "registry.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/gpu/check.hpp"
@@ -43,13 +44,23 @@ void run_probe_cli(const ProbeCli& c) {
   cfg.pattern = probe::parse_pattern("--pattern", c.pattern);
   cfg.gap_kind = probe::parse_gap_kind("--gap-kind", c.gap_kind);
   const auto path = probe::parse_store_path("--path", c.path);
-  if (!(c.bytes_kib > 0)) throw InputError("--bytes-kib: must be > 0, got " + std::to_string(c.bytes_kib));
+  if (!(c.bytes_kib > 0 && c.bytes_kib <= 1048576))
+    throw InputError("--bytes-kib: must be in (0, 1048576], got " + std::to_string(c.bytes_kib));
   const double bytes = c.bytes_kib * 1024.0;
   if (bytes != static_cast<double>(static_cast<std::uint64_t>(bytes)) || static_cast<std::uint64_t>(bytes) % 16)
     throw InputError("--bytes-kib: " + std::to_string(c.bytes_kib) + " KiB is not a whole multiple of 16 bytes");
   cfg.bytes_per_producer = static_cast<std::uint64_t>(bytes);
-  if (c.gap_us < 0) throw InputError("--gap-us: must be >= 0, got " + std::to_string(c.gap_us));
+  if (!(c.gap_us >= 0 && c.gap_us <= kMaxGapUs))
+    throw InputError("--gap-us: must be in [0, 1e+06], got " + std::to_string(c.gap_us));
   cfg.gap_s = c.gap_us * 1e-6;
+  if (c.store_bytes != 4 && c.store_bytes != 8 && c.store_bytes != 16)
+    throw InputError("--store-bytes: must be 4, 8 or 16, got " + std::to_string(c.store_bytes));
+  if (c.bursts < 1 || c.bursts > 1000000) throw InputError("--bursts: must be in [1, 1000000], got " + std::to_string(c.bursts));
+  if (c.warmup < 0 || c.warmup > 1000000) throw InputError("--warmup: must be in [0, 1000000], got " + std::to_string(c.warmup));
+  if (c.threads < 32 || c.threads > 1024 || c.threads % 32)
+    throw InputError("--threads: a multiple of 32 in [32, 1024], got " + std::to_string(c.threads));
+  if (c.producers < 0 || c.producers > 1 << 20)
+    throw InputError("--producers: must be in [0, 1048576] (0: one per SM), got " + std::to_string(c.producers));
   cfg.store_bytes = c.store_bytes;
   cfg.bursts = c.bursts;
   cfg.warmup_bursts = c.warmup;
@@ -57,10 +68,13 @@ void run_probe_cli(const ProbeCli& c) {
   if (!(c.buffer_mib >= 1 && c.buffer_mib <= 65536))
     throw InputError("--buffer-mib: within 1 .. 65536, got " + std::to_string(c.buffer_mib));
   const std::vector<int> gpus = cli::parse_gpu_list("--gpus", c.gpus);
+  if (c.launch != "single" && c.launch != "per-process")
+    throw InputError("--launch: '" + c.launch + "' (single or per-process)");
 
   std::unique_ptr<comm::Team> team;
   std::vector<int> my_devices;
   if (c.launch == "single") {
+    cli::require_cuda_devices("probe", gpus);
     team = std::make_unique<comm::Team>(comm::Team::single_process(gpus));
     my_devices = gpus;
   } else if (c.launch == "per-process") {
@@ -70,6 +84,7 @@ void run_probe_cli(const ProbeCli& c) {
                        "XSTAGE_WORLD_SIZE)");
     if (env.local_rank >= static_cast<int>(gpus.size()))
       throw InputError("--gpus: local rank " + std::to_string(env.local_rank) + " has no GPU in '" + c.gpus + "'");
+    cli::require_cuda_devices("probe", {gpus[env.local_rank]});
     team = std::make_unique<comm::Team>(comm::Team::per_process(env, gpus[env.local_rank], c.rendezvous));
     my_devices = {gpus[env.local_rank]};
   } else {

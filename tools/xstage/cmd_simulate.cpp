@@ -25,8 +25,14 @@ struct SimOptions {
   bool completion_coupled = false;
   double latency_us = 0;
   std::string schedule;
+  bool per_burst = false;
   bool json = false;
 };
+
+// Work limit of the periodic simulation: its events and per-burst records grow with producers x bursts
+// (about kBytesPerProducerBurst each, measured), checked before anything is allocated.
+constexpr double kMaxProducerBursts = 1 << 24;
+constexpr double kBytesPerProducerBurst = 96;
 
 // A schedule from a file: every producer's bursts, aggregated by index in the table.
 void run_schedule_file(const SimOptions& o) {
@@ -35,32 +41,36 @@ void run_schedule_file(const SimOptions& o) {
   const std::vector<sim::ProducerSchedule> schedules = sim::load_schedule_file(o.schedule, platform);
   const int k = static_cast<int>(schedules.size());
   sim::SimConfig cfg;
-  cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
+  cfg.drain_rate_bytes_per_s = platform.drain_rate_at(k);
   cfg.capacity_bytes = o.capacity_bytes ? *o.capacity_bytes : platform.capacity_bytes(k).value;
+  cfg.drain_ramp_s = platform.knee_ramp_s;
   cfg.completion_coupled = o.completion_coupled;
   cfg.completion_latency_s = units::us_to_s(o.latency_us);
   cfg.time_limit_s = 1e3;
   const sim::SimResult r = sim::simulate(cfg, schedules);
   if (o.json) {
-    nlohmann::json j = {{"platform", platform.name}, {"schedule", o.schedule}, {"producers", k},
+    nlohmann::json j = {{"schedule", o.schedule}, {"producers", k},
                         {"completion_coupled", o.completion_coupled},
                         {"drain_rate_gbps", units::bytes_per_s_to_gbps(cfg.drain_rate_bytes_per_s)},
                         {"capacity_bytes", cfg.capacity_bytes}, {"makespan_us", s_to_us(r.makespan_s)},
                         {"total_stall_us", s_to_us(r.total_stall_s)},
                         {"total_completion_wait_us", s_to_us(r.total_completion_wait_s)},
-                        {"peak_outstanding_bytes", r.peak_outstanding_bytes}, {"bursts", nlohmann::json::array()}};
-    for (const auto& b : r.bursts)
+                        {"peak_outstanding_bytes", r.peak_outstanding_bytes}, {"bursts_simulated", r.bursts.size()}};
+    stamp_json(j, "xstage.simulate/1", o.platform, platform);
+    if (o.per_burst) j["bursts"] = nlohmann::json::array();
+    for (const auto& b : o.per_burst ? r.bursts : std::vector<sim::BurstRecord>{})
       j["bursts"].push_back({{"producer", b.producer}, {"index", b.index}, {"start_us", s_to_us(b.start_s)},
                              {"t_iss_us", s_to_us(b.issue_time_s())}, {"stall_us", s_to_us(b.stall_s())}});
     print_json(j);
     return;
   }
-  out_stream() << "simulated " << o.schedule << ": " << k << " producers, " << r.bursts.size() << " bursts on '"
-            << platform.name << "'" << (o.completion_coupled ? " (completion-coupled)" : "") << "\n";
+  out_stream() << "simulated " << o.schedule << ": " << k << " producers, " << r.bursts.size() << " bursts on "
+            << platform_label(o.platform, platform) << (o.completion_coupled ? " (completion-coupled)" : "") << "\n";
   print_table({"", "value"},
               {{"makespan (us)", fmt_us(r.makespan_s, 3)},
                {"total issue stall, all producers (us)", fmt_us(r.total_stall_s, 3)},
                {"peak outstanding (MiB)", fmt_mib(r.peak_outstanding_bytes, 3) + " of Q = " + fmt_mib(cfg.capacity_bytes, 3)}});
+  if (!o.per_burst) return;
   std::vector<std::vector<std::string>> rows;
   const auto agg = sim::aggregate_by_index(r, k);
   for (std::size_t i = 0; i < agg.size(); ++i)
@@ -73,20 +83,24 @@ void run_simulate(const SimOptions& o) {
   if (!o.schedule.empty()) return run_schedule_file(o);
   if (o.producers <= 0 || o.bytes_per_producer <= 0)
     throw InputError("--producers and --bytes-per-producer are required without --schedule");
+  require_work_within("simulate: --producers " + std::to_string(o.producers) + " x --bursts " + std::to_string(o.bursts),
+                      static_cast<double>(o.producers) * o.bursts, kMaxProducerBursts, "producer-bursts",
+                      kBytesPerProducerBurst);
   const model::Platform platform = model::load_platform_or_default(o.platform);
   const model::BurstGapInput in =
       burst_gap_input(o.producers, o.bytes_per_producer, o.gap_us, o.t_iss0_us, o.capacity_bytes);
   const model::BurstGapAudit model_pred = model::audit_burst_gap(platform, in);
 
   sim::SimConfig cfg;
-  cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
+  cfg.drain_rate_bytes_per_s = model_pred.drain_rate_bytes_per_s;  // R(K)
   cfg.capacity_bytes = model_pred.capacity_bytes;
+  cfg.drain_ramp_s = platform.knee_ramp_s;
   cfg.completion_coupled = o.completion_coupled;
   cfg.completion_latency_s = units::us_to_s(o.latency_us);
   cfg.time_limit_s = 1e3;
   const auto schedules = sim::periodic_schedules(o.producers, o.bytes_per_producer, model_pred.t_iss0_s, in.gap_s, o.bursts);
   const sim::SimResult r = sim::simulate(cfg, schedules);
-  const sim::SteadyState ss = sim::steady_state(r, o.producers);
+  const sim::SteadyState ss = sim::producer_steady_state(r, o.producers);
 
   const std::vector<sim::AggregateBurst> agg = sim::aggregate_by_index(r, o.producers);
   std::vector<double> start, end;
@@ -97,8 +111,7 @@ void run_simulate(const SimOptions& o) {
   const double model_t_iss = model_pred.t_iss_s;
   const double model_period = o.completion_coupled ? model_pred.completion_coupled_period_s : model_pred.period_s;
   if (o.json) {
-    nlohmann::json j = {{"platform", platform.name},
-                        {"producers", o.producers},
+    nlohmann::json j = {{"producers", o.producers},
                         {"bytes_per_producer", o.bytes_per_producer},
                         {"gap_us", o.gap_us},
                         {"completion_coupled", o.completion_coupled},
@@ -111,8 +124,10 @@ void run_simulate(const SimOptions& o) {
                         {"model_period_us", s_to_us(model_period)},
                         {"peak_outstanding_bytes", r.peak_outstanding_bytes},
                         {"makespan_us", s_to_us(r.makespan_s)},
-                        {"bursts", nlohmann::json::array()}};
-    for (int i = 0; i < o.bursts; ++i) {
+                        {"bursts_per_producer", o.bursts}};
+    stamp_json(j, "xstage.simulate/1", o.platform, platform);
+    if (o.per_burst) j["bursts"] = nlohmann::json::array();
+    for (int i = 0; o.per_burst && i < o.bursts; ++i) {
       nlohmann::json b = {{"index", i},
                           {"start_us", s_to_us(start[i])},
                           {"t_iss_us", s_to_us(end[i] - start[i])},
@@ -124,12 +139,13 @@ void run_simulate(const SimOptions& o) {
     return;
   }
   out_stream() << "simulated " << o.bursts << " bursts of " << o.producers << " x " << fmt_num(o.bytes_per_producer, 0)
-            << " B, gap " << fmt_num(o.gap_us, 3) << " us on '" << platform.name << "'"
+            << " B, gap " << fmt_num(o.gap_us, 3) << " us on " << platform_label(o.platform, platform)
             << (o.completion_coupled ? " (completion-coupled)" : "") << "\n";
   print_table({"", "simulated", "model"},
               {{"steady T_iss (us)", fmt_us(ss.issue_time_s, 3), fmt_us(model_t_iss, 3)},
                {"steady period (us)", fmt_us(ss.period_s, 3), fmt_us(model_period, 3)},
                {"peak outstanding (MiB)", fmt_mib(r.peak_outstanding_bytes, 3), fmt_mib(cfg.capacity_bytes, 3) + " (Q)"}});
+  if (!o.per_burst) return;
   std::vector<std::vector<std::string>> rows;
   for (int i = 0; i < o.bursts; ++i)
     rows.push_back({std::to_string(i), fmt_us(start[i], 3), fmt_us(end[i] - start[i], 3),
@@ -146,14 +162,15 @@ void add_simulate(CLI::App& root) {
   cmd->add_option("--producers", o->producers, "K: producers")->check(kPositive)->excludes(schedule);
   cmd->add_option("--bytes-per-producer", o->bytes_per_producer, "B: bytes per producer per burst")
       ->check(kPositive)->excludes(schedule);
-  cmd->add_option("--gap-us", o->gap_us, "G: gap after each burst (us)")->check(kNonNegative)->excludes(schedule);
-  cmd->add_option("--bursts", o->bursts, "number of bursts per producer")->check(CLI::Range(2, 100000))->excludes(schedule);
+  cmd->add_option("--gap-us", o->gap_us, "G: gap after each burst (us)")->check(in_range(0, kMaxGapUs))->excludes(schedule);
+  cmd->add_option("--bursts", o->bursts, "number of bursts per producer")->check(in_range(2, 100000))->excludes(schedule);
   cmd->add_option("--t-iss0-us", o->t_iss0_us, "Override T_iss0 (us)")->check(kPositive)->excludes(schedule);
   cmd->add_option("--capacity-bytes", o->capacity_bytes, "Override Q (bytes)")->check(kPositive);
   cmd->add_flag("--completion-coupled", o->completion_coupled, "issuer waits for remote completion after each burst");
   cmd->add_option("--latency-us", o->latency_us, "fixed completion latency in completion-coupled mode (us)")
       ->check(kNonNegative);
-  cmd->add_flag("--json", o->json, "JSON on stdout");
+  cmd->add_flag("--per-burst", o->per_burst, "also list every burst (table rows, or \"bursts\" in the JSON)");
+  add_json_option(cmd, o->json);
   cmd->callback([o] { run_simulate(*o); });
 }
 

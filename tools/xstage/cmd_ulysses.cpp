@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli_common.hpp"
+#include "cli_gpu.hpp"
 #include "registry.hpp"
 #include "ulysses_layer.hpp"
 #include "xstage/comm/team.hpp"
@@ -56,6 +57,7 @@ struct Options {
   std::string tile_order = "own-last";
   long long seed = -1;
   bool json_out = false;
+  bool force = false;
   std::string out;
 };
 
@@ -106,11 +108,8 @@ void run_ulysses(const Options& opt) {
     throw xstage::InputError(std::string(option) + ": invalid value, " + why);
   }
   const xstage::model::Platform platform = xstage::model::load_platform_or_default(opt.platform);
-  int device_count = 0;
-  XSTAGE_CUDA_CHECK(cudaGetDeviceCount(&device_count));
-  for (int d : gpus)
-    if (d >= device_count)
-      throw xstage::InputError(fmt::format("--gpus: {} is not a device (found {})", d, device_count));
+  if (!opt.out.empty()) xstage::cli::check_output_path("--out", opt.out, opt.force, {opt.platform});
+  xstage::cli::require_cuda_devices("attn ulysses", gpus);
 
   xstage::comm::disable_multicast_env();
   auto team = xstage::comm::Team::single_process(gpus);
@@ -359,11 +358,8 @@ void run_ulysses(const Options& opt) {
                  {"metrics", metrics},
                  {"model", model},
                  {"provenance", xstage::gpu::collect_provenance(gpus, 0, nullptr)}};
-  if (!opt.out.empty()) {
-    std::ofstream f(opt.out);
-    if (!f) throw xstage::InputError("--out: cannot write " + opt.out);
-    f << result.dump(2) << "\n";
-  }
+  xstage::cli::stamp_json(result, "xstage.attn.ulysses/1", opt.platform, platform);
+  if (!opt.out.empty()) xstage::cli::write_file_atomically(opt.out, result.dump(2) + "\n", opt.force, {opt.platform});
   if (opt.json_out) {
     xstage::cli::print_json(result);
   } else {
@@ -405,8 +401,9 @@ void add_attn_ulysses(CLI::App* attn) {
                 "(as own-last, and every head's tiles holding other ranks' rows run before any own-row tile) or natural");
   u->add_option("--seed", opt->seed, "Input seed (default: fresh)")->check(kNonNegative);
   add_platform_option(u, opt->platform);
-  u->add_flag("--json", opt->json_out, "Print the result as JSON");
-  u->add_option("--out", opt->out, "Also write the JSON result to this file");
+  add_json_option(u, opt->json_out, "Print the result as JSON");
+  add_out_option(u, opt->out, "Also write the JSON result to this file");
+  add_force_option(u, opt->force);
   u->callback([opt]() { run_ulysses(*opt); });
 }
 

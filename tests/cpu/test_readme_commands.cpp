@@ -1,0 +1,100 @@
+// Every command line of README.md that needs no GPU runs as written: the ```sh blocks' lines starting
+// with `build/xstage` whose subcommand is CPU-only, in a folder holding the files they name, exit 0.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "xstage/model/burst_gap.hpp"
+#include "xstage/model/records.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The README's command lines: inside ```sh fences, starting with build/xstage; comments and optional
+// parts ([--json]) dropped.
+std::vector<std::string> readme_command_lines() {
+  std::ifstream f(std::string(XSTAGE_SOURCE_DIR) + "/README.md");
+  std::vector<std::string> lines;
+  std::string line;
+  bool in_sh = false;
+  while (std::getline(f, line)) {
+    if (line.rfind("```", 0) == 0) {
+      in_sh = !in_sh && line.rfind("```sh", 0) == 0;
+      continue;
+    }
+    if (!in_sh || line.rfind("build/xstage", 0) != 0) continue;
+    const std::size_t hash = line.find(" #");
+    if (hash != std::string::npos) line.resize(hash);
+    line = std::regex_replace(line, std::regex(R"(\s*\[[^\]]*\])"), "");
+    line = std::regex_replace(line, std::regex(R"(\s+$)"), "");
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::string subcommand_of(const std::string& line) {
+  std::istringstream s(line);
+  std::string bin, sub;
+  s >> bin >> sub;
+  return sub;
+}
+
+int run_in(const fs::path& dir, const std::string& line, std::string& output) {
+  const std::string cmd = "cd '" + dir.string() + "' && " + std::string(XSTAGE_CLI_PATH) +
+                          line.substr(std::string("build/xstage").size()) + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) output.append(buf.data(), n);
+  const int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The files the README's lines read: a schedule and calibration records the fit accepts.
+void write_inputs(const fs::path& dir) {
+  std::ofstream(dir / "my_kernel.json") << R"({"schema": "xstage.schedule/1", "producers": [
+      {"count": 148, "repeat": 40, "steps": [{"burst_bytes": 32768}, {"compute_us": 2.0}]}]})";
+  std::vector<xstage::model::CalibrationRecord> rs;
+  const double r = 600e9, t0 = 1e-6;
+  for (double b : {32768.0, 65536.0, 131072.0}) {
+    const double v = 64 * b;
+    rs.push_back({xstage::model::BurstMode::kPeriodic, xstage::model::StoreTarget::kRemote, 64, b, 0.0,
+                  xstage::model::issue_time_s(t0, v, r, 0), xstage::model::period_s(t0, v, r, 0)});
+  }
+  for (int i = 0; i <= 10; ++i) {
+    const double v = 64 * 32768.0, g = 2 * v / r * i / 10;
+    rs.push_back({xstage::model::BurstMode::kPeriodic, xstage::model::StoreTarget::kRemote, 64, 32768, g,
+                  xstage::model::issue_time_s(t0, v, r, g), xstage::model::period_s(t0, v, r, g)});
+  }
+  std::ofstream f(dir / "records.csv");
+  xstage::model::write_records_csv(f, rs);
+}
+
+TEST(Readme, EveryCpuCommandLineRuns) {
+  const std::set<std::string> cpu_only = {"model", "plan", "simulate", "fit", "--version", "--help"};
+  const fs::path dir = fs::path(testing::TempDir()) / ("xstage_readme_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_inputs(dir);
+  int ran = 0;
+  for (const std::string& line : readme_command_lines()) {
+    if (!cpu_only.count(subcommand_of(line))) continue;
+    std::string output;
+    EXPECT_EQ(run_in(dir, line, output), 0) << line << "\n" << output;
+    ++ran;
+  }
+  // The README's CLI section lists at least plan, model, plan attn, plan moe, two simulate lines and fit.
+  EXPECT_GE(ran, 7);
+  fs::remove_all(dir);
+}
+
+}  // namespace
