@@ -50,4 +50,7 @@ def __getattr__(name: str):
     if name == "planner":
         from . import planner
         return planner
+    if name in ("moe", "FusedMoE", "fused_moe", "quantize_fp8_blocks"):  # xstage/moe.py (torch parts lazy)
+        moe = __import__("importlib").import_module(".moe", __name__)  # `from . import` would recurse here
+        return moe if name == "moe" else getattr(moe, name)
     raise AttributeError(f"module 'xstage' has no attribute {name!r}")
