@@ -20,6 +20,10 @@ export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 status=0
 step() { [[ ",$STEPS," == *",$1,"* ]]; }
 note() { echo "device_python: $*"; }
+# The carried CLI also serves the planner tests (XSTAGE_CLI), which compare the bindings with it.
+if [ -f "$GPUBIN" ]; then
+  mkdir -p /tmp/gb && tar xJf "$GPUBIN" -C /tmp/gb && export XSTAGE_CLI=/tmp/gb/xstage
+fi
 if step tests; then
   timeout 420 python3 -m pytest -q -rs -p no:cacheprovider tests/python 2>&1 | tee "$OUT/python_gpu_tests.txt"
   rc=${PIPESTATUS[0]}; note "pytest exit $rc"; [ "$rc" -eq 0 ] || status=1
@@ -33,7 +37,6 @@ if step moe; then
   rc=${PIPESTATUS[0]}; note "moe_vs_torch exit $rc"; [ "$rc" -eq 0 ] || status=1
 fi
 if step cpp && [ -f "$GPUBIN" ]; then
-  mkdir -p /tmp/gb && tar xJf "$GPUBIN" -C /tmp/gb
   (timeout 420 /tmp/gb/tests/xstage_gpu_tests --gtest_brief=1 2>&1; echo "exit $?") | tail -60 >"$OUT/cpp_gpu_tests.txt"
   tail -5 "$OUT/cpp_gpu_tests.txt"
   grep -q "^exit 0$" "$OUT/cpp_gpu_tests.txt" || status=1
