@@ -43,7 +43,7 @@ BurstGapAudit audit_burst_gap(const Platform& platform, const BurstGapInput& in)
     a.capacity_bytes = l.value;
     a.capacity_source = l.source;
   }
-  const double r = a.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
+  const double r = a.drain_rate_bytes_per_s = platform.drain_rate_at(in.producers);
   const double v = a.volume_bytes, t0 = a.t_iss0_s, g = in.gap_s;
   a.t_iss_s = issue_time_s(t0, v, r, g);
   a.overhead_s = issue_overhead_s(t0, v, r, g);
@@ -51,8 +51,11 @@ BurstGapAudit audit_burst_gap(const Platform& platform, const BurstGapInput& in)
   a.completion_coupled_period_s = completion_coupled_period_s(v, r, g);
   a.recovery_gap_s = recovery_gap_s(t0, v, r);
   a.q_peak0_bytes = peak_outstanding_bytes(t0, v, r);
-  a.isolated_t_iss_s = isolated_issue_time_s(t0, v, r, a.capacity_bytes);
+  a.isolated_t_iss_s = isolated_issue_time_ramped_s(t0, v, platform.isolated_drain_rate_at(in.producers),
+                                                    a.capacity_bytes, platform.knee_ramp_s);
   a.verdict = design_test(t0, v, r, a.capacity_bytes, g);
+  a.sustained_action = a.verdict.rate_bound_ok ? DesignAction::kPiggyback : DesignAction::kReshape;
+  a.binding_bound = !a.verdict.rate_bound_ok ? "rate" : !a.verdict.capacity_bound_ok ? "capacity (aligned bursts only)" : "none";
   return a;
 }
 
@@ -72,7 +75,10 @@ json to_json(const BurstGapAudit& a) {
           {"isolated_t_iss_us", s_to_us(a.isolated_t_iss_s)},
           {"rate_bound_ok", a.verdict.rate_bound_ok},
           {"capacity_bound_ok", a.verdict.capacity_bound_ok},
-          {"action", to_string(a.verdict.action)}};
+          {"action", to_string(a.verdict.action)},
+          {"aligned_action", to_string(a.verdict.action)},
+          {"sustained_action", to_string(a.sustained_action)},
+          {"binding_bound", a.binding_bound}};
 }
 
 AttentionAudit audit_attention(const Platform& platform, const AttentionInput& in) {

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "xstage/model/error.hpp"
+#include "xstage/model/input_file.hpp"
 #include "xstage/model/units.hpp"
 
 namespace xstage::model {
@@ -28,13 +27,10 @@ const char* to_string(LookupSource s) {
 namespace {
 
 [[noreturn]] void fail(std::string_view origin, const std::string& field, const std::string& what) {
-  throw InputError(std::string(origin) + ": " + field + ": " + what);
+  input_fail(origin, field, what);
 }
 
-std::string show(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
+std::string show(const json& v) { return bounded_json(v); }
 
 void reject_unknown_keys(const json& obj, const std::set<std::string>& known, std::string_view origin,
                          const std::string& where) {
@@ -49,24 +45,13 @@ const json& require(const json& obj, const std::string& key, std::string_view or
   return *it;
 }
 
-// A finite number > 0 (or ≥ 0 when allow_zero).
-double positive_number(const json& obj, const std::string& key, std::string_view origin, const std::string& field,
-                       bool allow_zero = false) {
-  const json& v = require(obj, key, origin, field);
-  if (!v.is_number()) fail(origin, field, "must be a number, got " + show(v));
-  const double x = v.get<double>();
-  if (!std::isfinite(x)) fail(origin, field, "must be finite, got " + show(v));
-  if (allow_zero ? x < 0.0 : x <= 0.0)
-    fail(origin, field, std::string("must be ") + (allow_zero ? ">= 0" : "> 0") + ", got " + show(v));
-  return x;
+// A required number within its accepted range (xstage/model/input_file.hpp names them all).
+double number(const json& obj, const std::string& key, std::string_view origin, const std::string& field, const Range& r) {
+  return json_number_in(require(obj, key, origin, field), origin, field, r);
 }
 
-int positive_int(const json& obj, const std::string& key, std::string_view origin, const std::string& field) {
-  const json& v = require(obj, key, origin, field);
-  if (!v.is_number_integer()) fail(origin, field, "must be an integer, got " + show(v));
-  const auto x = v.get<long long>();
-  if (x <= 0 || x > 1'000'000) fail(origin, field, "must be in 1..1000000, got " + show(v));
-  return static_cast<int>(x);
+int producer_count(const json& obj, std::string_view origin, const std::string& field) {
+  return static_cast<int>(json_integer_in(require(obj, "producers", origin, field), origin, field, ranges::kProducers));
 }
 
 // Nearest measured K on a log scale (ties: the larger K).
@@ -132,22 +117,51 @@ Lookup Platform::capacity_bytes(int producers) const {
   return {lerp(lo->first, lo->second, hi->first, hi->second, producers), LookupSource::kInterpolated};
 }
 
+namespace {
+// Linear in K between (K, y) points, clamped to the end points outside.
+double lerp_in_producers(std::vector<std::pair<int, double>> pts, int producers) {
+  std::sort(pts.begin(), pts.end());
+  if (producers <= pts.front().first) return pts.front().second;
+  if (producers >= pts.back().first) return pts.back().second;
+  auto hi = std::upper_bound(pts.begin(), pts.end(), std::make_pair(producers, -1.0));
+  auto lo = hi - 1;
+  return lerp(lo->first, lo->second, hi->first, hi->second, producers);
+}
+}  // namespace
+
+double Platform::drain_rate_at(int producers) const {
+  if (drain_rate_by_producers.empty()) return drain_rate_bytes_per_s;
+  std::vector<std::pair<int, double>> pts;
+  for (const auto& d : drain_rate_by_producers) pts.emplace_back(d.producers, d.bytes_per_s);
+  return lerp_in_producers(pts, producers);
+}
+
+double Platform::isolated_drain_rate_at(int producers) const {
+  std::vector<std::pair<int, double>> pts;
+  for (const auto& c : capacity)
+    if (c.isolated_drain_rate_bytes_per_s > 0.0) pts.emplace_back(c.producers, c.isolated_drain_rate_bytes_per_s);
+  return pts.empty() ? drain_rate_at(producers) : lerp_in_producers(pts, producers);
+}
+
 Platform platform_from_json(const json& j, std::string_view origin) {
   if (!j.is_object()) fail(origin, "(top level)", "must be a JSON object, got " + show(j));
   const json& schema = require(j, "schema", origin, "schema");
   if (!schema.is_string() || schema.get<std::string>() != kPlatformSchema)
     fail(origin, "schema", "unknown schema " + show(schema) + " (expected \"" + std::string(kPlatformSchema) + "\")");
-  reject_unknown_keys(j, {"schema", "name", "description", "drain_rate_gbps", "issue_floor", "capacity", "provenance"},
+  reject_unknown_keys(j, {"schema", "name", "description", "drain_rate_gbps", "issue_floor", "capacity", "provenance",
+                          "drain_rate_by_producers", "knee_ramp_us", "burst_overhead_us", "zero_gap_overhead_us"},
                       origin, "");
   Platform p;
   const json& name = require(j, "name", origin, "name");
-  if (!name.is_string() || name.get<std::string>().empty()) fail(origin, "name", "must be a non-empty string, got " + show(name));
+  if (!name.is_string() || name.get_ref<const std::string&>().empty() || name.get_ref<const std::string&>().size() > 256)
+    fail(origin, "name", "must be a string of 1..256 bytes, got " + show(name));
   p.name = name.get<std::string>();
   if (auto it = j.find("description"); it != j.end()) {
-    if (!it->is_string()) fail(origin, "description", "must be a string, got " + show(*it));
+    if (!it->is_string() || it->get_ref<const std::string&>().size() > 65536)
+      fail(origin, "description", "must be a string of at most 65536 bytes, got " + show(*it));
     p.description = it->get<std::string>();
   }
-  p.drain_rate_bytes_per_s = units::gbps_to_bytes_per_s(positive_number(j, "drain_rate_gbps", origin, "drain_rate_gbps"));
+  p.drain_rate_bytes_per_s = units::gbps_to_bytes_per_s(number(j, "drain_rate_gbps", origin, "drain_rate_gbps", ranges::kRateGbps));
 
   const json& floors = require(j, "issue_floor", origin, "issue_floor");
   if (!floors.is_array() || floors.empty()) fail(origin, "issue_floor", "must be a non-empty array, got " + show(floors));
@@ -157,9 +171,9 @@ Platform platform_from_json(const json& j, std::string_view origin) {
     const json& e = floors[i];
     if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
     reject_unknown_keys(e, {"producers", "bytes_per_producer", "t_iss0_us"}, origin, where);
-    IssueFloorPoint pt{positive_int(e, "producers", origin, where + ".producers"),
-                       positive_number(e, "bytes_per_producer", origin, where + ".bytes_per_producer"),
-                       units::us_to_s(positive_number(e, "t_iss0_us", origin, where + ".t_iss0_us"))};
+    IssueFloorPoint pt{producer_count(e, origin, where + ".producers"),
+                       number(e, "bytes_per_producer", origin, where + ".bytes_per_producer", ranges::kBytes),
+                       units::us_to_s(number(e, "t_iss0_us", origin, where + ".t_iss0_us", ranges::kTimeUs))};
     if (!seen_floor.insert({pt.producers, pt.bytes_per_producer}).second)
       fail(origin, where, "duplicate point for producers " + std::to_string(pt.producers) + " and bytes_per_producer " +
                               show(e["bytes_per_producer"]));
@@ -173,13 +187,41 @@ Platform platform_from_json(const json& j, std::string_view origin) {
     const std::string where = "capacity[" + std::to_string(i) + "]";
     const json& e = caps[i];
     if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
-    reject_unknown_keys(e, {"producers", "bytes"}, origin, where);
-    CapacityPoint pt{positive_int(e, "producers", origin, where + ".producers"),
-                     positive_number(e, "bytes", origin, where + ".bytes")};
+    reject_unknown_keys(e, {"producers", "bytes", "drain_rate_gbps"}, origin, where);
+    CapacityPoint pt{producer_count(e, origin, where + ".producers"), number(e, "bytes", origin, where + ".bytes", ranges::kBytes)};
+    if (e.contains("drain_rate_gbps"))
+      pt.isolated_drain_rate_bytes_per_s =
+          units::gbps_to_bytes_per_s(number(e, "drain_rate_gbps", origin, where + ".drain_rate_gbps", ranges::kRateGbps));
     if (!seen_cap.insert(pt.producers).second)
       fail(origin, where, "duplicate point for producers " + std::to_string(pt.producers));
     p.capacity.push_back(pt);
   }
+
+  if (auto it = j.find("drain_rate_by_producers"); it != j.end()) {
+    if (!it->is_array()) fail(origin, "drain_rate_by_producers", "must be an array, got " + show(*it));
+    std::set<int> seen;
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const std::string where = "drain_rate_by_producers[" + std::to_string(i) + "]";
+      const json& e = (*it)[i];
+      if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
+      reject_unknown_keys(e, {"producers", "drain_rate_gbps"}, origin, where);
+      DrainRatePoint pt{producer_count(e, origin, where + ".producers"),
+                        units::gbps_to_bytes_per_s(
+                            number(e, "drain_rate_gbps", origin, where + ".drain_rate_gbps", ranges::kRateGbps))};
+      if (!seen.insert(pt.producers).second)
+        fail(origin, where, "duplicate point for producers " + std::to_string(pt.producers));
+      p.drain_rate_by_producers.push_back(pt);
+    }
+  }
+  // Optional times in µs, >= 0 and at most 1 ms (a larger value is a unit mistake).
+  constexpr Range kOverheadUs{0.0, 1000.0, false, false, "us"};
+  auto optional_us = [&](const char* key) {
+    if (!j.contains(key)) return 0.0;
+    return units::us_to_s(number(j, key, origin, key, kOverheadUs));
+  };
+  p.knee_ramp_s = optional_us("knee_ramp_us");
+  p.burst_overhead_s = optional_us("burst_overhead_us");
+  p.zero_gap_overhead_s = optional_us("zero_gap_overhead_us");
 
   if (auto it = j.find("provenance"); it != j.end()) {
     if (!it->is_object()) fail(origin, "provenance", "must be an object, got " + show(*it));
@@ -188,17 +230,7 @@ Platform platform_from_json(const json& j, std::string_view origin) {
   return p;
 }
 
-Platform load_platform_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open platform file");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError(path + ": not valid JSON: " + e.what());
-  }
-  return platform_from_json(j, path);
-}
+Platform load_platform_file(const std::string& path) { return platform_from_json(load_json_input(path, "platform"), path); }
 
 json platform_to_json(const Platform& p) {
   json j;
@@ -211,7 +243,21 @@ json platform_to_json(const Platform& p) {
     j["issue_floor"].push_back(
         {{"producers", f.producers}, {"bytes_per_producer", f.bytes_per_producer}, {"t_iss0_us", units::s_to_us(f.t_iss0_s)}});
   j["capacity"] = json::array();
-  for (const auto& c : p.capacity) j["capacity"].push_back({{"producers", c.producers}, {"bytes", c.bytes}});
+  for (const auto& c : p.capacity) {
+    json e = {{"producers", c.producers}, {"bytes", c.bytes}};
+    if (c.isolated_drain_rate_bytes_per_s > 0.0)
+      e["drain_rate_gbps"] = units::bytes_per_s_to_gbps(c.isolated_drain_rate_bytes_per_s);
+    j["capacity"].push_back(e);
+  }
+  if (!p.drain_rate_by_producers.empty()) {
+    j["drain_rate_by_producers"] = json::array();
+    for (const auto& d : p.drain_rate_by_producers)
+      j["drain_rate_by_producers"].push_back(
+          {{"producers", d.producers}, {"drain_rate_gbps", units::bytes_per_s_to_gbps(d.bytes_per_s)}});
+  }
+  if (p.knee_ramp_s > 0.0) j["knee_ramp_us"] = units::s_to_us(p.knee_ramp_s);
+  if (p.burst_overhead_s > 0.0) j["burst_overhead_us"] = units::s_to_us(p.burst_overhead_s);
+  if (p.zero_gap_overhead_s > 0.0) j["zero_gap_overhead_us"] = units::s_to_us(p.zero_gap_overhead_s);
   j["provenance"] = p.provenance;
   return j;
 }

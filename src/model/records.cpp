@@ -2,12 +2,12 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <istream>
 #include <ostream>
 #include <sstream>
 
 #include "xstage/model/error.hpp"
+#include "xstage/model/input_file.hpp"
 #include "xstage/model/units.hpp"
 
 namespace xstage::model {
@@ -43,18 +43,26 @@ struct LineContext {
   std::string_view origin;
   std::size_t line;
   [[noreturn]] void fail(std::string_view column, const std::string& value, std::string_view what) const {
-    throw InputError(std::string(origin) + ":" + std::to_string(line) + ": column " + std::string(column) + ": " +
-                     std::string(what) + ", got \"" + value + "\"");
+    throw InputError(bounded_text(origin, 240) + ":" + std::to_string(line) + ": column " + std::string(column) + ": " +
+                     std::string(what) + ", got \"" + bounded_text(value) + "\"");
   }
 };
 
-double parse_double(const std::string& s, const LineContext& ctx, std::string_view column) {
+// A number within `r` (ranges of xstage/model/input_file.hpp, shared with the JSON loaders).
+double parse_number(const std::string& s, const LineContext& ctx, std::string_view column, const Range& r) {
   if (s.empty()) ctx.fail(column, s, "missing value");
   double v = 0.0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range) ctx.fail(column, s, "beyond the range of a double");
   if (ec != std::errc() || ptr != s.data() + s.size()) ctx.fail(column, s, "not a number");
-  if (!std::isfinite(v)) ctx.fail(column, s, "must be finite");
+  if (!r.contains(v)) ctx.fail(column, s, "must be " + r.describe());
   return v;
+}
+
+int parse_integer(const std::string& s, const LineContext& ctx, std::string_view column, const IntRange& r) {
+  const double v = parse_number(s, ctx, column, Range{-1e308, 1e308, false, false, ""});
+  if (v != std::floor(v) || v < static_cast<double>(r.lo) || v > static_cast<double>(r.hi)) ctx.fail(column, s, "must be an integer in " + r.describe());
+  return static_cast<int>(v);
 }
 
 }  // namespace
@@ -69,15 +77,18 @@ std::vector<CalibrationRecord> parse_records_csv(std::istream& in, std::string_v
     const std::string t = trim(line);
     if (t.empty() || t[0] == '#') continue;
     std::string header;
-    for (const auto& c : split_csv_line(t)) header += (header.empty() ? "" : ",") + trim(c);
+    for (const auto& c : split_csv_line(t)) {
+      if (!header.empty()) header += ',';
+      header += trim(c);
+    }
     if (header != kRecordsHeader)
-      throw InputError(std::string(origin) + ":" + std::to_string(line_no) + ": header must be \"" +
-                       std::string(kRecordsHeader) + "\", got \"" + t + "\"");
+      throw InputError(bounded_text(origin, 240) + ":" + std::to_string(line_no) + ": header must be \"" +
+                       std::string(kRecordsHeader) + "\", got \"" + bounded_text(t) + "\"");
     found_header = true;
     break;
   }
   if (!found_header)
-    throw InputError(std::string(origin) + ": empty records file (expected header \"" + std::string(kRecordsHeader) + "\")");
+    throw InputError(bounded_text(origin, 240) + ": empty records file (expected header \"" + std::string(kRecordsHeader) + "\")");
 
   std::vector<CalibrationRecord> records;
   while (std::getline(in, line)) {
@@ -88,7 +99,7 @@ std::vector<CalibrationRecord> parse_records_csv(std::istream& in, std::string_v
     auto cols = split_csv_line(t);
     for (auto& c : cols) c = trim(c);
     if (cols.size() != 7)
-      throw InputError(std::string(origin) + ":" + std::to_string(line_no) + ": expected 7 columns, got " +
+      throw InputError(bounded_text(origin, 240) + ":" + std::to_string(line_no) + ": expected 7 columns, got " +
                        std::to_string(cols.size()));
     CalibrationRecord r{};
     if (cols[0] == "periodic") r.mode = BurstMode::kPeriodic;
@@ -97,21 +108,12 @@ std::vector<CalibrationRecord> parse_records_csv(std::istream& in, std::string_v
     if (cols[1] == "remote") r.target = StoreTarget::kRemote;
     else if (cols[1] == "local") r.target = StoreTarget::kLocal;
     else ctx.fail("target", cols[1], "must be remote or local");
-    const double k = parse_double(cols[2], ctx, "producers");
-    if (k < 1 || k != std::floor(k) || k > 1e6) ctx.fail("producers", cols[2], "must be a positive integer");
-    r.producers = static_cast<int>(k);
-    r.bytes_per_producer = parse_double(cols[3], ctx, "bytes_per_producer");
-    if (r.bytes_per_producer <= 0) ctx.fail("bytes_per_producer", cols[3], "must be > 0");
-    const double gap_us = parse_double(cols[4], ctx, "gap_us");
-    if (gap_us < 0) ctx.fail("gap_us", cols[4], "must be >= 0");
-    r.gap_s = units::us_to_s(gap_us);
-    const double t_iss_us = parse_double(cols[5], ctx, "t_iss_us");
-    if (t_iss_us <= 0) ctx.fail("t_iss_us", cols[5], "must be > 0");
-    r.t_iss_s = units::us_to_s(t_iss_us);
+    r.producers = parse_integer(cols[2], ctx, "producers", ranges::kProducers);
+    r.bytes_per_producer = parse_number(cols[3], ctx, "bytes_per_producer", ranges::kBytes);
+    r.gap_s = units::us_to_s(parse_number(cols[4], ctx, "gap_us", ranges::kSpanUs));
+    r.t_iss_s = units::us_to_s(parse_number(cols[5], ctx, "t_iss_us", ranges::kTimeUs));
     if (r.mode == BurstMode::kPeriodic) {
-      const double t_period_us = parse_double(cols[6], ctx, "t_period_us");
-      if (t_period_us <= 0) ctx.fail("t_period_us", cols[6], "must be > 0 for periodic records");
-      r.t_period_s = units::us_to_s(t_period_us);
+      r.t_period_s = units::us_to_s(parse_number(cols[6], ctx, "t_period_us", ranges::kTimeUs));
     } else {
       if (!cols[6].empty() && cols[6] != "nan" && cols[6] != "NaN")
         ctx.fail("t_period_us", cols[6], "must be empty for isolated records");
@@ -123,8 +125,7 @@ std::vector<CalibrationRecord> parse_records_csv(std::istream& in, std::string_v
 }
 
 std::vector<CalibrationRecord> load_records_csv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open records file");
+  std::istringstream in(read_input_file(path, "records"));
   return parse_records_csv(in, path);
 }
 

@@ -2,18 +2,19 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 
 #include "xstage/model/error.hpp"
+#include "xstage/model/input_file.hpp"
 
 namespace xstage::moe {
 
 namespace {
 
 [[noreturn]] void fail(std::string_view origin, const std::string& field, const std::string& what) {
-  throw InputError(std::string(origin) + ": " + field + ": " + what);
+  input_fail(origin, field, what);
 }
 
 void check_shape(int tokens, int experts, int top_k) {
@@ -111,39 +112,37 @@ void validate_routing(const Routing& r, std::string_view origin) {
 }
 
 Routing routing_from_json(const nlohmann::json& j, std::string_view origin) {
-  if (!j.is_object()) fail(origin, "(top level)", "must be a JSON object");
+  if (!j.is_object()) fail(origin, "(top level)", "must be a JSON object, got " + bounded_json(j));
   auto schema = j.find("schema");
   if (schema == j.end()) fail(origin, "schema", "missing");
   if (!schema->is_string() || schema->get<std::string>() != kRoutingSchema)
-    fail(origin, "schema", "unknown schema " + schema->dump() + " (expected \"" + std::string(kRoutingSchema) + "\")");
+    fail(origin, "schema", "unknown schema " + bounded_json(*schema) + " (expected \"" + std::string(kRoutingSchema) + "\")");
   for (const auto& [key, v] : j.items())
     if (key != "schema" && key != "tokens" && key != "experts" && key != "top_k" && key != "expert_ids" && key != "weights" &&
         key != "provenance")
       fail(origin, key, "unknown field");
-  auto integer = [&](const char* key) {
+  auto integer = [&](const char* key, IntRange range) {
     auto it = j.find(key);
     if (it == j.end()) fail(origin, key, "missing");
-    if (!it->is_number_integer()) fail(origin, key, "must be an integer, got " + it->dump());
-    return it->get<int>();
+    return static_cast<int>(json_integer_in(*it, origin, key, range));
   };
   Routing r;
-  r.tokens = integer("tokens");
-  r.experts = integer("experts");
-  r.top_k = integer("top_k");
+  r.tokens = integer("tokens", IntRange{1, kMaxRoutingTokens});
+  r.experts = integer("experts", IntRange{1, kMaxRoutingExperts});
+  r.top_k = integer("top_k", IntRange{1, r.experts});
+  const IntRange expert_id{0, r.experts - 1};
+  const Range weight{0.0, static_cast<double>(std::numeric_limits<float>::max()), false, false, ""};
   for (const char* key : {"expert_ids", "weights"}) {
     auto it = j.find(key);
     if (it == j.end()) fail(origin, key, "missing");
-    if (!it->is_array()) fail(origin, key, "must be an array");
+    if (!it->is_array()) fail(origin, key, "must be an array, got " + bounded_json(*it));
     for (std::size_t i = 0; i < it->size(); ++i) {
       const auto& v = (*it)[i];
       const std::string field = std::string(key) + "[" + std::to_string(i) + "]";
-      if (std::string_view(key) == "expert_ids") {
-        if (!v.is_number_integer()) fail(origin, field, "must be an integer, got " + v.dump());
-        r.expert_ids.push_back(v.get<int>());
-      } else {
-        if (!v.is_number()) fail(origin, field, "must be a number, got " + v.dump());
-        r.weights.push_back(v.get<float>());
-      }
+      if (std::string_view(key) == "expert_ids")
+        r.expert_ids.push_back(static_cast<int>(json_integer_in(v, origin, field, expert_id)));
+      else
+        r.weights.push_back(static_cast<float>(json_number_in(v, origin, field, weight)));
     }
   }
   validate_routing(r, origin);
@@ -155,16 +154,6 @@ nlohmann::json routing_to_json(const Routing& r) {
           {"top_k", r.top_k},        {"expert_ids", r.expert_ids}, {"weights", r.weights}};
 }
 
-Routing load_routing_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open routing file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path + ": not valid JSON: " + e.what());
-  }
-  return routing_from_json(j, path);
-}
+Routing load_routing_file(const std::string& path) { return routing_from_json(load_json_input(path, "routing"), path); }
 
 }  // namespace xstage::moe

@@ -155,6 +155,9 @@ MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const Moe
   cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
   cfg.capacity_bytes = platform.capacity_bytes(k).value;
   cfg.time_limit_s = 10.0;
+  // The order comparison was chosen and measured with the proportional share of a full path; it has
+  // not been re-validated under first-come service (docs/model.md, "Simulator").
+  cfg.proportional_share = true;
   MoeOrderPrediction out;
   for (auto order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
     std::vector<ProducerSchedule> schedules;

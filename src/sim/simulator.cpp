@@ -64,6 +64,7 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
   std::vector<ProducerState> ps(schedules.size());
   SimResult out;
   double t = 0.0, q = 0.0, injected = 0.0, drained = 0.0;
+  double busy_since = -1.0;  // start of the current non-empty period of the path (< 0: empty)
   int max_counter = -1;
   for (const auto& sched : schedules)
     for (const auto& st : sched) max_counter = std::max(max_counter, st.counter);
@@ -142,6 +143,8 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
     } while (progressed);
   };
 
+  std::vector<double> rate_now(ps.size(), 0.0);
+  std::vector<std::size_t> order;
   advance_producers();
   for (;;) {
     bool all_done = true;
@@ -152,18 +155,47 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
     }
     if (all_done) break;
 
+    // Ramped drain (SimConfig::drain_ramp_s): the path drains at R·(1 − e^{−t_b/τ}), t_b the time since it
+    // last left empty, held constant over steps of at most τ/16 at the step's start plus half a step.
+    const bool busy = q > eps_bytes || nominal > 0.0;
+    if (!busy) busy_since = -1.0;
+    else if (busy_since < 0.0) busy_since = t;
+    double r_now = R;
+    if (cfg.drain_ramp_s > 0.0 && busy) {
+      const double step_cap = cfg.drain_ramp_s / 16.0;
+      r_now = R * (1.0 - std::exp(-((t - busy_since) + 0.5 * step_cap) / cfg.drain_ramp_s));
+    }
     const bool full = q >= Q - eps_bytes;
-    const double inject = (full && nominal > R) ? R : nominal;
-    const double share = nominal > 0 ? inject / nominal : 0.0;
-    const double drain = (q > eps_bytes) ? R : std::min(R, inject);
+    const bool limited = full && nominal > r_now;
+    const double inject = limited ? r_now : nominal;
+    // Each issuing producer's injection rate in this interval.
+    for (std::size_t i = 0; i < ps.size(); ++i) rate_now[i] = ps[i].phase == Phase::kIssue ? ps[i].rate : 0.0;
+    if (limited && cfg.proportional_share) {
+      for (double& x : rate_now) x *= r_now / nominal;
+    } else if (limited) {
+      order.clear();
+      for (std::size_t i = 0; i < ps.size(); ++i)
+        if (ps[i].phase == Phase::kIssue) order.push_back(i);
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return ps[a].current.start_s != ps[b].current.start_s ? ps[a].current.start_s < ps[b].current.start_s : a < b;
+      });
+      double left = r_now;
+      for (std::size_t i : order) {
+        rate_now[i] = std::min(ps[i].rate, left);
+        left -= rate_now[i];
+      }
+    }
+    const double drain = (q > eps_bytes) ? r_now : std::min(r_now, inject);
     const double dq = inject - drain;
 
     double dt = kInf;
-    for (const auto& p : ps) {
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      const auto& p = ps[i];
       if (p.phase == Phase::kCompute || p.phase == Phase::kLatency) dt = std::min(dt, p.until_s - t);
-      if (p.phase == Phase::kIssue && share > 0) dt = std::min(dt, p.remaining_bytes / (p.rate * share));
+      if (p.phase == Phase::kIssue && rate_now[i] > 0) dt = std::min(dt, p.remaining_bytes / rate_now[i]);
       if (p.phase == Phase::kAwaitCompletion && drain > 0) dt = std::min(dt, (p.completion_target - drained) / drain);
     }
+    if (cfg.drain_ramp_s > 0.0 && busy && r_now < R * (1.0 - 1e-6)) dt = std::min(dt, cfg.drain_ramp_s / 16.0);
     if (dq > 0 && q < Q - eps_bytes) dt = std::min(dt, (Q - q) / dq);
     if (dq < 0 && q > eps_bytes) dt = std::min(dt, q / -dq);
     if (!std::isfinite(dt)) throw InputError("simulate: no progress possible (deadlocked schedule)");
@@ -175,8 +207,8 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
     q = std::clamp(q + dq * dt, 0.0, Q);
     injected += inject * dt;
     drained += drain * dt;
-    for (auto& p : ps)
-      if (p.phase == Phase::kIssue) p.remaining_bytes = std::max(0.0, p.remaining_bytes - p.rate * share * dt);
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      if (ps[i].phase == Phase::kIssue) ps[i].remaining_bytes = std::max(0.0, ps[i].remaining_bytes - rate_now[i] * dt);
     out.peak_outstanding_bytes = std::max(out.peak_outstanding_bytes, q);
     advance_producers();
   }
@@ -218,6 +250,26 @@ SteadyState steady_state(const SimResult& r, int producers) {
     if (i + 1 < n) per.push_back(agg[i + 1].start_s - agg[i].start_s);
   }
   if (per.empty()) per.push_back(agg[n - 1].start_s - agg[n - 2].start_s);
+  return {stats::median(iss), stats::median(per)};
+}
+
+SteadyState producer_steady_state(const SimResult& r, int producers) {
+  std::vector<std::vector<const BurstRecord*>> by(static_cast<std::size_t>(producers));
+  for (const auto& b : r.bursts)
+    if (b.producer >= 0 && b.producer < producers) by[b.producer].push_back(&b);
+  std::vector<double> iss, per;
+  for (auto& v : by) {
+    if (v.size() < 2) continue;
+    std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->index < b->index; });
+    const std::size_t from = v.size() / 2;
+    double sum_iss = 0.0;
+    for (std::size_t i = from; i < v.size(); ++i) sum_iss += v[i]->issue_time_s();
+    iss.push_back(sum_iss / static_cast<double>(v.size() - from));
+    // Start-to-start over [from, last]: the last burst has no successor, so from..last−1 periods.
+    const std::size_t first = std::min(from, v.size() - 2);
+    per.push_back((v.back()->start_s - v[first]->start_s) / static_cast<double>(v.size() - 1 - first));
+  }
+  if (iss.empty()) throw InputError("simulate: steady state needs at least 2 bursts per producer");
   return {stats::median(iss), stats::median(per)};
 }
 

@@ -219,5 +219,5 @@ TEST(Cli, BadArgumentsGiveOneLineErrors) {
     std::ofstream(bad) << R"({"schema": "xstage.platform/1", "name": "b", "drain_rate_gbps": -1, "issue_floor": [], "capacity": []})";
   }
   expect_one_line_error(run_cli("model --platform " + bad + " --producers 3 --bytes-per-producer 1"),
-                        "drain_rate_gbps: must be > 0, got -1");
+                        "drain_rate_gbps: must be >= 0.001 and <= 1e+06 GB/s, got -1");
 }

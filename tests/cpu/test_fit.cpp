@@ -69,8 +69,10 @@ TEST(Fit, RecoversKnownParametersFromNoisyRecords) {
     const auto rs = synthesize(t, rng, 0.02, 3);
     const FitResult f = fit_platform(rs);
     EXPECT_NEAR(f.rate.drain_rate_bytes_per_s / t.rate, 1.0, 0.02) << "seed " << seed;
+    // A floor below the knee is its own isolated point where that lies within 5 % of the floor line
+    // (calibration_fit.cpp), so it carries that point's noise: 2 % here, bound 3.5 sigma.
     for (const auto& fl : f.floors)
-      EXPECT_NEAR(fl.t_iss0_s / t.t_iss0(fl.bytes_per_producer), 1.0, 0.05)
+      EXPECT_NEAR(fl.t_iss0_s / t.t_iss0(fl.bytes_per_producer), 1.0, 0.07)
           << "seed " << seed << " K " << fl.producers << " B " << fl.bytes_per_producer;
     ASSERT_EQ(f.knees.size(), 3u);
     for (const auto& k : f.knees) {

@@ -223,3 +223,21 @@ TEST(Properties, MonotoneAndLimits) {
     EXPECT_GE(issue_overhead_s(t0, v, r, g1), 0.0);
   }
 }
+
+TEST(Equations, RampedKnee) {
+  const double r = 330e9, q = 2e6, t0 = 0.3e-6;
+  // τ = 0 is eq. 7.
+  for (double v : {1e6, 2.5e6, 5e6, 2e7})
+    EXPECT_DOUBLE_EQ(isolated_issue_time_ramped_s(t0, v, r, q, 0.0), isolated_issue_time_s(t0, v, r, q));
+  // Far past the knee: eq. 7's line moved up by τ; the drained volume at T is exactly V − Q.
+  const double tau = 1.8e-6, v = 3e7;
+  const double t = isolated_issue_time_ramped_s(t0, v, r, q, tau);
+  EXPECT_NEAR(t, (v - q) / r + tau, 1e-9);
+  EXPECT_NEAR(ramped_drained_bytes(t, r, tau), v - q, 1e-6 * v);
+  // Near the knee it is steeper than 1/R and above eq. 7; below the knee the floor.
+  const double a = isolated_issue_time_ramped_s(t0, 2.2e6, r, q, tau), b = isolated_issue_time_ramped_s(t0, 2.4e6, r, q, tau);
+  EXPECT_GT((b - a) / 0.2e6, 1.0 / r);
+  EXPECT_GT(a, isolated_issue_time_s(t0, 2.2e6, r, q));
+  EXPECT_DOUBLE_EQ(isolated_issue_time_ramped_s(t0, 1.5e6, r, q, tau), t0);
+  EXPECT_DOUBLE_EQ(effective_gap_s(2e-6, 0.18e-6), 2.18e-6);
+}

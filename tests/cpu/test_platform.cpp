@@ -99,26 +99,36 @@ TEST(PlatformBadInput, EveryFieldIsChecked) {
       {"unknown schema", [](json& j) { j["schema"] = "xstage.platform/9"; }, "schema: unknown schema \"xstage.platform/9\""},
       {"missing schema", [](json& j) { j.erase("schema"); }, "schema: missing"},
       {"missing rate", [](json& j) { j.erase("drain_rate_gbps"); }, "drain_rate_gbps: missing"},
-      {"negative rate", [](json& j) { j["drain_rate_gbps"] = -5; }, "drain_rate_gbps: must be > 0, got -5"},
-      {"zero rate", [](json& j) { j["drain_rate_gbps"] = 0; }, "drain_rate_gbps: must be > 0, got 0"},
-      {"rate wrong type", [](json& j) { j["drain_rate_gbps"] = "fast"; }, "drain_rate_gbps: must be a number, got \"fast\""},
-      {"rate NaN", [](json& j) { j["drain_rate_gbps"] = std::nan(""); }, "drain_rate_gbps: must be finite"},
-      {"rate inf", [](json& j) { j["drain_rate_gbps"] = INFINITY; }, "drain_rate_gbps: must be finite"},
+      {"negative rate", [](json& j) { j["drain_rate_gbps"] = -5; }, "drain_rate_gbps: must be >= 0.001 and <= 1e+06 GB/s, got -5"},
+      {"zero rate", [](json& j) { j["drain_rate_gbps"] = 0; }, "drain_rate_gbps: must be >= 0.001 and <= 1e+06 GB/s, got 0"},
+      {"rate wrong type", [](json& j) { j["drain_rate_gbps"] = "fast"; }, "drain_rate_gbps: must be a number >= 0.001 and <= 1e+06 GB/s, got \"fast\""},
+      {"rate NaN", [](json& j) { j["drain_rate_gbps"] = std::nan(""); }, "drain_rate_gbps: must be >= 0.001 and <= 1e+06 GB/s, got nan"},
+      {"rate inf", [](json& j) { j["drain_rate_gbps"] = INFINITY; }, "drain_rate_gbps: must be >= 0.001 and <= 1e+06 GB/s, got inf"},
       {"name missing", [](json& j) { j.erase("name"); }, "name: missing"},
-      {"name empty", [](json& j) { j["name"] = ""; }, "name: must be a non-empty string"},
+      {"name empty", [](json& j) { j["name"] = ""; }, "name: must be a string of 1..256 bytes, got \"\""},
       {"floor not array", [](json& j) { j["issue_floor"] = 3; }, "issue_floor: must be a non-empty array, got 3"},
       {"floor empty", [](json& j) { j["issue_floor"] = json::array(); }, "issue_floor: must be a non-empty array"},
-      {"floor producers float", [](json& j) { j["issue_floor"][1]["producers"] = 1.5; }, "issue_floor[1].producers: must be an integer, got 1.5"},
-      {"floor producers negative", [](json& j) { j["issue_floor"][0]["producers"] = -4; }, "issue_floor[0].producers: must be in 1..1000000, got -4"},
-      {"floor t negative", [](json& j) { j["issue_floor"][2]["t_iss0_us"] = -0.1; }, "issue_floor[2].t_iss0_us: must be > 0, got -0.1"},
+      {"floor producers float", [](json& j) { j["issue_floor"][1]["producers"] = 1.5; }, "issue_floor[1].producers: must be an integer in 1..1000000, got 1.5"},
+      {"floor producers negative", [](json& j) { j["issue_floor"][0]["producers"] = -4; }, "issue_floor[0].producers: must be an integer in 1..1000000, got -4"},
+      {"floor t negative", [](json& j) { j["issue_floor"][2]["t_iss0_us"] = -0.1; }, "issue_floor[2].t_iss0_us: must be > 0 and < 1e+06 us, got -0.1"},
       {"floor t missing", [](json& j) { j["issue_floor"][2].erase("t_iss0_us"); }, "issue_floor[2].t_iss0_us: missing"},
       {"floor unknown key", [](json& j) { j["issue_floor"][0]["t_iss_us"] = 1; }, "issue_floor[0].t_iss_us: unknown field"},
       {"floor duplicate", [](json& j) { j["issue_floor"][1] = j["issue_floor"][0]; }, "issue_floor[1]: duplicate point"},
-      {"capacity bytes string", [](json& j) { j["capacity"][0]["bytes"] = "1MiB"; }, "capacity[0].bytes: must be a number, got \"1MiB\""},
+      {"capacity bytes string", [](json& j) { j["capacity"][0]["bytes"] = "1MiB"; }, "capacity[0].bytes: must be a number >= 1 and <= 1e+12 bytes, got \"1MiB\""},
       {"capacity duplicate", [](json& j) { j["capacity"][1]["producers"] = 16; }, "capacity[1]: duplicate point for producers 16"},
       {"unknown top-level field", [](json& j) { j["drain_rate"] = 1; }, "drain_rate: unknown field"},
       {"provenance not object", [](json& j) { j["provenance"] = "x"; }, "provenance: must be an object"},
       {"not an object", [](json& j) { j = json::array(); }, "(top level): must be a JSON object"},
+      {"rate too large", [](json& j) { j["drain_rate_gbps"] = 1e308; }, "drain_rate_gbps: must be >= 0.001 and <= 1e+06 GB/s, got 1e+308"},
+      {"rate too small", [](json& j) { j["drain_rate_gbps"] = 1e-4; }, "drain_rate_gbps: must be >= 0.001 and <= 1e+06 GB/s, got 0.0001"},
+      {"floor t one second", [](json& j) { j["issue_floor"][0]["t_iss0_us"] = 1e6; }, "issue_floor[0].t_iss0_us: must be > 0 and < 1e+06 us"},
+      {"floor bytes beyond range", [](json& j) { j["issue_floor"][0]["bytes_per_producer"] = 1e13; }, "issue_floor[0].bytes_per_producer: must be >= 1 and <= 1e+12 bytes, got 10000000000000.0"},
+      {"floor producers beyond int", [](json& j) { j["issue_floor"][0]["producers"] = 9999999999LL; }, "issue_floor[0].producers: must be an integer in 1..1000000, got 9999999999"},
+      {"floor producers beyond int64", [](json& j) { j["issue_floor"][0]["producers"] = 18446744073709551615ULL; }, "issue_floor[0].producers: must be an integer in 1..1000000, got 18446744073709551615"},
+      {"capacity producers fraction", [](json& j) { j["capacity"][0]["producers"] = 16.5; }, "capacity[0].producers: must be an integer in 1..1000000, got 16.5"},
+      {"capacity bytes zero", [](json& j) { j["capacity"][0]["bytes"] = 0; }, "capacity[0].bytes: must be >= 1 and <= 1e+12 bytes, got 0"},
+      {"unknown key escaped", [](json& j) { j["a\nb"] = 1; }, "a\\nb: unknown field"},
+      {"name too long", [](json& j) { j["name"] = std::string(1000, 'n'); }, "name: must be a string of 1..256 bytes, got \"nnnn"},
   };
   for (const auto& c : cases) {
     json j = valid();
@@ -127,6 +137,12 @@ TEST(PlatformBadInput, EveryFieldIsChecked) {
     EXPECT_NE(err.find(c.expect), std::string::npos) << c.what << ": got \"" << err << "\"";
     EXPECT_EQ(err.rfind("f.json: ", 0), 0u) << c.what << ": message must name the file";
   }
+}
+
+TEST(Platform, IntegralNumberIsAnInteger) {
+  json j = valid();
+  j["issue_floor"][0]["producers"] = 128.0;  // what a writer that keeps every number a double produces
+  EXPECT_EQ(platform_from_json(j, "t").issue_floor[0].producers, 128);
 }
 
 TEST(PlatformBadInput, Files) {

@@ -47,16 +47,31 @@ TEST(Records, BadInput) {
   EXPECT_NE(parse_error(kHeader + "burst,remote,1,1,0,1,1\n").find("r.csv:2: column mode: must be periodic or isolated, got \"burst\""),
             std::string::npos);
   EXPECT_NE(parse_error(kHeader + "periodic,peer,1,1,0,1,1\n").find("column target"), std::string::npos);
-  EXPECT_NE(parse_error(kHeader + "periodic,remote,0,1,0,1,1\n").find("column producers: must be a positive integer, got \"0\""),
+  EXPECT_NE(parse_error(kHeader + "periodic,remote,0,1,0,1,1\n").find("column producers: must be an integer in 1..1000000, got \"0\""),
             std::string::npos);
   EXPECT_NE(parse_error(kHeader + "periodic,remote,2.5,1,0,1,1\n").find("column producers"), std::string::npos);
-  EXPECT_NE(parse_error(kHeader + "periodic,remote,1,-8,0,1,1\n").find("column bytes_per_producer: must be > 0"),
+  EXPECT_NE(parse_error(kHeader + "periodic,remote,1,-8,0,1,1\n").find("column bytes_per_producer: must be >= 1 and <= 1e+12 bytes, got \"-8\""),
             std::string::npos);
-  EXPECT_NE(parse_error(kHeader + "periodic,remote,1,8,-1,1,1\n").find("column gap_us: must be >= 0"), std::string::npos);
+  EXPECT_NE(parse_error(kHeader + "periodic,remote,1,8,-1,1,1\n").find("column gap_us: must be >= 0 and < 1e+06 us, got \"-1\""), std::string::npos);
   EXPECT_NE(parse_error(kHeader + "periodic,remote,1,8,0,nan,1\n").find("column t_iss_us"), std::string::npos);
   EXPECT_NE(parse_error(kHeader + "periodic,remote,1,8,0,1,\n").find("column t_period_us: missing value"), std::string::npos);
   EXPECT_NE(parse_error(kHeader + "isolated,remote,1,8,0,1,5\n").find("must be empty for isolated"), std::string::npos);
   EXPECT_NE(parse_error(kHeader + "periodic,remote,1,8,0,1\n").find("expected 7 columns, got 6"), std::string::npos);
   EXPECT_NE(parse_error(kHeader + "periodic,remote,1,8,0,1x,1\n").find("not a number, got \"1x\""), std::string::npos);
+  EXPECT_NE(parse_error(kHeader + "periodic,remote,1,8,0,1e400,1\n").find("column t_iss_us: beyond the range of a double, got \"1e400\""),
+            std::string::npos);
+  EXPECT_NE(parse_error(kHeader + "periodic,remote,1,8,inf,1,1\n").find("column gap_us: must be >= 0 and < 1e+06 us, got \"inf\""),
+            std::string::npos);
+  EXPECT_NE(parse_error(kHeader + "periodic,remote,1,8,0,1,1e6\n").find("column t_period_us: must be > 0 and < 1e+06 us"),
+            std::string::npos);
+  EXPECT_NE(parse_error(kHeader + "periodic,remote,1e7,8,0,1,1\n").find("column producers: must be an integer in 1..1000000"),
+            std::string::npos);
+  EXPECT_NE(parse_error(kHeader + "periodic,remote,1,1e13,0,1,1\n").find("column bytes_per_producer: must be >= 1 and <= 1e+12"),
+            std::string::npos);
+  // A long value is shown cut, with its size; control bytes escaped.
+  const std::string err = parse_error(kHeader + "periodic,remote,1,8,0,\x01" + std::string(100000, '7') + ",1\n");
+  EXPECT_NE(err.find("column t_iss_us: not a number, got \"\\x01777"), std::string::npos) << err;
+  EXPECT_NE(err.find("... (100001 bytes)"), std::string::npos) << err;
+  EXPECT_LT(err.size(), 300u) << err;
   EXPECT_THROW(load_records_csv("/nonexistent.csv"), xstage::InputError);
 }

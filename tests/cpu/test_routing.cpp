@@ -73,14 +73,25 @@ TEST(Routing, FileRoundTripAndBadFiles) {
   };
   EXPECT_NE(with([](auto& j) { j["schema"] = "xstage.routing/0"; }).find("schema: unknown schema"), std::string::npos);
   EXPECT_NE(with([](auto& j) { j.erase("top_k"); }).find("top_k: missing"), std::string::npos);
-  EXPECT_NE(with([](auto& j) { j["top_k"] = 9; }).find("top_k: must be in 1..8, got 9"), std::string::npos);
-  EXPECT_NE(with([](auto& j) { j["expert_ids"][3] = 8; }).find("expert_ids[3]: must be in 0..7, got 8"), std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["top_k"] = 9; }).find("top_k: must be an integer in 1..8, got 9"), std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["expert_ids"][3] = 8; }).find("expert_ids[3]: must be an integer in 0..7, got 8"), std::string::npos);
   EXPECT_NE(with([](auto& j) { j["expert_ids"][1] = j["expert_ids"][0]; }).find("repeated within token 0"), std::string::npos);
-  EXPECT_NE(with([](auto& j) { j["weights"][2] = -0.5; }).find("weights[2]: must be finite and >= 0"), std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["weights"][2] = -0.5; }).find("weights[2]: must be >= 0 and <= 3.40282e+38, got -0.5"), std::string::npos);
   EXPECT_NE(with([](auto& j) { j["weights"][2] = "a"; }).find("weights[2]: must be a number"), std::string::npos);
   EXPECT_NE(with([](auto& j) { j["expert_ids"].erase(0); }).find("expert_ids: must hold tokens*top_k = 8 entries, got 7"),
             std::string::npos);
   EXPECT_NE(with([](auto& j) { j["extra"] = 1; }).find("extra: unknown field"), std::string::npos);
+  // Integers beyond int are refused, not wrapped.
+  EXPECT_NE(with([](auto& j) { j["tokens"] = 9999999999LL; }).find("tokens: must be an integer in 1..16777216, got 9999999999"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["tokens"] = 4294967300LL; }).find("tokens: must be an integer in 1..16777216"), std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["experts"] = -8; }).find("experts: must be an integer in 1..65536, got -8"), std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["expert_ids"][0] = 4294967296LL; }).find("expert_ids[0]: must be an integer in 0..7, got 4294967296"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["expert_ids"][0] = 1.5; }).find("expert_ids[0]: must be an integer in 0..7, got 1.5"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["weights"][0] = 1e39; }).find("weights[0]: must be >= 0 and <= 3.40282e+38, got 1e+39"),
+            std::string::npos);
   EXPECT_THROW(load_routing_file("/nonexistent.json"), xstage::InputError);
   EXPECT_THROW(balanced_routing(0, 8, 2, 1), xstage::InputError);
   EXPECT_THROW(balanced_routing(4, 8, 9, 1), xstage::InputError);

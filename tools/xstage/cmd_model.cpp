@@ -46,7 +46,8 @@ void run_model(const ModelOptions& o) {
                {"isolated T_iss (eq. 7)", fmt_us(a.isolated_t_iss_s, 3) + " us", ""},
                {"rate bound", a.verdict.rate_bound_ok ? "ok" : "violated", "V/R <= T_iss0 + G"},
                {"capacity bound", a.verdict.capacity_bound_ok ? "ok" : "violated", "q_peak0 <= Q"},
-               {"action (eq. 10)", model::to_string(a.verdict.action), ""}});
+               {"action (eq. 10)", model::to_string(a.verdict.action), "an aligned burst"},
+               {"action, recurring bursts", model::to_string(a.sustained_action), std::string("binds: ") + a.binding_bound}});
 }
 
 void add_model(CLI::App& root) {

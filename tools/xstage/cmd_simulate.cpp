@@ -41,8 +41,9 @@ void run_schedule_file(const SimOptions& o) {
   const std::vector<sim::ProducerSchedule> schedules = sim::load_schedule_file(o.schedule, platform);
   const int k = static_cast<int>(schedules.size());
   sim::SimConfig cfg;
-  cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
+  cfg.drain_rate_bytes_per_s = platform.drain_rate_at(k);
   cfg.capacity_bytes = o.capacity_bytes ? *o.capacity_bytes : platform.capacity_bytes(k).value;
+  cfg.drain_ramp_s = platform.knee_ramp_s;
   cfg.completion_coupled = o.completion_coupled;
   cfg.completion_latency_s = units::us_to_s(o.latency_us);
   cfg.time_limit_s = 1e3;
@@ -91,14 +92,15 @@ void run_simulate(const SimOptions& o) {
   const model::BurstGapAudit model_pred = model::audit_burst_gap(platform, in);
 
   sim::SimConfig cfg;
-  cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
+  cfg.drain_rate_bytes_per_s = model_pred.drain_rate_bytes_per_s;  // R(K)
   cfg.capacity_bytes = model_pred.capacity_bytes;
+  cfg.drain_ramp_s = platform.knee_ramp_s;
   cfg.completion_coupled = o.completion_coupled;
   cfg.completion_latency_s = units::us_to_s(o.latency_us);
   cfg.time_limit_s = 1e3;
   const auto schedules = sim::periodic_schedules(o.producers, o.bytes_per_producer, model_pred.t_iss0_s, in.gap_s, o.bursts);
   const sim::SimResult r = sim::simulate(cfg, schedules);
-  const sim::SteadyState ss = sim::steady_state(r, o.producers);
+  const sim::SteadyState ss = sim::producer_steady_state(r, o.producers);
 
   const std::vector<sim::AggregateBurst> agg = sim::aggregate_by_index(r, o.producers);
   std::vector<double> start, end;

@@ -34,8 +34,13 @@ struct BurstGapAudit {
   double completion_coupled_period_s;
   double recovery_gap_s;      // eq. 5
   double q_peak0_bytes;       // eq. 6
-  double isolated_t_iss_s;    // eq. 7
-  DesignVerdict verdict;      // eq. 10
+  double isolated_t_iss_s;    // eq. 7, with the platform's smooth knee where it has one
+  DesignVerdict verdict;      // eq. 10: an aligned burst (first burst, or bursts re-aligned by a barrier)
+  // Recurring bursts: producers that stalled once stay staggered (first-come service, measured on
+  // the H200 pair), so only the rate bound binds in steady state; the capacity bound is the aligned
+  // worst case above.
+  DesignAction sustained_action;
+  const char* binding_bound;  // "rate", "capacity (aligned bursts only)" or "none"
 };
 BurstGapAudit audit_burst_gap(const Platform& platform, const BurstGapInput& in);
 nlohmann::json to_json(const BurstGapAudit& a);  // keys of `xstage model --json`

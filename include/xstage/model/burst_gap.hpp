@@ -76,6 +76,35 @@ constexpr double capacity_from_knee_bytes(double t_iss0_s, double knee_volume_by
   return knee_volume_bytes - drain_rate_bytes_per_s * t_iss0_s;
 }
 
+// ---- measured refinements (not paper equations; docs/model.md "Fidelity on the H200 pair") -------
+// Probe bookkeeping: a producer spends a fixed time h per burst outside both its issue and its
+// recorded gap (CTA barriers, clock reads; for a zero-gap record also the loop's own cycles, which
+// the records count as G = 0). Eq. 3–5 and the period law see the gap G + h.
+constexpr double effective_gap_s(double recorded_gap_s, double overhead_s) { return recorded_gap_s + overhead_s; }
+
+// Drain of an aligned burst that has filled the X-Stage: the drain rate ramps up as R·(1 − e^{−t/τ}),
+// so by time t the path has drained D(t) = R·(t − τ·(1 − e^{−t/τ})) (τ = 0: R·t, eq. 7's line).
+inline double ramped_drained_bytes(double t_s, double drain_rate_bytes_per_s, double ramp_s) {
+  if (ramp_s <= 0.0) return drain_rate_bytes_per_s * t_s;
+  return drain_rate_bytes_per_s * (t_s - ramp_s * (1.0 - std::exp(-t_s / ramp_s)));
+}
+// Isolated burst with the ramped drain (the smooth knee): the last byte is accepted when the bytes
+// beyond the capacity have drained, D(T) = V − Q; T_iss^iso = max(T_floor, T). With τ = 0 this is
+// eq. 7. For T ≫ τ, T ≈ (V − Q)/R + τ: past the knee the line of eq. 7 moves up by τ, and near the
+// knee the curve is steeper than 1/R (the drain has not reached R yet).
+inline double isolated_issue_time_ramped_s(double floor_s, double volume_bytes, double drain_rate_bytes_per_s,
+                                           double capacity_bytes, double ramp_s) {
+  const double excess = volume_bytes - capacity_bytes;
+  if (excess <= 0.0) return floor_s;
+  // D is increasing in t; bisection on [0, excess/R + τ], where D ≥ excess.
+  double lo = 0.0, hi = excess / drain_rate_bytes_per_s + ramp_s;
+  for (int i = 0; i < 100 && hi - lo > 1e-9 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (ramped_drained_bytes(mid, drain_rate_bytes_per_s, ramp_s) < excess ? lo : hi) = mid;
+  }
+  return std::max(floor_s, hi);
+}
+
 // Eq. 10: design test for recurring bursts.
 enum class DesignAction { kPiggyback, kReshape };
 constexpr const char* to_string(DesignAction a) { return a == DesignAction::kPiggyback ? "piggyback" : "reshape"; }

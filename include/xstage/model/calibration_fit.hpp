@@ -48,12 +48,27 @@ struct KneeFit {
   int points_below;
   int points_above;
   double median_rel_residual;
+  // The smooth knee (burst_gap.hpp isolated_issue_time_ramped_s), fitted over every point of K with
+  // the floor line above and the ramp τ shared by all K: capacity and aligned-burst drain rate.
+  double ramped_capacity_bytes = 0.0;
+  double ramped_drain_rate_bytes_per_s = 0.0;
+  double ramped_median_rel_residual = 0.0;
+  double ramped_max_rel_residual = 0.0;
+};
+
+struct RatePerProducers {
+  int producers;
+  RateFit fit;
 };
 
 struct FitResult {
   RateFit rate;
   std::vector<FloorFit> floors;
   std::vector<KneeFit> knees;
+  std::vector<RatePerProducers> rate_by_producers;  // R(K) from each K's drain-dominated zero-gap points
+  double knee_ramp_s = 0.0;          // τ shared by the knees
+  double burst_overhead_s = 0.0;     // h: median T_period − T_iss − G over recovered gap-sweep points
+  double zero_gap_overhead_s = 0.0;  // h at G = 0: median T_period − T_iss over floor-dominated zero-gap points
   std::vector<std::string> warnings;
   Platform platform;  // ready to write: drain rate, issue floors, capacities (knees found only)
 };

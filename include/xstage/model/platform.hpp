@@ -28,6 +28,14 @@ struct IssueFloorPoint {
 struct CapacityPoint {
   int producers;
   double bytes;
+  // Aggregate drain of an aligned (isolated) burst past the knee; 0: not measured, use R(K).
+  double isolated_drain_rate_bytes_per_s = 0.0;
+};
+
+// R(K): the sustained drain rate that periodic bursts of K producers see (optional table).
+struct DrainRatePoint {
+  int producers;
+  double bytes_per_s;
 };
 
 // How a T_iss0 or Q value was obtained from the measured points.
@@ -45,6 +53,11 @@ struct Platform {
   double drain_rate_bytes_per_s = 0.0;
   std::vector<IssueFloorPoint> issue_floor;
   std::vector<CapacityPoint> capacity;
+  // Optional refinements (docs/platform.md); absent fields keep the paper's model.
+  std::vector<DrainRatePoint> drain_rate_by_producers;  // R(K); empty: drain_rate_bytes_per_s for every K
+  double knee_ramp_s = 0.0;            // τ of the isolated knee (burst_gap.hpp); 0: eq. 7's corner
+  double burst_overhead_s = 0.0;       // h: probe time per burst outside issue and recorded gap
+  double zero_gap_overhead_s = 0.0;    // h at a zero-gap record (includes the loop's own cycles)
   nlohmann::json provenance = nlohmann::json::object();
 
   // T_iss0 at (K, B). Rule (documented in docs/platform.md):
@@ -55,6 +68,12 @@ struct Platform {
   Lookup issue_floor_s(int producers, double bytes_per_producer) const;
   // Q(K): linear interpolation in K between measured points, clamped to the end points outside.
   Lookup capacity_bytes(int producers) const;
+  // R(K): linear in K between the points of drain_rate_by_producers, clamped outside; without the
+  // table, drain_rate_bytes_per_s.
+  double drain_rate_at(int producers) const;
+  // Drain of an aligned burst past the knee at K: the nearest capacity point's isolated rate (linear
+  // in K between points), else R(K).
+  double isolated_drain_rate_at(int producers) const;
 };
 
 // Parses and validates; throws xstage::InputError naming the field (e.g. "issue_floor[1].t_iss0_us")

@@ -17,6 +17,9 @@
 namespace xstage::moe {
 
 inline constexpr std::string_view kRoutingSchema = "xstage.routing/1";
+// Accepted shapes of a routing file (top_k: 1..experts).
+inline constexpr int kMaxRoutingTokens = 1 << 24;
+inline constexpr int kMaxRoutingExperts = 65536;
 
 struct Routing {
   int tokens = 0;

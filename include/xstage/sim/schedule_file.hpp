@@ -20,6 +20,8 @@
 namespace xstage::sim {
 
 inline constexpr std::string_view kScheduleSchema = "xstage.schedule/1";
+// count x repeat x steps summed over the groups: larger schedules are refused (memory of the expansion).
+inline constexpr long long kMaxScheduleSteps = 10'000'000;
 
 // Throws xstage::InputError naming the field (e.g. "producers[1].steps[0].compute_us") and the value.
 std::vector<ProducerSchedule> schedules_from_json(const nlohmann::json& j, const model::Platform& platform,

@@ -4,7 +4,13 @@
 // Fluid model, exact between events: each issuing producer injects at its backpressure-free rate
 // (burst bytes / T_iss0 of that burst); while the outstanding volume q is below Q every producer
 // issues at that rate and q drains at R; when q reaches Q the total injection is limited to R,
-// shared in proportion to the producers' rates. In completion-coupled mode a producer, after
+// served first-come (by the start of each producer's current burst, ties by producer index), each
+// producer up to its own rate — or, with `proportional_share`, shared in proportion to the rates.
+// First-come service is what the H200 pair measured: an aligned burst's producers finish one after
+// another (the isolated bursts' per-producer spread), and periodic producers that stalled once stay
+// staggered, so a recurring burst that meets the rate bound stops meeting Q (docs/model.md).
+// With `drain_ramp_s` = τ > 0 the path drains at R·(1 − e^{−t_b/τ}), t_b the time since it last left
+// empty (the smooth knee of burst_gap.hpp), held constant over steps of at most τ/16 (not exact there). In completion-coupled mode a producer, after
 // issuing a burst, waits until everything injected so far has drained (FIFO) plus a fixed latency
 // before its next step — the paper's counterfactual.
 // Dependencies between producers (e.g. a Linear-2 tile that reads the Linear-1 tiles of its row, which
@@ -39,6 +45,8 @@ struct SimConfig {
   bool completion_coupled = false;
   double completion_latency_s = 0.0;
   double time_limit_s = 10.0;  // simulated time bound (a schedule that never ends is an error)
+  bool proportional_share = false;  // false: first-come service while the path is full
+  double drain_ramp_s = 0.0;  // τ: drain R·(1 − e^{−t/τ}) after the path leaves empty (platform knee_ramp); 0: R
 };
 
 struct BurstRecord {
@@ -80,5 +88,8 @@ struct SteadyState {
 };
 // Medians over the second half of the aggregate bursts (aggregate_by_index).
 SteadyState steady_state(const SimResult& result, int producers);
+// The probe's statistic (docs/probe_notes.md): per producer the mean issue time and mean
+// start-to-start period over the second half of its bursts, then the median producer.
+SteadyState producer_steady_state(const SimResult& result, int producers);
 
 }  // namespace xstage::sim

@@ -1,0 +1,25 @@
+// Design test of recurring bursts as a kernel issues them, through the simulator: K producers that
+// each repeat (burst of B bytes, gap G), all starting together (the aligned worst case for the first
+// burst), with first-come service on the full path. Eq. 10's capacity bound is a statement about an
+// aligned burst; after one stall the producers stay staggered, so in steady state only the rate bound
+// binds (measured on the H200 pair: docs/model.md "Fidelity"). This check says which bound binds and
+// by how much, per burst, and never reports a stall the steady state does not have.
+#pragma once
+
+#include "xstage/model/burst_gap.hpp"
+#include "xstage/model/platform.hpp"
+
+namespace xstage::sim {
+
+struct RecurringBurstCheck {
+  double first_burst_stall_s = 0.0;   // median producer's stall of the first, aligned burst
+  double steady_stall_s = 0.0;        // median producer's mean stall per burst after the first
+  model::DesignAction action;         // reshape only when the steady state stalls
+  const char* binding_bound = "none";  // "rate", "capacity (first aligned burst only)" or "none"
+};
+
+// A stall counts when it exceeds 1 % of T_iss0 + G (below that it is the simulator's tolerance).
+RecurringBurstCheck recurring_burst_check(const model::Platform& platform, int producers, double bytes_per_producer,
+                                          double gap_s, int bursts = 12);
+
+}  // namespace xstage::sim

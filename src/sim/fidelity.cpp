@@ -1,0 +1,363 @@
+#include "xstage/sim/fidelity.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "xstage/model/burst_gap.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/model/stats.hpp"
+#include "xstage/model/units.hpp"
+#include "xstage/sim/design_check.hpp"
+#include "xstage/sim/simulator.hpp"
+
+namespace xstage::sim {
+
+namespace {
+
+using model::BurstMode;
+using model::StoreTarget;
+
+double rel_error(double pred, double meas) { return std::fabs(pred - meas) / meas; }
+
+ErrorSummary summarize(const std::vector<double>& errs) {
+  ErrorSummary s;
+  s.points = static_cast<int>(errs.size());
+  if (errs.empty()) return s;
+  s.median_rel = stats::median(errs);
+  s.max_rel = stats::max_abs(errs);
+  return s;
+}
+
+// The probe's gap as the model sees it: the recorded gap plus the per-burst bookkeeping h; a
+// zero-gap record's loop gap is taken from raw.json where given.
+double probe_gap_s(const model::Platform& p, const model::CalibrationRecord& r, const std::vector<ZeroGapLoop>& loops) {
+  if (r.gap_s > 0.0) return model::effective_gap_s(r.gap_s, p.burst_overhead_s);
+  for (const auto& l : loops)
+    if (l.target == r.target && l.producers == r.producers && l.bytes_per_producer == r.bytes_per_producer)
+      return model::effective_gap_s(l.gap_s, p.burst_overhead_s);
+  return model::effective_gap_s(0.0, p.zero_gap_overhead_s);
+}
+
+void predict_periodic(const model::Platform& p, FidelityPoint& pt, int bursts, const std::vector<ZeroGapLoop>& loops) {
+  const auto& r = pt.record;
+  const double v = r.volume_bytes(), rate = p.drain_rate_at(r.producers);
+  const double t0 = p.issue_floor_s(r.producers, r.bytes_per_producer).value;
+  const double g = probe_gap_s(p, r, loops);
+  pt.model_gap_s = g;
+  pt.model_t_iss_s = model::issue_time_s(t0, v, rate, g);
+  pt.model_t_period_s = model::period_s(t0, v, rate, g);
+  SimConfig cfg;
+  cfg.drain_rate_bytes_per_s = rate;
+  cfg.capacity_bytes = p.capacity_bytes(r.producers).value;
+  cfg.drain_ramp_s = p.knee_ramp_s;
+  cfg.time_limit_s = 1.0;
+  const SimResult res = simulate(cfg, periodic_schedules(r.producers, r.bytes_per_producer, t0, g, bursts));
+  const SteadyState ss = producer_steady_state(res, r.producers);
+  pt.sim_t_iss_s = ss.issue_time_s;
+  pt.sim_t_period_s = ss.period_s;
+}
+
+void predict_isolated(const model::Platform& p, FidelityPoint& pt) {
+  const auto& r = pt.record;
+  const double v = r.volume_bytes(), rate = p.isolated_drain_rate_at(r.producers);
+  const double t0 = p.issue_floor_s(r.producers, r.bytes_per_producer).value;
+  const double q = p.capacity_bytes(r.producers).value;
+  pt.model_t_iss_s = model::isolated_issue_time_ramped_s(t0, v, rate, q, p.knee_ramp_s);
+  // One aligned burst from an empty path; the probe reports the slowest producer (the aggregate end).
+  SimConfig cfg;
+  cfg.drain_rate_bytes_per_s = rate;
+  cfg.capacity_bytes = q;
+  cfg.drain_ramp_s = p.knee_ramp_s;
+  cfg.time_limit_s = 1.0;
+  const SimResult res = simulate(cfg, periodic_schedules(r.producers, r.bytes_per_producer, t0, 0.0, 1));
+  const auto agg = aggregate_by_index(res, r.producers);
+  pt.sim_t_iss_s = agg.at(0).issue_end_s - agg.at(0).start_s;
+}
+
+}  // namespace
+
+namespace {
+nlohmann::json read_json_file(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open " + what);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(path + ": not valid JSON: " + e.what());
+  }
+}
+double median_us_of(const nlohmann::json& trace, const char* key, const std::string& where) {
+  const auto it = trace.find(key);
+  if (it == trace.end() || !it->is_object() || !it->contains("median_us") || !(*it)["median_us"].is_number())
+    throw InputError(where + "." + key + ".median_us: missing or not a number");
+  return units::us_to_s((*it)["median_us"].get<double>());
+}
+}  // namespace
+
+std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& path) {
+  const nlohmann::json j = read_json_file(path, "raw calibration file");
+  if (!j.is_object() || j.value("schema", "") != "xstage.calibration_raw/1" || !j.contains("points") || !j["points"].is_array())
+    throw InputError(path + ": schema: expected an \"xstage.calibration_raw/1\" object with a points array");
+  std::vector<ZeroGapLoop> out;
+  for (std::size_t i = 0; i < j["points"].size(); ++i) {
+    const auto& p = j["points"][i];
+    if (!p.is_object() || p.value("mode", "") != "periodic" || p.value("phase", "") != "zero-gap") continue;
+    const std::string where = path + ": points[" + std::to_string(i) + "]";
+    try {
+      const double gap_us = p.at("gap_us").get<double>();
+      if (!(gap_us >= 0.0) || !std::isfinite(gap_us)) throw InputError(where + ".gap_us: must be >= 0, got " + p.at("gap_us").dump());
+      out.push_back({p.at("target").get<std::string>() == "local" ? model::StoreTarget::kLocal : model::StoreTarget::kRemote,
+                     p.at("producers").get<int>(), p.at("bytes_per_producer").get<double>(), units::us_to_s(gap_us)});
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(where + ": " + e.what());
+    }
+  }
+  return out;
+}
+
+std::vector<TileStallRow> tile_stall_rows(const std::string& path) {
+  const nlohmann::json j = read_json_file(path, "MoE bench file");
+  const std::string schema = j.is_object() ? j.value("schema", "") : "";
+  if (schema != "xstage.moe_bench" && schema != "xstage.moe_bench_set")
+    throw InputError(path + ": schema: expected \"xstage.moe_bench\" or \"xstage.moe_bench_set\", got \"" + schema + "\"");
+  std::vector<nlohmann::json> runs;
+  if (schema == "xstage.moe_bench") runs.push_back(j);
+  else if (j.contains("runs") && j["runs"].is_array()) runs.assign(j["runs"].begin(), j["runs"].end());
+  std::vector<TileStallRow> out;
+  for (std::size_t ri = 0; ri < runs.size(); ++ri) {
+    const auto& run = runs[ri];
+    const std::string where_run = path + ": runs[" + std::to_string(ri) + "]";
+    if (!run.contains("trace") || !run["trace"].is_array()) continue;  // an untraced run
+    try {
+      const std::string shape = run.at("shape").at("name").get<std::string>();
+      const std::string precision = run.value("precision", "bf16");
+      const auto& traces = run["trace"];
+      for (std::size_t ti = 0; ti < traces.size(); ++ti) {
+        const auto& t = traces[ti];
+        const std::string where = where_run + ".trace[" + std::to_string(ti) + "]";
+        if (t.at("combine_stores").get<std::string>().rfind("remote", 0) != 0) continue;  // controls pair below
+        TileStallRow row;
+        row.source = path;
+        row.shape = shape;
+        row.precision = precision;
+        row.schedule = t.at("schedule").get<std::string>();
+        row.store_span_s = median_us_of(t, "linear2_remote_store_span", where);
+        row.cover_s = median_us_of(t, "linear2_mainloop_and_staging", where);
+        row.predicted_stall_s = model::per_tile_stall_s(row.store_span_s, row.cover_s);
+        row.wait_remote_s = median_us_of(t, "linear2_mma_wait_at_entry", where);
+        row.layer_remote_s = t.at("layer_median_ms").get<double>() * 1e-3;
+        row.measured_stall_s = row.wait_remote_s;
+        for (std::size_t ci = 0; ci < traces.size(); ++ci) {
+          const auto& c = traces[ci];
+          if (c.at("schedule") != t.at("schedule") || c.at("combine_stores").get<std::string>().rfind("local", 0) != 0) continue;
+          row.wait_local_s = median_us_of(c, "linear2_mma_wait_at_entry", where_run + ".trace[" + std::to_string(ci) + "]");
+          row.layer_local_s = c.at("layer_median_ms").get<double>() * 1e-3;
+          row.measured_stall_s = model::positive_part(row.wait_remote_s - row.wait_local_s);
+          row.residual_s = model::residual_s(row.layer_remote_s, row.layer_local_s);
+        }
+        out.push_back(row);
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(where_run + ": " + e.what());
+    }
+  }
+  if (out.empty()) throw InputError(path + ": no traced run with remote Combine stores");
+  return out;
+}
+
+nlohmann::json to_json(const std::vector<TileStallRow>& rows) {
+  using units::s_to_us;
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json e = {{"source", r.source}, {"shape", r.shape}, {"precision", r.precision}, {"schedule", r.schedule},
+                        {"store_span_us", s_to_us(r.store_span_s)}, {"cover_us", s_to_us(r.cover_s)},
+                        {"predicted_stall_us", s_to_us(r.predicted_stall_s)},
+                        {"wait_at_entry_remote_us", s_to_us(r.wait_remote_s)},
+                        {"measured_stall_us", s_to_us(r.measured_stall_s)},
+                        {"measured_is_upper_bound", r.wait_local_s < 0.0},
+                        {"stall_error_us", s_to_us(r.predicted_stall_s - r.measured_stall_s)},
+                        {"layer_remote_ms", r.layer_remote_s * 1e3}};
+    if (r.wait_local_s >= 0.0) {
+      e["wait_at_entry_local_us"] = s_to_us(r.wait_local_s);
+      e["layer_local_ms"] = r.layer_local_s * 1e3;
+      e["residual_us"] = s_to_us(r.residual_s);
+      e["residual_share_of_layer"] = r.residual_s / r.layer_remote_s;
+    }
+    a.push_back(e);
+  }
+  return a;
+}
+
+std::vector<UlyssesRow> ulysses_rows(const model::Platform& platform, const std::string& path) {
+  const nlohmann::json j = read_json_file(path, "Ulysses sweep file");
+  if (!j.is_object() || j.value("schema", "") != "xstage.ulysses_sweep/1" || !j.contains("points") || !j["points"].is_array())
+    throw InputError(path + ": schema: expected an \"xstage.ulysses_sweep/1\" object with a points array");
+  std::vector<UlyssesRow> out;
+  for (std::size_t i = 0; i < j["points"].size(); ++i) {
+    const auto& p = j["points"][i];
+    const std::string where = path + ": points[" + std::to_string(i) + "]";
+    try {
+      const auto& m = p.at("model");
+      const auto& pt = m.at("points").at(0);
+      UlyssesRow r;
+      r.seq_len = pt.at("seq_len").get<std::int64_t>();
+      r.heads_per_gpu = p.at("heads_per_gpu").get<int>();
+      r.tile_order = p.at("tile_order").get<std::string>();
+      r.sigma_s = units::us_to_s(m.at("sigma_us").get<double>());
+      const int k = m.at("producers").get<int>();
+      const int block_m = m.at("block_m").get<int>(), block_n = m.at("block_n").get<int>();
+      const double bytes = static_cast<double>(block_m) * p.at("head_dim").get<int>() * 2;
+      r.qloop_gap_s = model::qloop_gap_lower_bound_s(r.sigma_s, r.seq_len, block_n);
+      r.output_bursts = pt.at("output_bursts").get<std::int64_t>();
+      const RecurringBurstCheck c =
+          recurring_burst_check(platform, k, bytes, r.qloop_gap_s, static_cast<int>(std::max<std::int64_t>(2, r.output_bursts)));
+      r.first_burst_stall_s = c.first_burst_stall_s;
+      r.steady_stall_s = c.steady_stall_s;
+      r.binding_bound = c.binding_bound;
+      r.tail_drain_s = model::drain_time_s(p.at("remote_bytes_per_rank").get<double>() / static_cast<double>(r.output_bursts),
+                                           platform.drain_rate_at(k));
+      r.predicted_residual_s = r.first_burst_stall_s + r.steady_stall_s * static_cast<double>(r.output_bursts - 1) + r.tail_drain_s;
+      const auto& v = p.at("variants");
+      r.fa_s = units::us_to_s(v.at("fa-only-tma").at("iteration_median_us").get<double>());
+      r.measured_residual_s =
+          model::residual_s(units::us_to_s(v.at("fused-tma").at("iteration_median_us").get<double>()), r.fa_s);
+      out.push_back(r);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(where + ": " + e.what());
+    }
+  }
+  if (out.empty()) throw InputError(path + ": no sweep points");
+  return out;
+}
+
+nlohmann::json to_json(const std::vector<UlyssesRow>& rows) {
+  using units::s_to_us;
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : rows)
+    a.push_back({{"seq_len", r.seq_len}, {"heads_per_gpu", r.heads_per_gpu}, {"tile_order", r.tile_order},
+                 {"sigma_us", s_to_us(r.sigma_s)}, {"qloop_gap_us", s_to_us(r.qloop_gap_s)}, {"output_bursts", r.output_bursts},
+                 {"binding_bound", r.binding_bound}, {"first_burst_stall_us", s_to_us(r.first_burst_stall_s)},
+                 {"steady_stall_us", s_to_us(r.steady_stall_s)}, {"tail_drain_us", s_to_us(r.tail_drain_s)},
+                 {"predicted_residual_us", s_to_us(r.predicted_residual_s)}, {"fa_only_tma_us", s_to_us(r.fa_s)},
+                 {"measured_residual_us", s_to_us(r.measured_residual_s)},
+                 {"predicted_share_of_fa", r.predicted_residual_s / r.fa_s},
+                 {"measured_share_of_fa", r.measured_residual_s / r.fa_s}});
+  return a;
+}
+
+FidelityReport fidelity_report(const model::Platform& platform, const std::vector<model::CalibrationRecord>& records,
+                               const FidelityOptions& options) {
+  FidelityReport rep;
+  std::set<std::pair<int, double>> swept;
+  for (const auto& r : records)
+    if (r.mode == BurstMode::kPeriodic && r.target == StoreTarget::kRemote && r.gap_s > 0.0)
+      swept.insert({r.producers, r.bytes_per_producer});
+  std::vector<double> pm_i, pm_p, ps_i, ps_p, sm_i, sm_p, ss_i, ss_p, im, is, km, ks;
+  for (const auto& r : records) {
+    if (r.target == StoreTarget::kLocal) {
+      rep.local_controls.push_back(r);
+      continue;
+    }
+    FidelityPoint pt;
+    pt.record = r;
+    pt.gap_sweep = r.mode == BurstMode::kPeriodic && swept.count({r.producers, r.bytes_per_producer}) > 0;
+    if (r.mode == BurstMode::kPeriodic) {
+      predict_periodic(platform, pt, options.periodic_bursts, options.zero_gap_loops);
+      pm_i.push_back(rel_error(pt.model_t_iss_s, r.t_iss_s));
+      pm_p.push_back(rel_error(pt.model_t_period_s, r.t_period_s));
+      ps_i.push_back(rel_error(pt.sim_t_iss_s, r.t_iss_s));
+      ps_p.push_back(rel_error(pt.sim_t_period_s, r.t_period_s));
+      if (pt.gap_sweep) {
+        sm_i.push_back(pm_i.back());
+        sm_p.push_back(pm_p.back());
+        ss_i.push_back(ps_i.back());
+        ss_p.push_back(ps_p.back());
+      }
+    } else {
+      predict_isolated(platform, pt);
+      im.push_back(rel_error(pt.model_t_iss_s, r.t_iss_s));
+      is.push_back(rel_error(pt.sim_t_iss_s, r.t_iss_s));
+      if (r.volume_bytes() > platform.capacity_bytes(r.producers).value) {
+        km.push_back(im.back());
+        ks.push_back(is.back());
+      }
+    }
+    rep.points.push_back(pt);
+  }
+  rep.periodic_model_t_iss = summarize(pm_i);
+  rep.periodic_model_t_period = summarize(pm_p);
+  rep.periodic_sim_t_iss = summarize(ps_i);
+  rep.periodic_sim_t_period = summarize(ps_p);
+  rep.sweep_model_t_iss = summarize(sm_i);
+  rep.sweep_model_t_period = summarize(sm_p);
+  rep.sweep_sim_t_iss = summarize(ss_i);
+  rep.sweep_sim_t_period = summarize(ss_p);
+  rep.isolated_model_t_iss = summarize(im);
+  rep.isolated_sim_t_iss = summarize(is);
+  rep.isolated_past_knee_model_t_iss = summarize(km);
+  rep.isolated_past_knee_sim_t_iss = summarize(ks);
+
+  // Local control: the plateau over G > 0 of the swept (K, B), and the zero-gap point against it.
+  std::map<std::pair<int, double>, std::vector<double>> flat;
+  for (const auto& r : rep.local_controls)
+    if (r.mode == BurstMode::kPeriodic && r.gap_s > 0.0) flat[{r.producers, r.bytes_per_producer}].push_back(r.t_iss_s);
+  for (const auto& [key, ts] : flat) {
+    rep.local_flat_t_iss_s = stats::median(ts);
+    for (const auto& r : rep.local_controls)
+      if (r.mode == BurstMode::kPeriodic && r.gap_s <= 0.0 && r.producers == key.first && r.bytes_per_producer == key.second)
+        rep.local_zero_gap_ratio = std::max(rep.local_zero_gap_ratio, r.t_iss_s / rep.local_flat_t_iss_s);
+    break;  // the calibration sweeps one (K, B) over gaps
+  }
+  return rep;
+}
+
+nlohmann::json to_json(const FidelityReport& rep) {
+  using units::s_to_us;
+  auto sum = [](const ErrorSummary& s) {
+    return nlohmann::json{{"points", s.points}, {"median_rel_error", s.median_rel}, {"max_rel_error", s.max_rel}};
+  };
+  nlohmann::json j = {
+      {"schema", "xstage.fidelity/1"},
+      {"summary",
+       {{"periodic", {{"model_t_iss", sum(rep.periodic_model_t_iss)}, {"model_t_period", sum(rep.periodic_model_t_period)},
+                      {"sim_t_iss", sum(rep.periodic_sim_t_iss)}, {"sim_t_period", sum(rep.periodic_sim_t_period)}}},
+        {"gap_sweep", {{"model_t_iss", sum(rep.sweep_model_t_iss)}, {"model_t_period", sum(rep.sweep_model_t_period)},
+                       {"sim_t_iss", sum(rep.sweep_sim_t_iss)}, {"sim_t_period", sum(rep.sweep_sim_t_period)}}},
+        {"isolated", {{"model_t_iss", sum(rep.isolated_model_t_iss)}, {"sim_t_iss", sum(rep.isolated_sim_t_iss)},
+                      {"past_knee_model_t_iss", sum(rep.isolated_past_knee_model_t_iss)},
+                      {"past_knee_sim_t_iss", sum(rep.isolated_past_knee_sim_t_iss)}}},
+        {"local_control", {{"flat_t_iss_us", s_to_us(rep.local_flat_t_iss_s)}, {"zero_gap_ratio", rep.local_zero_gap_ratio},
+                           {"note", "controls, not predicted: local memory has its own drain, met with no gap"}}}}},
+      {"points", nlohmann::json::array()},
+      {"local_controls", nlohmann::json::array()}};
+  for (const auto& p : rep.points) {
+    const auto& r = p.record;
+    nlohmann::json e = {{"mode", model::to_string(r.mode)}, {"producers", r.producers},
+                        {"bytes_per_producer", r.bytes_per_producer}, {"gap_us", s_to_us(r.gap_s)},
+                        {"gap_sweep", p.gap_sweep}, {"model_gap_us", s_to_us(p.model_gap_s)},
+                        {"measured_t_iss_us", s_to_us(r.t_iss_s)},
+                        {"model_t_iss_us", s_to_us(p.model_t_iss_s)}, {"sim_t_iss_us", s_to_us(p.sim_t_iss_s)},
+                        {"model_t_iss_rel_error", (p.model_t_iss_s - r.t_iss_s) / r.t_iss_s},
+                        {"sim_t_iss_rel_error", (p.sim_t_iss_s - r.t_iss_s) / r.t_iss_s}};
+    if (r.mode == BurstMode::kPeriodic) {
+      e["measured_t_period_us"] = s_to_us(r.t_period_s);
+      e["model_t_period_us"] = s_to_us(p.model_t_period_s);
+      e["sim_t_period_us"] = s_to_us(p.sim_t_period_s);
+      e["model_t_period_rel_error"] = (p.model_t_period_s - r.t_period_s) / r.t_period_s;
+      e["sim_t_period_rel_error"] = (p.sim_t_period_s - r.t_period_s) / r.t_period_s;
+    }
+    j["points"].push_back(e);
+  }
+  for (const auto& r : rep.local_controls) {
+    nlohmann::json e = {{"mode", model::to_string(r.mode)}, {"producers", r.producers},
+                        {"bytes_per_producer", r.bytes_per_producer}, {"gap_us", s_to_us(r.gap_s)},
+                        {"measured_t_iss_us", s_to_us(r.t_iss_s)}};
+    if (r.mode == BurstMode::kPeriodic) e["measured_t_period_us"] = s_to_us(r.t_period_s);
+    j["local_controls"].push_back(e);
+  }
+  return j;
+}
+
+}  // namespace xstage::sim

@@ -1,0 +1,118 @@
+// xstage fidelity: every calibration record predicted by the closed form and the simulator against
+// its measurement (src/sim/fidelity.cpp), as a table or JSON.
+
+#include "cli_common.hpp"
+#include "registry.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/model/records.hpp"
+#include "xstage/sim/fidelity.hpp"
+
+namespace xstage::cli {
+namespace {
+
+struct FidelityOptions {
+  std::string platform;
+  std::string records;
+  std::string raw;
+  std::vector<std::string> traces;
+  std::string ulysses;
+  std::string out;
+  bool force = false;
+  bool json = false;
+};
+
+std::string pct(double x) { return fmt_num(100.0 * x, 1) + " %"; }
+
+void run_fidelity(const FidelityOptions& o) {
+  std::vector<std::string> inputs = {o.records};
+  if (!o.platform.empty()) inputs.push_back(o.platform);
+  if (!o.raw.empty()) inputs.push_back(o.raw);
+  if (!o.ulysses.empty()) inputs.push_back(o.ulysses);
+  inputs.insert(inputs.end(), o.traces.begin(), o.traces.end());
+  if (!o.out.empty()) check_output_path("--out", o.out, o.force, inputs);
+  const model::Platform platform = model::load_platform_or_default(o.platform);
+  const auto records = model::load_records_csv(o.records);
+  sim::FidelityOptions fo;
+  if (!o.raw.empty()) fo.zero_gap_loops = sim::load_zero_gap_loops(o.raw);
+  const sim::FidelityReport rep = sim::fidelity_report(platform, records, fo);
+  nlohmann::json j = sim::to_json(rep);
+  stamp_json(j, "xstage.fidelity/1", o.platform, platform);
+  j["records_file"] = o.records;
+  if (!o.raw.empty()) j["raw_file"] = o.raw;
+  std::vector<sim::TileStallRow> stalls;
+  for (const auto& f : o.traces) {
+    const auto rows = sim::tile_stall_rows(f);
+    stalls.insert(stalls.end(), rows.begin(), rows.end());
+  }
+  if (!o.traces.empty()) j["tile_stalls"] = sim::to_json(stalls);
+  std::vector<sim::UlyssesRow> uly;
+  if (!o.ulysses.empty()) {
+    uly = sim::ulysses_rows(platform, o.ulysses);
+    j["ulysses"] = sim::to_json(uly);
+  }
+  if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n", o.force, inputs);
+  if (o.json) {
+    print_json(j);
+    return;
+  }
+  auto row = [](const char* what, const sim::ErrorSummary& s) {
+    return std::vector<std::string>{what, std::to_string(s.points), pct(s.median_rel), pct(s.max_rel)};
+  };
+  out_stream() << "fidelity of " << platform_label(o.platform, platform) << " on " << o.records << "\n";
+  print_table({"prediction", "points", "median |err|", "max |err|"},
+              {row("periodic T_iss, closed form", rep.periodic_model_t_iss),
+               row("periodic T_period, closed form", rep.periodic_model_t_period),
+               row("periodic T_iss, simulator", rep.periodic_sim_t_iss),
+               row("periodic T_period, simulator", rep.periodic_sim_t_period),
+               row("gap sweep T_iss, closed form", rep.sweep_model_t_iss),
+               row("gap sweep T_period, closed form", rep.sweep_model_t_period),
+               row("gap sweep T_iss, simulator", rep.sweep_sim_t_iss),
+               row("gap sweep T_period, simulator", rep.sweep_sim_t_period),
+               row("isolated T_iss, smooth knee", rep.isolated_model_t_iss),
+               row("isolated T_iss, simulator", rep.isolated_sim_t_iss),
+               row("isolated past the knee, smooth knee", rep.isolated_past_knee_model_t_iss),
+               row("isolated past the knee, simulator", rep.isolated_past_knee_sim_t_iss)});
+  if (!stalls.empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& r : stalls)
+      rows.push_back({r.shape, r.precision, r.schedule, fmt_us(r.store_span_s, 2), fmt_us(r.cover_s, 2),
+                      fmt_us(r.predicted_stall_s, 2), fmt_us(r.measured_stall_s, 2) + (r.wait_local_s < 0 ? " (<=)" : ""),
+                      r.layer_local_s < 0 ? "" : fmt_num(100.0 * r.residual_s / r.layer_remote_s, 2) + " %"});
+    out_stream() << "per-tile stall (eq. 15) of the traced MoE kernels\n";
+    print_table({"shape", "precision", "order", "T_RS us", "cover us", "predicted us", "measured us", "residual"}, rows);
+  }
+  if (!uly.empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& r : uly)
+      rows.push_back({std::to_string(r.seq_len) + " x " + std::to_string(r.heads_per_gpu), r.tile_order,
+                      fmt_us(r.qloop_gap_s, 1), r.binding_bound, fmt_us(r.first_burst_stall_s, 2), fmt_us(r.tail_drain_s, 2),
+                      fmt_us(r.predicted_residual_s, 1) + " (" + fmt_num(100.0 * r.predicted_residual_s / r.fa_s, 2) + " %)",
+                      fmt_us(r.measured_residual_s, 1) + " (" + fmt_num(100.0 * r.measured_residual_s / r.fa_s, 2) + " %)"});
+    out_stream() << "fused Ulysses attention (TMA epilogue): predicted vs measured residual over fa-only-tma\n";
+    print_table({"M x heads", "order", "G_Qloop us", "binds", "first burst us", "tail us", "predicted", "measured"}, rows);
+  }
+  if (!o.out.empty()) out_stream() << "wrote " << o.out << "\n";
+}
+
+void add_fidelity(CLI::App& root) {
+  auto o = std::make_shared<FidelityOptions>();
+  CLI::App* cmd = root.add_subcommand("fidelity", "Predicted vs measured for every calibration record (closed form and simulator)");
+  add_platform_option(cmd, o->platform);
+  cmd->add_option("--records", o->records, "calibration records CSV (xstage calibrate's records.csv)")
+      ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--raw", o->raw, "raw.json of the same calibration: the measured loop gap of its zero-gap points")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--traces", o->traces, "traced MoE bench files (xstage.moe_bench[_set] with trace entries): eq. 15 per tile")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--ulysses", o->ulysses, "Ulysses sweep file (xstage.ulysses_sweep/1): predicted vs measured residual")
+      ->check(CLI::ExistingFile);
+  add_out_option(cmd, o->out, "Also write the JSON report to this file");
+  add_force_option(cmd, o->force);
+  add_json_option(cmd, o->json);
+  cmd->callback([o] { run_fidelity(*o); });
+}
+
+}  // namespace
+}  // namespace xstage::cli
+
+XSTAGE_SUBCOMMAND(cmd_fidelity, "fidelity", 37, add_fidelity);
