@@ -69,7 +69,9 @@ def main():
     a.set(xlabel="record (periodic, then isolated)", ylabel="(pred - meas)/meas (%)", title="(d) every record")
     a.set_ylim(-40, 40)
     a.legend(fontsize=7)
-    fig.suptitle(f"xstage fidelity: {j.get('platform', '')}{title_note(args.note)}")
+    plat = j.get("platform", "")
+    plat = plat.get("name", "") if isinstance(plat, dict) else plat
+    fig.suptitle(f"xstage fidelity: {plat}{title_note(args.note)}")
     save_figure(fig, args.out_png)
 
 

@@ -25,7 +25,12 @@ endif()
 
 # CUTLASS 4 / CuTe headers come from the pinned PyPI package nvidia-cutlass (include/ tree under
 # cutlass_library/source/include).
+# A wheel build (pip install .) runs in an isolated environment without that package: scripts pass
+# the path found by the system python3 as the environment variable XSTAGE_CUTLASS_INCLUDE.
 if(XSTAGE_HAS_CUDA)
+  if(NOT XSTAGE_CUTLASS_INCLUDE AND DEFINED ENV{XSTAGE_CUTLASS_INCLUDE})
+    set(XSTAGE_CUTLASS_INCLUDE "$ENV{XSTAGE_CUTLASS_INCLUDE}" CACHE PATH "CUTLASS/CuTe include directory")
+  endif()
   if(NOT XSTAGE_CUTLASS_INCLUDE)
     find_package(Python3 COMPONENTS Interpreter REQUIRED)
     execute_process(
@@ -38,7 +43,8 @@ if(XSTAGE_HAS_CUDA)
   endif()
   if(NOT XSTAGE_CUTLASS_INCLUDE OR NOT EXISTS "${XSTAGE_CUTLASS_INCLUDE}/cute/tensor.hpp")
     message(FATAL_ERROR "CUTLASS/CuTe headers not found: run scripts/install_deps.sh "
-                        "(pip package nvidia-cutlass) or pass -DXSTAGE_CUTLASS_INCLUDE=<dir>")
+                        "(pip package nvidia-cutlass) or pass -DXSTAGE_CUTLASS_INCLUDE=<dir> (or set it in the "
+                        "environment, e.g. for pip install .)")
   endif()
   message(STATUS "xstage: CUDA ${CMAKE_CUDA_COMPILER_VERSION}, archs ${CMAKE_CUDA_ARCHITECTURES}, "
                  "CUTLASS ${XSTAGE_CUTLASS_INCLUDE}")

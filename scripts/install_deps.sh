@@ -7,7 +7,7 @@ CUTLASS_PIN="nvidia-cutlass==4.2.0.0"
 
 # (No `| grep -q` under pipefail anywhere here: grep exiting early can fail the pipeline with SIGPIPE.)
 have_pkg() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
-wanted=(cmake ninja-build g++ libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev)
+wanted=(cmake ninja-build g++ libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev)
 # python3 may come from elsewhere (pyenv): only ask Debian for it when no python3 with pip is on PATH.
 if ! python3 -m pip --version >/dev/null 2>&1; then wanted+=(python3 python3-pip); fi
 pkgs=()

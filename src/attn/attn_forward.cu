@@ -82,10 +82,9 @@ cudaError_t attn_forward(const AttnForwardArgs& args, cudaStream_t stream) {
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
-  int major = 0, minor = 0;
-  if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device)) != cudaSuccess) return e;
-  if ((e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device)) != cudaSuccess) return e;
-  if (major != 9 || minor != 0) return cudaErrorNoKernelImageForDevice;  // wgmma/setmaxnreg need sm_90a
+  AttnDeviceInfo info;
+  if ((e = attn_device_info(device, &info)) != cudaSuccess) return e;
+  if (info.cc_major != 9 || info.cc_minor != 0) return cudaErrorNoKernelImageForDevice;  // wgmma/setmaxnreg need sm_90a
   if (args.problem.head_dim == 64) return launch<64>(args, stream);
   return launch<128>(args, stream);
 }

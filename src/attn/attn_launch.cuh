@@ -14,12 +14,38 @@
 
 namespace xstage::attn {
 
+// What a launch needs to know about a device, queried once per device: attributes do not change
+// while the process runs, and a launch from Python should cost no attribute queries.
+struct AttnDeviceInfo {
+  int num_sms = 0;
+  int cc_major = 0;
+  int cc_minor = 0;
+};
+
+inline cudaError_t attn_device_info(int device, AttnDeviceInfo* info) {
+  constexpr int kMaxDevices = 64;
+  static std::once_flag once[kMaxDevices];
+  static AttnDeviceInfo cached[kMaxDevices];
+  static cudaError_t error[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
+  std::call_once(once[device], [device] {
+    AttnDeviceInfo& d = cached[device];
+    cudaError_t& e = error[device];
+    e = cudaDeviceGetAttribute(&d.num_sms, cudaDevAttrMultiProcessorCount, device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&d.cc_major, cudaDevAttrComputeCapabilityMajor, device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&d.cc_minor, cudaDevAttrComputeCapabilityMinor, device);
+  });
+  *info = cached[device];
+  return error[device];
+}
+
 // Grid of the persistent kernel for this problem on `device` (one CTA per SM, at most one per tile).
 template <class Traits>
 inline cudaError_t attn_grid_size(const AttnForwardProblem& p, int device, int* grid) {
-  int num_sms = 0;
-  const cudaError_t e = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
+  AttnDeviceInfo info;
+  const cudaError_t e = attn_device_info(device, &info);
   if (e != cudaSuccess) return e;
+  const int num_sms = info.num_sms;
   *grid = sched::AttnTileScheduler::grid_size(sched::AttnTileScheduler(p.seq_q, Traits::kBlockM, p.heads, p.batch).num_tiles(),
                                               num_sms);
   return cudaSuccess;

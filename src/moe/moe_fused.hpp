@@ -5,7 +5,8 @@
 // (one thread per GPU; buffers reached through CUDA peer pointers).
 //
 // Per run and rank: dispatch plan (the baseline's launch_dispatch_plan) -> fused kernel -> completion
-// kernel, all on the rank's stream. Same inputs, routing, roundings and output as MoeBaseline; FP8
+// kernel, all on the rank's stream (enqueue_moe_fused_run, the launch path the public FusedMoe shares);
+// run() then waits for every rank (a bench and test facility). Same inputs, routing, roundings and output as MoeBaseline; FP8
 // quantizes as the reference with l2_group = 128 does (weights once, when they are set).
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "moe_fused_kernel.hpp"
+#include "moe_fused_launch.hpp"
 #include "moe_reference.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/moe/routing.hpp"
@@ -41,7 +43,7 @@ class MoeFused {
   const MoeDims& dims() const { return dims_; }
   MoePrecision precision() const { return precision_; }
   // FP8 activation group of the Linear-2 input (the reference's l2_group for this layer).
-  static constexpr int kFp8L2Group = 128;
+  static constexpr int kFp8L2Group = kFusedFp8L2Group;
   MoeFusedSchedule schedule() const { return options_.schedule; }
   int schedule_param() const;  // D or experts per wave, as launched
   void set_schedule(const MoeFusedOptions& options);
@@ -86,6 +88,7 @@ class MoeFused {
   MoeDims dims_;
   MoeFusedOptions options_;
   MoePrecision precision_;
+  MoeFusedSizes sizes_;
   long long capacity_rows_ = 0;
   int grid_ = 0;
   std::uint32_t epoch_ = 0;

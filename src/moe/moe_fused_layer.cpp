@@ -9,6 +9,7 @@
 #include "moe_baseline_kernels.hpp"
 #include "moe_fp8_kernels.hpp"
 #include "moe_fused.hpp"
+#include "moe_fused_launch.hpp"
 #include "moe_rank_buffers.hpp"
 #include "xstage/comm/window.hpp"
 #include "xstage/gpu/check.hpp"
@@ -20,42 +21,27 @@
 
 namespace xstage::moe {
 
-namespace {
-
-size_t align8(size_t n) { return (n + 7) / 8 * 8; }
-
-}  // namespace
-
-// Peer-reachable buffers (one allocation per rank each) and the layout of the control block.
+// Peer-reachable buffers (one allocation per rank each); the layout of the control block is sizes_'s.
 struct MoeFused::Shared {
   std::unique_ptr<comm::PeerBuffers> recv, recv_scale, origin, comb, ctrl;  // recv_scale: FP8 only
-  size_t off_arrive = 0, off_counts = 0, off_count_flag = 0, off_done = 0;
+  std::vector<MoeFusedPeerView> views;  // per team rank
 };
 
-// Inputs, routing, dispatch plan and output: MoeRankBuffers.
+// Inputs, routing and output (MoeRankBuffers), work buffers and plan (MoeFusedLocalBuffers).
 struct MoeFused::RankState : MoeRankBuffers {
   comm::LocalRank* lr = nullptr;
   int local_index = 0;
-  void* h = nullptr;  // SwiGLU output [capacity rows][h_inter] (bf16 or e4m3)
-  float* h_scale = nullptr;  // FP8: [capacity rows][h_inter / kFp8L2Group]
+  MoeFusedLocalBuffers local;
   std::uint8_t *w1q = nullptr, *w2q = nullptr;  // FP8 weights (layout of w1, w2)
   float *w1s = nullptr, *w2s = nullptr;          // FP8 block scales
-  std::uint32_t* l1_done = nullptr;
-  std::uint64_t* arrive_base = nullptr;
-  int* run_totals = nullptr;
-  std::uint64_t* arrive_base_sink = nullptr;  // GEMM-only runs: the completion kernel's base update lands here
-  int* run_totals_sink = nullptr;
   MoeFusedTileTrace* trace = nullptr;
   std::uint32_t* trace_count = nullptr;
   std::uint16_t* comb_local = nullptr;
-  MoeFusedWaitFailure* failure_host = nullptr;
-  MoeFusedWaitFailure* failure_dev = nullptr;
   cudaEvent_t ev[2] = {};
 };
 
 MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions& options, MoePrecision precision)
     : team_(team), dims_(dims), options_(options), precision_(precision) {
-  validate_dims(dims_);
   if (dims_.ranks != team_.world_size()) {
     throw InputError("ranks: the layer has " + std::to_string(dims_.ranks) + " ranks, the team " +
                      std::to_string(team_.world_size()));
@@ -63,49 +49,27 @@ MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions&
   if (team_.mode() != comm::LaunchMode::kSingleProcess) {
     throw InputError("fused MoE: needs one process driving every GPU (peer pointers)");
   }
-  if (dims_.hidden % 128 != 0) {
-    throw InputError("hidden: the fused kernel needs a multiple of 128, got " + std::to_string(dims_.hidden));
-  }
-  if (dims_.h_inter % 128 != 0) {
-    throw InputError("h_inter: the fused kernel needs a multiple of 128, got " + std::to_string(dims_.h_inter));
-  }
-  if (dims_.ranks > kFusedMaxRanks) {
-    throw InputError("ranks: the fused kernel supports at most " + std::to_string(kFusedMaxRanks) + ", got " +
-                     std::to_string(dims_.ranks));
-  }
-  if (dims_.experts > kFusedMaxExperts) {
-    throw InputError("experts: the fused kernel supports at most " + std::to_string(kFusedMaxExperts) + ", got " +
-                     std::to_string(dims_.experts));
-  }
+  sizes_ = moe_fused_sizes(dims_, precision_);  // throws InputError naming the field
+  capacity_rows_ = sizes_.capacity_rows;
   const int el = dims_.experts_per_rank();
-  const long long slots = (long long)dims_.tokens * dims_.top_k;
-  if (slots >= (1LL << kOriginSlotBits)) {
-    throw InputError("tokens: tokens x top_k must stay below 2^" + std::to_string(kOriginSlotBits) +
-                     " for the fused kernel, got " + std::to_string(slots));
-  }
-  capacity_rows_ = recv_capacity_rows(dims_.ranks, dims_.tokens, dims_.top_k, el, kFusedBlockM);
-  capacity_rows_ = (capacity_rows_ + kFusedBlockM - 1) / kFusedBlockM * kFusedBlockM;
-  const long long max_pairs = std::max<long long>(dims_.h_inter / 128, (dims_.hidden / 128 + 1) / 2);
-  if (capacity_rows_ / kFusedBlockM * max_pairs >= (1LL << 31) || capacity_rows_ >= (1LL << 31)) {
-    throw InputError("tokens: too many rows for the fused kernel's 32-bit tile cursors");
-  }
-
-  const size_t T = size_t(dims_.tokens), H = size_t(dims_.hidden), HI = size_t(dims_.h_inter);
-  const size_t cap = size_t(capacity_rows_);
+  const size_t H = size_t(dims_.hidden), HI = size_t(dims_.h_inter);
+  const bool fp8 = precision_ == MoePrecision::kFp8;
   shared_ = std::make_unique<Shared>();
   Shared& sh = *shared_;
-  sh.off_arrive = 0;
-  sh.off_counts = align8(sh.off_arrive + size_t(el) * sizeof(std::uint64_t));
-  sh.off_count_flag = align8(sh.off_counts + size_t(dims_.ranks) * dims_.experts * sizeof(int));
-  sh.off_done = align8(sh.off_count_flag + size_t(dims_.ranks) * sizeof(std::uint32_t));
-  const size_t ctrl_bytes = sh.off_done + size_t(dims_.ranks) * kFusedMaxGrid * sizeof(std::uint32_t);
-  const bool fp8 = precision_ == MoePrecision::kFp8;
-  const size_t esize = fp8 ? 1 : 2;  // bytes per GEMM operand element
-  sh.recv = std::make_unique<comm::PeerBuffers>(team_, cap * H * esize);
-  if (fp8) sh.recv_scale = std::make_unique<comm::PeerBuffers>(team_, cap * (H / 128) * sizeof(float));
-  sh.origin = std::make_unique<comm::PeerBuffers>(team_, cap * sizeof(int));
-  sh.comb = std::make_unique<comm::PeerBuffers>(team_, std::max<size_t>(1, T * dims_.top_k * H * 2));
-  sh.ctrl = std::make_unique<comm::PeerBuffers>(team_, ctrl_bytes);
+  sh.recv = std::make_unique<comm::PeerBuffers>(team_, sizes_.recv_bytes);
+  if (fp8) sh.recv_scale = std::make_unique<comm::PeerBuffers>(team_, sizes_.recv_scale_bytes);
+  sh.origin = std::make_unique<comm::PeerBuffers>(team_, sizes_.origin_bytes);
+  sh.comb = std::make_unique<comm::PeerBuffers>(team_, sizes_.comb_bytes);
+  sh.ctrl = std::make_unique<comm::PeerBuffers>(team_, sizes_.ctrl_bytes);
+  sh.views.resize(dims_.ranks);
+  for (int r = 0; r < dims_.ranks; ++r) {
+    MoeFusedPeerView& v = sh.views[r];
+    v.recv = sh.recv->ptr(r);
+    if (fp8) v.recv_scale = static_cast<float*>(sh.recv_scale->ptr(r));
+    v.origin = static_cast<int*>(sh.origin->ptr(r));
+    v.comb = static_cast<std::uint16_t*>(sh.comb->ptr(r));
+    v.ctrl = static_cast<char*>(sh.ctrl->ptr(r));
+  }
 
   ranks_.resize(team_.local_ranks().size());
   for (size_t i = 0; i < ranks_.size(); ++i) {
@@ -121,22 +85,13 @@ MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions&
     XSTAGE_CUDA_CHECK(cudaMemset(sh.comb->ptr(r), 0, sh.comb->bytes()));
     XSTAGE_CUDA_CHECK(cudaMemset(sh.ctrl->ptr(r), 0, sh.ctrl->bytes()));
     alloc_rank_buffers(dims_, s);
-    s.h = device_alloc_zeroed<std::uint8_t>(cap * HI * esize);
+    alloc_fused_local(dims_, sizes_, precision_, s.local);
     if (fp8) {
-      s.h_scale = device_alloc_zeroed<float>(cap * (HI / kFp8L2Group));
       s.w1q = device_alloc_zeroed<std::uint8_t>(size_t(el) * 2 * HI * H);
       s.w2q = device_alloc_zeroed<std::uint8_t>(size_t(el) * H * HI);
       s.w1s = device_alloc_zeroed<float>(size_t(el) * (2 * HI / 128) * (H / 128));
       s.w2s = device_alloc_zeroed<float>(size_t(el) * (H / 128) * (HI / 128));
     }
-    s.l1_done = device_alloc_zeroed<std::uint32_t>(cap / kFusedBlockM);
-    s.arrive_base = device_alloc_zeroed<std::uint64_t>(el);
-    s.run_totals = device_alloc_zeroed<int>(el);
-    s.arrive_base_sink = device_alloc_zeroed<std::uint64_t>(el);
-    s.run_totals_sink = device_alloc_zeroed<int>(el);
-    XSTAGE_CUDA_CHECK(cudaHostAlloc(&s.failure_host, sizeof(MoeFusedWaitFailure), cudaHostAllocMapped));
-    std::memset(s.failure_host, 0, sizeof(MoeFusedWaitFailure));
-    XSTAGE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&s.failure_dev), s.failure_host, 0));
     for (auto& e : s.ev) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
     const int g = moe_fused_grid(s.lr->device);
     if (g < 2) throw gpu::DeviceError("fused MoE: device " + std::to_string(s.lr->device) + " cannot run the kernel");
@@ -152,11 +107,10 @@ MoeFused::~MoeFused() {
     cudaSetDevice(s.lr->device);
     cudaStreamSynchronize(s.lr->stream);
     free_rank_buffers(s);
-    for (void* d : {s.h, (void*)s.h_scale, (void*)s.w1q, (void*)s.w2q, (void*)s.w1s, (void*)s.w2s, (void*)s.l1_done, (void*)s.arrive_base, (void*)s.run_totals,
-                    (void*)s.arrive_base_sink, (void*)s.run_totals_sink,
-                    (void*)s.trace, (void*)s.trace_count, (void*)s.comb_local})
+    free_fused_local(s.local);
+    for (void* d : {(void*)s.w1q, (void*)s.w2q, (void*)s.w1s, (void*)s.w2s, (void*)s.trace, (void*)s.trace_count,
+                    (void*)s.comb_local})
       cudaFree(d);
-    if (s.failure_host) cudaFreeHost(s.failure_host);
     for (auto& e : s.ev)
       if (e) cudaEventDestroy(e);
   }
@@ -214,14 +168,8 @@ void MoeFused::set_schedule(const MoeFusedOptions& o) {
 }
 
 int MoeFused::schedule_param() const {
-  if (options_.schedule == MoeFusedSchedule::kWave) {
-    return options_.experts_per_wave > 0 ? options_.experts_per_wave
-                                         : sim::default_experts_per_wave(dims_.experts_per_rank());
-  }
-  if (options_.lead_rows > 0) return options_.lead_rows;
-  // The default lead (max of eq. 16's D_knee and the row-dependency floor) with b_n = 128 and one
-  // producer per CTA of the grid: the D that `--schedule auto` and `plan moe --simulate` predict with.
-  return int(model::moe_default_lead_rows(128, grid_, dims_.h_inter, dims_.hidden));
+  const int requested = options_.schedule == MoeFusedSchedule::kWave ? options_.experts_per_wave : options_.lead_rows;
+  return moe_fused_schedule_param(options_.schedule, requested, dims_, grid_);
 }
 
 MoeFused::RankState& MoeFused::state_of_rank(int rank) const {
@@ -295,8 +243,8 @@ std::vector<double> MoeFused::time_gemm_only(int mode, int iters, double timeout
     // Nothing is dispatched: the arrival counters do not move, so neither may their bases. The
     // completion kernel adds this run's row totals to p.arrive_base; point it (and the totals, which
     // the kernel rewrites) at scratch copies so the real ones keep the last normal run's values.
-    p.arrive_base = s.arrive_base_sink;
-    p.run_totals = s.run_totals_sink;
+    p.arrive_base = s.local.arrive_base_sink;
+    p.run_totals = s.local.run_totals_sink;
     std::vector<cudaEvent_t> ev(2 * size_t(iters));
     for (auto& e : ev) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
     // Back to back on the stream (no host round trip between launches): each rank's next launch starts
@@ -322,60 +270,24 @@ std::vector<double> MoeFused::time_gemm_only(int mode, int iters, double timeout
 }
 
 MoeFusedParams MoeFused::params_of(int li, double timeout_s) const {
-  RankState& s = *ranks_[li];
-  Shared& sh = *shared_;
-  const int N = dims_.ranks, me = s.lr->rank;
-
-  MoeFusedParams p;
-  p.rank = me;
-  p.ranks = N;
-  p.tokens = dims_.tokens;
-  p.top_k = dims_.top_k;
-  p.hidden = dims_.hidden;
-  p.h_inter = dims_.h_inter;
-  p.experts = dims_.experts;
-  p.epoch = epoch_;
-  p.schedule_param = schedule_param();
-  p.combine_piggyback = options_.combine == MoeCombineIssue::kPiggyback ? 1 : 0;
-  p.timeout_ns = std::uint64_t(std::min(timeout_s, 10.0) * 1e9);
-  p.fp8 = precision_ == MoePrecision::kFp8;
-  p.x = s.x;
-  p.w1 = p.fp8 ? static_cast<const void*>(s.w1q) : s.w1;
-  p.w2 = p.fp8 ? static_cast<const void*>(s.w2q) : s.w2;
-  p.w1_scale = s.w1s;
-  p.w2_scale = s.w2s;
-  p.expert_ids = s.ids;
-  p.weights = s.weights;
-  p.expert_rows = s.expert_rows;
-  p.expert_offset = s.expert_offset;
-  p.token_of_send_row = s.token_of_send_row;
-  p.recv = sh.recv->ptr(me);
-  p.h = s.h;
-  p.h_scale = s.h_scale;
-  if (p.fp8) p.recv_scale = static_cast<float*>(sh.recv_scale->ptr(me));
-  p.recv_rows = capacity_rows_;
-  p.origin = static_cast<const int*>(sh.origin->ptr(me));
-  p.l1_done = s.l1_done;
-  auto ctrl = [&](int r, size_t off) { return static_cast<char*>(sh.ctrl->ptr(r)) + off; };
-  p.arrive = reinterpret_cast<std::uint64_t*>(ctrl(me, sh.off_arrive));
-  p.arrive_base = s.arrive_base;
-  p.run_totals = s.run_totals;
-  p.counts = reinterpret_cast<const int*>(ctrl(me, sh.off_counts));
-  p.count_flag = reinterpret_cast<const std::uint32_t*>(ctrl(me, sh.off_count_flag));
-  p.done_flag = reinterpret_cast<const std::uint32_t*>(ctrl(me, sh.off_done));
-  p.comb = static_cast<std::uint16_t*>(sh.comb->ptr(me));
-  p.y = s.y;
-  for (int r = 0; r < N; ++r) {
-    p.recv_peer[r] = sh.recv->ptr(r);
-    if (p.fp8) p.recv_scale_peer[r] = static_cast<float*>(sh.recv_scale->ptr(r));
-    p.origin_peer[r] = static_cast<int*>(sh.origin->ptr(r));
-    p.arrive_peer[r] = reinterpret_cast<std::uint64_t*>(ctrl(r, sh.off_arrive));
-    p.counts_peer[r] = reinterpret_cast<int*>(ctrl(r, sh.off_counts));
-    p.count_flag_peer[r] = reinterpret_cast<std::uint32_t*>(ctrl(r, sh.off_count_flag));
-    p.done_flag_peer[r] = reinterpret_cast<std::uint32_t*>(ctrl(r, sh.off_done));
-    p.comb_peer[r] = static_cast<std::uint16_t*>(sh.comb->ptr(r));
-  }
-  p.failure = s.failure_dev;
+  const RankState& s = *ranks_[li];
+  MoeFusedRunConfig run;
+  run.tokens = dims_.tokens;
+  run.epoch = epoch_;
+  run.schedule_param = schedule_param();
+  run.combine = options_.combine;
+  run.fp8 = precision_ == MoePrecision::kFp8;
+  run.timeout_s = timeout_s;
+  MoeFusedOperands in;
+  in.x = s.x;
+  in.w1 = run.fp8 ? static_cast<const void*>(s.w1q) : s.w1;
+  in.w2 = run.fp8 ? static_cast<const void*>(s.w2q) : s.w2;
+  in.w1_scale = s.w1s;
+  in.w2_scale = s.w2s;
+  in.expert_ids = s.ids;
+  in.weights = s.weights;
+  in.y = s.y;
+  MoeFusedParams p = moe_fused_params(dims_, sizes_, s.lr->rank, run, in, s.local, shared_->views.data());
   if (trace_) {
     p.trace = s.trace;
     p.trace_count = s.trace_count;
@@ -391,10 +303,7 @@ void MoeFused::run_rank(int li, double timeout_s) {
   const MoeFusedParams p = params_of(li, timeout_s);
 
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[0], st));
-  XSTAGE_CUDA_CHECK(cudaMemsetAsync(s.l1_done, 0, size_t(capacity_rows_ / kFusedBlockM) * sizeof(std::uint32_t), st));
-  XSTAGE_CUDA_CHECK(launch_dispatch_plan(s.ids, dims_.tokens, dims_.top_k, dims_.experts, s.expert_rows,
-                                         s.expert_offset, s.send_row_of_slot, s.token_of_send_row, st));
-  XSTAGE_CUDA_CHECK(launch_moe_fused(p, options_.schedule, grid_, st));
+  XSTAGE_CUDA_CHECK(enqueue_moe_fused_run(p, s.local, options_.schedule, grid_, st));
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[1], st));
   wait_rank(li, s.ev[1], timeout_s);
 }
@@ -407,14 +316,9 @@ void MoeFused::wait_rank(int li, cudaEvent_t done, double timeout_s) const {
     const cudaError_t e = cudaEventQuery(done);
     if (e == cudaSuccess) break;
     if (e != cudaErrorNotReady) {
-      MoeFusedWaitFailure f;
-      std::memcpy(&f, s.failure_host, sizeof(f));  // host-mapped: written by the device before its trap
       std::string why = cudaGetErrorString(e);
-      if (f.code != 0) {
-        why += "; rank " + std::to_string(f.rank) + " block " + std::to_string(f.block) + " thread " +
-               std::to_string(f.thread) + " timed out waiting for the " + moe_fused_wait_name(f.code) + " (index " +
-               std::to_string(f.index) + ": wanted " + std::to_string(f.target) + ", saw " + std::to_string(f.seen) + ")";
-      }
+      const std::string wait = moe_fused_failure_text(read_fused_failure(s.local));
+      if (!wait.empty()) why += "; " + wait;
       throw gpu::DeviceError("fused MoE: rank " + std::to_string(me) + " failed: " + why);
     }
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s + 15.0) {
@@ -441,7 +345,7 @@ std::vector<long long> MoeFused::last_received_rows() const {
   for (auto& p : ranks_) {
     std::vector<int> t(el);
     XSTAGE_CUDA_CHECK(cudaSetDevice(p->lr->device));
-    XSTAGE_CUDA_CHECK(cudaMemcpy(t.data(), p->run_totals, size_t(el) * sizeof(int), cudaMemcpyDeviceToHost));
+    XSTAGE_CUDA_CHECK(cudaMemcpy(t.data(), p->local.run_totals, size_t(el) * sizeof(int), cudaMemcpyDeviceToHost));
     for (int v : t) out[p->lr->rank] += v;
   }
   return out;

@@ -44,17 +44,17 @@ TEST(Fidelity, EveryPeriodicRecordIsPredicted) {
     // Period: closed form and simulator within 5 % of every record.
     EXPECT_LT(rel(p.model_t_period_s, r.t_period_s), 0.05) << at;
     EXPECT_LT(rel(p.sim_t_period_s, r.t_period_s), 0.05) << at;
-    // Issue time: within 11 % everywhere; within 5 % except at most three records (measured
-    // outside: the first gap past G*, where the corner is rounded and T_iss small, and K = 16 at
-    // 16 and 32 KiB, where R(16) through the origin misses the period by up to 5 %).
+    // Issue time: within 11 % everywhere; within 5 % except two records (the first gap past G*, where
+    // the corner is rounded and T_iss small, and K = 16 at 32 KiB, where R(16) through the origin
+    // misses the period by 4.9 %).
     const double e = std::max(rel(p.model_t_iss_s, r.t_iss_s), rel(p.sim_t_iss_s, r.t_iss_s));
     EXPECT_LT(e, 0.11) << at;
     if (e >= 0.05) {
       ++outside;
-      EXPECT_TRUE(r.producers == 16 || (r.gap_s > 10e-6 && r.gap_s < 11e-6)) << at;
+      EXPECT_TRUE((r.producers == 16 && r.bytes_per_producer == 32768) || (r.gap_s > 10e-6 && r.gap_s < 11e-6)) << at;
     }
   }
-  EXPECT_LE(outside, 3);
+  EXPECT_LE(outside, 2);
 }
 
 TEST(Fidelity, GapSweepMedians) {
@@ -88,6 +88,9 @@ TEST(Fidelity, IsolatedBurstsFollowTheRampedKnee) {
   EXPECT_GE(rep.isolated_past_knee_model_t_iss.points, 30);
   EXPECT_LE(rep.isolated_past_knee_model_t_iss.median_rel, 0.05);
   EXPECT_LE(rep.isolated_past_knee_model_t_iss.max_rel, 0.15);
+  // The simulator drains the same ramp; first-come service adds the last producer's tail.
+  EXPECT_LE(rep.isolated_past_knee_sim_t_iss.median_rel, 0.05);
+  EXPECT_LE(rep.isolated_past_knee_sim_t_iss.max_rel, 0.17);
 }
 
 TEST(Fidelity, LocalControlIsReportedNotFitted) {

@@ -1,0 +1,69 @@
+// Public host API of the attention forward kernel (bf16 in/out, fp32 accumulation, non-causal) over
+// caller-owned device buffers and the caller's stream. The CLI, the tests and the C ABI call it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+namespace xstage::attn {
+
+// Strides are in elements; the head-dimension stride must be 1. The DiT layout [batch, seq, heads, dim]
+// contiguous is what make_bshd_problem builds.
+struct AttnForwardProblem {
+  int batch = 1;
+  int seq_q = 0;
+  int seq_k = 0;
+  int heads = 1;
+  int head_dim = 128;
+  int64_t q_stride_batch = 0, q_stride_seq = 0, q_stride_head = 0;
+  int64_t k_stride_batch = 0, k_stride_seq = 0, k_stride_head = 0;
+  int64_t v_stride_batch = 0, v_stride_seq = 0, v_stride_head = 0;
+  int64_t o_stride_batch = 0, o_stride_seq = 0, o_stride_head = 0;
+  float softmax_scale = 0.f;  // 0 selects 1/sqrt(head_dim)
+};
+
+struct AttnForwardArgs {
+  AttnForwardProblem problem;
+  const void* q = nullptr;  // bf16
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;        // bf16, same element strides as given in problem
+  float* lse = nullptr;     // optional [batch, heads, seq_q] fp32, natural-log log-sum-exp
+};
+
+AttnForwardProblem make_bshd_problem(int batch, int seq_q, int seq_k, int heads, int head_dim);
+
+// Empty when the kernel can run the problem; otherwise the reason, naming the offending field.
+std::string attn_forward_can_implement(const AttnForwardArgs& args);
+
+// Launches the kernel on `stream` (persistent grid sized to the device's SMs). Returns the launch
+// error, if any; the caller synchronizes.
+cudaError_t attn_forward(const AttnForwardArgs& args, cudaStream_t stream);
+
+// A [batch, seq, heads, head_dim] view of a bf16 tensor as DLPack and PyTorch describe it: sizes and
+// strides in elements, outermost first.
+struct BshdView {
+  const void* data = nullptr;
+  int64_t size[4] = {0, 0, 0, 0};
+  int64_t stride[4] = {0, 0, 0, 0};
+};
+
+// Empty when the kernel reads or writes `view` in place; otherwise the reason, naming `name` and the
+// offending stride. The kernel takes any view whose head-dimension stride is 1 and whose other strides
+// are positive multiples of 8 elements (16 bytes, TMA) at a 16-byte-aligned address; strides of
+// size-1 dimensions do not matter. A view it does not take may still be copied to a contiguous one.
+std::string attn_view_can_implement(const char* name, const BshdView& view);
+
+// Fills `args` for q [B, Sq, H, D], k and v [B, Skv, H, D], o like q and an optional lse
+// [B, H, Sq] fp32 buffer (contiguous); returns empty or the first shape mismatch, naming the tensor
+// and the dimension. Views are not checked here (attn_view_can_implement, then
+// attn_forward_can_implement). softmax_scale 0 selects 1/sqrt(head_dim).
+std::string attn_forward_args_from_views(const BshdView& q, const BshdView& k, const BshdView& v, const BshdView& o,
+                                         float* lse, float softmax_scale, AttnForwardArgs* args);
+
+// 4 * batch * heads * seq_q * seq_k * head_dim: the two matrix products of the forward pass.
+double attn_forward_flops(const AttnForwardProblem& p);
+
+}  // namespace xstage::attn

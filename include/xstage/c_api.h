@@ -1,0 +1,98 @@
+/* C ABI of xstage (libxstage_capi.so): the public API over DLPack tensors and the caller's CUDA stream.
+ *
+ * Plain C, so one shared library serves every Python minor version (loaded with ctypes) and every
+ * framework that speaks DLPack (PyTorch, CuPy, JAX). Rules every entry point keeps:
+ *  - it returns an xstage_status; on anything but XSTAGE_OK, xstage_last_error() holds a one-line
+ *    message for the calling thread (naming the argument, its value and what is accepted);
+ *  - it never aborts, never throws across the boundary, never synchronizes the device;
+ *  - GPU work is enqueued on the stream passed in (a cudaStream_t; NULL is the legacy default stream)
+ *    on the device of the tensors; nothing is allocated per call.
+ * Tensors are borrowed for the duration of the call; sizes and strides are in elements.
+ */
+#ifndef XSTAGE_C_API_H
+#define XSTAGE_C_API_H
+
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define XSTAGE_C_API_VERSION 1
+
+typedef enum xstage_status {
+  XSTAGE_OK = 0,
+  XSTAGE_ERR_TYPE = 1,        /* wrong dtype or kind of object (Python: TypeError) */
+  XSTAGE_ERR_VALUE = 2,       /* wrong device, rank, size, mismatch or argument value (ValueError) */
+  XSTAGE_ERR_LAYOUT = 3,      /* a strided view the kernel cannot read in place; a copy would do (ValueError) */
+  XSTAGE_ERR_UNSUPPORTED = 4, /* built without CUDA, or a GPU the kernels were not built for (RuntimeError) */
+  XSTAGE_ERR_CUDA = 5,        /* a CUDA runtime error at launch (RuntimeError) */
+  XSTAGE_ERR_INTERNAL = 6     /* anything else, e.g. out of host memory (RuntimeError) */
+} xstage_status;
+
+/* XSTAGE_C_API_VERSION of the library; a loader refuses a library whose version differs. */
+int xstage_c_api_version(void);
+
+/* 1 when the GPU kernels are built in, 0 for a model/planner-only build (no nvcc at build time). */
+int xstage_has_cuda(void);
+
+/* Library version and build (e.g. "0.1.0 cuda 13.0 sm_90a"); static storage. */
+const char* xstage_build_info(void);
+
+/* The calling thread's message for the last failed call ("" if none); valid until its next call. */
+const char* xstage_last_error(void);
+
+/* Frees memory returned by the library (xstage_cli_run's out and err). NULL is ignored. */
+void xstage_free(void* p);
+
+/* --- attention forward ------------------------------------------------------------------------
+ * q [B, Sq, H, D], k and v [B, Skv, H, D], out [B, Sq, H, D]: bf16 on one CUDA device, D in {64, 128};
+ * lse: NULL, or [B, H, Sq] fp32 contiguous (natural-log log-sum-exp of each query row).
+ * softmax_scale: 0 selects 1/sqrt(D); otherwise positive and finite.
+ * stream: a cudaStream_t of the tensors' device. Validation happens before any launch. */
+int xstage_attention_forward(const DLTensor* q, const DLTensor* k, const DLTensor* v, DLTensor* out, DLTensor* lse,
+                             float softmax_scale, void* stream);
+
+/* One attention call as a struct: the same as xstage_attention_forward, for callers (ctypes) to
+ * whom each argument of a call costs; they keep one filled struct per thread. */
+typedef struct xstage_attention_call {
+  const DLTensor* q;
+  const DLTensor* k;
+  const DLTensor* v;
+  DLTensor* out;
+  DLTensor* lse; /* NULL: no lse */
+  float softmax_scale;
+  void* stream;
+} xstage_attention_call;
+
+int xstage_attention_forward_call(const xstage_attention_call* call);
+
+/* Every check of xstage_attention_forward, without a launch (also in builds without CUDA, except
+ * the view checks, which need the kernel's rules). */
+int xstage_attention_check(const DLTensor* q, const DLTensor* k, const DLTensor* v, const DLTensor* out,
+                           const DLTensor* lse, float softmax_scale);
+
+/* XSTAGE_OK when the kernel reads the [B, S, H, D] bf16 view `t` in place; XSTAGE_ERR_LAYOUT when a
+ * contiguous copy is needed; name is used in the message. */
+int xstage_attention_view_check(const DLTensor* t, const char* name);
+
+/* --- platform model ---------------------------------------------------------------------------
+ * The platform (an xstage.platform/1 file at `path`, or the embedded default when path is NULL or
+ * empty) as the model reads it, as JSON text in *out (free with xstage_free). A missing or invalid
+ * file is XSTAGE_ERR_VALUE with the model's one-line message. */
+int xstage_platform_json(const char* path, char** out);
+
+/* --- model, planner, simulator: the CLI in process --------------------------------------------
+ * Runs `xstage ARGV...` (argv without the program name) exactly as the CLI would; *out and *err
+ * receive its stdout and stderr text (NUL-terminated, free with xstage_free). Returns the CLI's exit
+ * code (0 success, 2 bad input, 1 failure), or -1 when the library was built without the CLI
+ * (message in xstage_last_error). */
+int xstage_cli_run(int argc, const char* const* argv, char** out, char** err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XSTAGE_C_API_H */

@@ -1,0 +1,90 @@
+"""Framework-neutral entry points over any object with `__dlpack__` (PyTorch, CuPy, JAX, NumPy).
+
+The caller owns every buffer (out and lse too) and names the stream the work runs on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+from . import _native
+
+_capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_get_pointer.restype = ctypes.c_void_p
+_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.restype = ctypes.c_int
+_capsule_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _describe(obj) -> str:
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
+
+
+def borrow(obj, name: str, where: str, stream: int | None):
+    """(capsule, DLTensor address) of `obj`: the capsule keeps the tensor alive while it is used.
+
+    The capsule is not consumed, so its destructor returns the tensor to its producer afterwards.
+    `stream` follows the DLPack protocol for CUDA producers: the producer makes the data ready on it.
+    """
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"{where}: {name} is a {_describe(obj)}; accepted: a tensor with __dlpack__ "
+                        "(torch.Tensor, cupy.ndarray, jax.Array)")
+    device_type = None
+    if hasattr(obj, "__dlpack_device__"):
+        device_type = int(obj.__dlpack_device__()[0])
+    try:
+        if device_type == _native.KDL_CUDA:
+            capsule = obj.__dlpack__(stream=stream)
+        else:
+            capsule = obj.__dlpack__()  # producers on other devices accept no stream
+    except (BufferError, TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {name} ({_describe(obj)}) cannot be exported through DLPack: {e}") from e
+    if not _capsule_is_valid(capsule, b"dltensor"):
+        raise TypeError(f"{where}: {name}.__dlpack__() returned no DLPack tensor capsule")
+    address = _capsule_get_pointer(capsule, b"dltensor")  # DLManagedTensor*, whose first field is the DLTensor
+    return capsule, address
+
+
+def _scale_arg(softmax_scale, where: str) -> float:
+    if softmax_scale is None:
+        return 0.0
+    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
+        raise TypeError(f"{where}: softmax_scale is a {_describe(softmax_scale)}; accepted: a float or None")
+    value = float(softmax_scale)
+    if not (value > 0.0 and math.isfinite(value)):
+        raise ValueError(f"{where}: softmax_scale {softmax_scale!r}; accepted: a positive finite number or None "
+                         "(1/sqrt(head_dim))")
+    return value
+
+
+def attention_dlpack(q, k, v, out, *, lse=None, softmax_scale=None, stream: int | None = None) -> None:
+    """out[b, i, h, :] = softmax(scale * q[b, i, h] . k[b, :, h]) @ v[b, :, h], written into `out`.
+
+    q [B, Sq, H, D], k and v [B, Skv, H, D], out [B, Sq, H, D]: bfloat16 CUDA tensors of one device,
+    D in {64, 128}; lse: None or a contiguous float32 [B, H, Sq] tensor receiving the log-sum-exp.
+    stream: the cudaStream_t (an int) to run on; None is the legacy default stream. Strided views the
+    kernel cannot read raise ValueError here (the PyTorch layer copies them instead).
+    """
+    where = "xstage.attention_dlpack"
+    scale = _scale_arg(softmax_scale, where)
+    # DLPack's stream numbering: 1 is the legacy default stream (0 is not allowed).
+    producer_stream = 1 if not stream else int(stream)
+    held = []
+    addresses = []
+    for name, obj in (("q", q), ("k", k), ("v", v), ("out", out)):
+        capsule, address = borrow(obj, name, where, producer_stream)
+        held.append(capsule)
+        addresses.append(address)
+    lse_address = None
+    if lse is not None:
+        capsule, lse_address = borrow(lse, "lse", where, producer_stream)
+        held.append(capsule)
+    lib = _native.lib()
+    status = lib.xstage_attention_forward(addresses[0], addresses[1], addresses[2], addresses[3], lse_address,
+                                          scale, int(stream or 0))
+    del held
+    if status != _native.OK:
+        _native.raise_for(status, where)

@@ -1,0 +1,225 @@
+"""Loader of libxstage_capi.so (the C ABI, include/xstage/c_api.h) through ctypes.
+
+The library is plain C, so one wheel serves every Python 3 version. It links NCCL and cuBLAS as shared
+libraries that the process provides: the copies in the nvidia-nccl / nvidia-cublas wheels (those torch
+installs) are loaded first when present, so that the library runs against the NCCL version it was
+compiled with rather than an older system copy; otherwise the dynamic loader's search path is used.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+
+C_API_VERSION = 1  # XSTAGE_C_API_VERSION
+
+OK = 0
+ERR_TYPE = 1
+ERR_VALUE = 2
+ERR_LAYOUT = 3
+ERR_UNSUPPORTED = 4
+ERR_CUDA = 5
+ERR_INTERNAL = 6
+
+_LIB_NAME = "libxstage_capi.so"
+_lock = threading.Lock()
+_lib = None
+
+
+class XstageLoadError(ImportError):
+    """libxstage_capi.so or a shared library it needs could not be loaded."""
+
+
+# --- DLPack structures (dlpack.h, ABI stable since 0.5) ----------------------------------------
+# DLTensor with its two small nested structs (DLDevice, DLDataType) flattened: the same bytes, but each
+# field is set without a temporary sub-structure object, which keeps the per-call cost low.
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device_type", ctypes.c_int32),  # DLDevice
+        ("device_id", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("dtype_code", ctypes.c_uint8),  # DLDataType
+        ("dtype_bits", ctypes.c_uint8),
+        ("dtype_lanes", ctypes.c_uint16),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+assert ctypes.sizeof(DLTensor) == 48
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [
+        ("dl_tensor", DLTensor),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+    ]
+
+
+class TensorSlot:
+    """A DLTensor with its own size and stride storage, refilled for each call (no allocation).
+
+    The strides follow the sizes in `dims` (dims[0:ndim] sizes, dims[ndim:2 * ndim] strides), so one
+    slice assignment fills both; dtype, device and rank are rewritten only when they change.
+    """
+
+    MAX_NDIM = 8
+    __slots__ = ("dl", "dims", "address", "ndim", "dtype", "device")
+
+    def __init__(self) -> None:
+        self.dl = DLTensor()
+        self.dims = (ctypes.c_int64 * (2 * self.MAX_NDIM))()
+        self.dl.shape = ctypes.cast(ctypes.addressof(self.dims), ctypes.POINTER(ctypes.c_int64))
+        self.dl.dtype_lanes = 1
+        self.address = ctypes.addressof(self.dl)
+        self.ndim = -1
+        self.dtype = None
+        self.device = None
+        self.set_ndim(0)
+
+    def set_ndim(self, n: int) -> None:
+        self.dl.ndim = n
+        self.dl.strides = ctypes.cast(ctypes.addressof(self.dims) + 8 * n, ctypes.POINTER(ctypes.c_int64))
+        self.ndim = n
+
+    def set_dims(self, shape, strides) -> None:
+        n = len(shape)
+        if n != self.ndim:
+            self.set_ndim(n)
+        self.dims[0:2 * n] = tuple(shape) + tuple(strides)
+
+
+class AttentionCall(ctypes.Structure):
+    """xstage_attention_call: pointers to five slots, the scale and the stream."""
+    _fields_ = [
+        ("q", ctypes.c_void_p),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+        ("softmax_scale", ctypes.c_float),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
+KDL_CPU = 1
+KDL_CUDA = 2
+KDL_INT = 0
+KDL_UINT = 1
+KDL_FLOAT = 2
+KDL_BFLOAT = 4
+
+# Entry points take tensors as addresses (ints): a slot's address is computed once.
+DLTensorPtr = ctypes.c_void_p
+
+
+def _package_dir() -> str:
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def _preload_from_wheel(module_name: str, patterns: list[str]) -> None:
+    """dlopen (RTLD_GLOBAL) the libraries of an nvidia-* wheel, where that wheel is installed."""
+    try:
+        module = __import__(module_name, fromlist=["__path__"])
+    except ImportError:
+        return
+    for root in list(getattr(module, "__path__", [])):
+        for pattern in patterns:
+            for path in sorted(glob.glob(os.path.join(root, "lib", pattern))):
+                try:
+                    ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                except OSError:
+                    pass  # the system loader may still find a usable copy; the final load reports it
+
+
+def library_path() -> str:
+    """Path of the C ABI library: $XSTAGE_CAPI_LIBRARY, else the copy installed in the package."""
+    return os.environ.get("XSTAGE_CAPI_LIBRARY") or os.path.join(_package_dir(), _LIB_NAME)
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    c_int, c_float, c_char_p, c_void_p = ctypes.c_int, ctypes.c_float, ctypes.c_char_p, ctypes.c_void_p
+    lib.xstage_c_api_version.restype = c_int
+    lib.xstage_c_api_version.argtypes = []
+    lib.xstage_has_cuda.restype = c_int
+    lib.xstage_has_cuda.argtypes = []
+    lib.xstage_build_info.restype = c_char_p
+    lib.xstage_build_info.argtypes = []
+    lib.xstage_last_error.restype = c_char_p
+    lib.xstage_last_error.argtypes = []
+    lib.xstage_free.restype = None
+    lib.xstage_free.argtypes = [c_void_p]
+    lib.xstage_attention_forward.restype = c_int
+    lib.xstage_attention_forward.argtypes = [DLTensorPtr, DLTensorPtr, DLTensorPtr, DLTensorPtr, DLTensorPtr,
+                                             c_float, c_void_p]
+    lib.xstage_attention_forward_call.restype = c_int
+    lib.xstage_attention_forward_call.argtypes = [c_void_p]
+    lib.xstage_attention_check.restype = c_int
+    lib.xstage_attention_check.argtypes = [DLTensorPtr, DLTensorPtr, DLTensorPtr, DLTensorPtr, DLTensorPtr, c_float]
+    lib.xstage_attention_view_check.restype = c_int
+    lib.xstage_attention_view_check.argtypes = [DLTensorPtr, c_char_p]
+    lib.xstage_platform_json.restype = c_int
+    lib.xstage_platform_json.argtypes = [c_char_p, ctypes.POINTER(c_void_p)]
+    lib.xstage_cli_run.restype = c_int
+    lib.xstage_cli_run.argtypes = [c_int, ctypes.POINTER(c_char_p), ctypes.POINTER(c_void_p),
+                                   ctypes.POINTER(c_void_p)]
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded library (loaded on first use, so `import xstage` never fails for want of it)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        path = library_path()
+        if not os.path.exists(path):
+            raise XstageLoadError(f"xstage: {path} not found: the package was not built "
+                                  "(install it with `pip install .` from the xstage source tree)")
+        _preload_from_wheel("nvidia.nccl", ["libnccl.so*"])
+        # CUDA 12 wheels: nvidia/cublas/lib; CUDA 13 wheels: nvidia/cu13/lib
+        _preload_from_wheel("nvidia.cublas", ["libcublasLt.so*", "libcublas.so*"])
+        _preload_from_wheel("nvidia.cu13", ["libcublasLt.so.13*", "libcublas.so.13*"])
+        try:
+            loaded = ctypes.CDLL(path)
+        except OSError as e:
+            hint = ""
+            if "nccl" in str(e) or "cublas" in str(e):
+                hint = (" (NCCL and cuBLAS come from the process: install torch with CUDA, or the nvidia-nccl-cu13 /"
+                        " nvidia-cublas wheels, or put their lib folders on LD_LIBRARY_PATH)")
+            raise XstageLoadError(f"xstage: cannot load {path}: {e}{hint}") from e
+        _declare(loaded)
+        version = loaded.xstage_c_api_version()
+        if version != C_API_VERSION:
+            raise XstageLoadError(f"xstage: {path} has C API version {version}, this package expects {C_API_VERSION}")
+        _lib = loaded
+        return _lib
+
+
+def last_error() -> str:
+    return lib().xstage_last_error().decode("utf-8", "replace")
+
+
+def raise_for(status: int, where: str) -> None:
+    """Raises the Python exception of a failed call (the message comes from the library)."""
+    message = f"{where}: {last_error()}"
+    if status == ERR_TYPE:
+        raise TypeError(message)
+    if status in (ERR_VALUE, ERR_LAYOUT):
+        raise ValueError(message)
+    raise RuntimeError(message)
+
+
+def has_cuda() -> bool:
+    """True when the kernels are built in (nvcc was present when the package was built)."""
+    return bool(lib().xstage_has_cuda())
+
+
+def build_info() -> str:
+    return lib().xstage_build_info().decode()

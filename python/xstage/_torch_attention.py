@@ -1,0 +1,227 @@
+"""PyTorch layer of the attention forward: the `xstage::attention` custom op (with a fake kernel, so
+torch.compile(fullgraph=True) traces through it) and an eager fast path that calls the C ABI directly.
+
+Imported on first use of `xstage.attention`, so `import xstage` needs no torch.
+"""
+
+# No `from __future__ import annotations` here: torch.library infers the op's schema from real annotations.
+import ctypes
+import threading
+
+import torch
+
+from . import _native
+from ._dlpack import _describe, _scale_arg
+
+_WHERE = "xstage.attention"
+_BF16 = torch.bfloat16
+_F32 = torch.float32
+_NAMES = ("q", "k", "v", "out", "lse")
+_DTYPES = {  # torch dtype -> DLPack (code, bits), for the library's checks and messages
+    torch.bfloat16: (_native.KDL_BFLOAT, 16),
+    torch.float16: (_native.KDL_FLOAT, 16),
+    torch.float32: (_native.KDL_FLOAT, 32),
+    torch.float64: (_native.KDL_FLOAT, 64),
+    torch.int8: (_native.KDL_INT, 8),
+    torch.int16: (_native.KDL_INT, 16),
+    torch.int32: (_native.KDL_INT, 32),
+    torch.int64: (_native.KDL_INT, 64),
+    torch.uint8: (_native.KDL_UINT, 8),
+}
+_MAX_NDIM = _native.TensorSlot.MAX_NDIM
+
+_lib = _native.lib()  # loaded when the torch layer is first used
+_tls = threading.local()
+_copies_lock = threading.Lock()
+_copies = 0  # q, k or v views the kernel could not read in place, copied to contiguous tensors
+
+try:
+    _raw_stream = torch._C._cuda_getCurrentRawStream  # what inductor uses: no Stream object per call
+except AttributeError:  # pragma: no cover - older or CPU-only torch builds
+    def _raw_stream(index: int) -> int:
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+def copy_count() -> int:
+    """How many q/k/v inputs were copied because the kernel cannot read their strided view in place."""
+    return _copies
+
+
+def reset_copy_count() -> None:
+    global _copies
+    with _copies_lock:
+        _copies = 0
+
+
+def _slots():
+    """The calling thread's five tensor slots (q, k, v, out, lse) and the call struct pointing at them."""
+    try:
+        return _tls.slots
+    except AttributeError:
+        slots = [_native.TensorSlot() for _ in _NAMES]
+        call = _native.AttentionCall()
+        call.q, call.k, call.v, call.out = (slot.address for slot in slots[:4])
+        _tls.slots = (slots, call, ctypes.addressof(call))
+        return _tls.slots
+
+
+def _fill(slot, t: torch.Tensor, name: str, data: int) -> None:
+    """Describes tensor `t` (data address `data`) in `slot`, without a DLPack capsule."""
+    dl = slot.dl
+    dl.data = data
+    dtype = t.dtype
+    if dtype is not slot.dtype:
+        code_bits = _DTYPES.get(dtype)
+        if code_bits is None:
+            raise TypeError(f"{_WHERE}: {name}: dtype {dtype}; accepted: bfloat16")
+        dl.dtype_code, dl.dtype_bits = code_bits
+        slot.dtype = dtype
+    device = t.get_device() if t.is_cuda else -1
+    if device < 0 or device != slot.device:
+        if device >= 0:
+            dl.device_type = _native.KDL_CUDA
+            dl.device_id = device
+        else:
+            dl.device_type = _native.KDL_CPU if t.device.type == "cpu" else 0
+            dl.device_id = 0
+        slot.device = device
+    shape = t.shape
+    n = len(shape)
+    if n != slot.ndim:
+        if n > _MAX_NDIM:
+            raise ValueError(f"{_WHERE}: {name}: rank {n} (shape {list(shape)}); accepted: 4 "
+                             "([batch, seq, heads, head_dim])")
+        slot.set_ndim(n)
+    slot.dims[0:2 * n] = shape + t.stride()
+
+
+def _check_tensor_type(name: str, t) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{_WHERE}: {name} is a {_describe(t)}; accepted: a torch.Tensor "
+                        "(bfloat16, on a CUDA device); for other DLPack tensors use xstage.attention_dlpack")
+
+
+def _outputs(q: torch.Tensor, return_lse: bool):
+    out = torch.empty(q.shape, dtype=_BF16, device=q.device)
+    lse = None
+    if return_lse and q.dim() == 4:
+        lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=_F32, device=q.device)
+    return out, lse
+
+
+def _launch(q, k, v, out, lse, scale: float) -> int:
+    slots, call, call_address = _slots()
+    _fill(slots[0], q, "q", q.data_ptr())
+    _fill(slots[1], k, "k", k.data_ptr())
+    _fill(slots[2], v, "v", v.data_ptr())
+    _fill(slots[3], out, "out", out.data_ptr())
+    if lse is not None:
+        _fill(slots[4], lse, "lse", lse.data_ptr())
+        call.lse = slots[4].address
+    else:
+        call.lse = None
+    call.softmax_scale = scale
+    call.stream = _raw_stream(q.get_device()) if q.is_cuda else None
+    return _lib.xstage_attention_forward_call(call_address)
+
+
+def _copy_unreadable_views(q, k, v):
+    """q, k, v with every view the kernel cannot read replaced by a contiguous copy (counted)."""
+    global _copies
+    lib = _native.lib()
+    slot = _slots()[0][0]
+    result = []
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _fill(slot, t, name, t.data_ptr())
+        if lib.xstage_attention_view_check(slot.address, name.encode()) == _native.ERR_LAYOUT:
+            t = t.contiguous() if not t.is_contiguous() else t.clone()  # clone: a misaligned contiguous view
+            with _copies_lock:
+                _copies += 1
+        result.append(t)
+    return result
+
+
+def _forward(q, k, v, scale: float, return_lse: bool):
+    """The real computation (eager path and the custom op's implementation)."""
+    out, lse = _outputs(q, return_lse)
+    status = _launch(q, k, v, out, lse, scale)
+    if status == _native.ERR_LAYOUT:
+        q, k, v = _copy_unreadable_views(q, k, v)
+        status = _launch(q, k, v, out, lse, scale)
+    if status != _native.OK:
+        _native.raise_for(status, _WHERE)
+    return out, lse
+
+
+def _is_static(t) -> bool:
+    return all(type(n) is int for n in t.shape) and all(type(n) is int for n in t.stride())
+
+
+def _check_meta(q, k, v, scale: float, return_lse: bool) -> None:
+    """Every check of the library on tensors without storage (fake or meta), at trace time. Symbolic
+    sizes (dynamic shapes) are checked when the compiled graph runs the real kernel instead."""
+    for t in (q, k, v):
+        if not _is_static(t):
+            return
+    lib = _native.lib()
+    s = _slots()[0]
+    aligned = 256  # any non-null aligned address: the views are what is checked
+    _fill(s[0], q, "q", aligned)
+    _fill(s[1], k, "k", aligned)
+    _fill(s[2], v, "v", aligned)
+    out, lse = _outputs(q, return_lse)
+    _fill(s[3], out, "out", aligned)
+    lse_address = None
+    if lse is not None:
+        _fill(s[4], lse, "lse", aligned)
+        lse_address = s[4].address
+    status = lib.xstage_attention_check(s[0].address, s[1].address, s[2].address, s[3].address, lse_address, scale)
+    if status not in (_native.OK, _native.ERR_LAYOUT):  # a view the kernel cannot read is copied at run time
+        _native.raise_for(status, _WHERE)
+
+
+@torch.library.custom_op("xstage::attention", mutates_args=())
+def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
+                 return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax_scale 0 selects 1/sqrt(head_dim); lse is an empty tensor unless return_lse."""
+    out, lse = _forward(q, k, v, softmax_scale, return_lse)
+    if lse is None:
+        lse = q.new_empty((0,), dtype=_F32)
+    return out, lse
+
+
+@attention_op.register_fake
+def _attention_fake(q, k, v, softmax_scale, return_lse):
+    _check_meta(q, k, v, softmax_scale, return_lse)
+    out = q.new_empty(q.shape)
+    if return_lse:
+        lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=_F32)
+    else:
+        lse = q.new_empty((0,), dtype=_F32)
+    return out, lse
+
+
+_is_compiling = torch.compiler.is_compiling
+_Tensor = torch.Tensor
+
+
+def attention(q, k, v, *, softmax_scale=None, return_lse=False):
+    """FlashAttention forward (non-causal) on [batch, seq, heads, head_dim] bfloat16 CUDA tensors.
+
+    q [B, Sq, H, D], k and v [B, Skv, H, D] with D in {64, 128}; Sq and Skv independent (cross
+    attention), any B. Returns out [B, Sq, H, D] bfloat16, and with return_lse=True also
+    lse [B, H, Sq] float32 (natural-log log-sum-exp of each query row). Runs on the current CUDA
+    stream of q's device and never synchronizes. Strided views the kernel cannot read are copied
+    (xstage.attention_copy_count() counts them). Forward only: no autograd.
+    """
+    scale = 0.0 if softmax_scale is None else _scale_arg(softmax_scale, _WHERE)
+    if type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor or _is_compiling():
+        _check_tensor_type("q", q)
+        _check_tensor_type("k", k)
+        _check_tensor_type("v", v)
+        # Tensor subclasses and compiled graphs go through the dispatcher; plain eager tensors do not,
+        # since the custom-op dispatch costs microseconds per call.
+        out, lse = torch.ops.xstage.attention(q, k, v, scale, bool(return_lse))
+        return (out, lse) if return_lse else out
+    out, lse = _forward(q, k, v, scale, return_lse)
+    return (out, lse) if return_lse else out

@@ -1,0 +1,210 @@
+"""Fused MoE layer on one GPU (expert parallelism 1): ``xstage.FusedMoE``, ``xstage.fused_moe`` and
+``xstage.quantize_fp8_blocks``, over the C ABI of include/xstage/c_api_moe.h.
+
+    y[t] = sum_j topk_weights[t, j] * W2[e] @ (silu(W1_gate[e] @ x[t]) * (W1_up[e] @ x[t])),  e = topk_ids[t, j]
+
+One persistent Hopper kernel does dispatch, Linear-1 + SwiGLU, Linear-2 and the weighted combine; bf16,
+or FP8 e4m3 W8A8 (activations quantized per token per 128 channels inside the kernel, weights e4m3 with
+one float32 scale per 128 x 128 block). Layouts:
+
+    x             bfloat16 [T, hidden]  (or [..., hidden]; y has x's shape)
+    topk_ids      int32 or int64 [T, top_k]: distinct experts in [0, experts) per token. The kernel does
+                  not check them: an id out of range or repeated within a token leaves that token's
+                  output undefined (no memory outside the buffers is touched). They are the caller's.
+    topk_weights  float32 (bf16 / fp16 are converted) [T, top_k]
+    w1            [experts, 2 * h_inter, hidden]: rows 0 .. h_inter-1 the gate projection, then the up one
+    w2            [experts, hidden, h_inter]
+    fp8:          w1, w2 as torch.float8_e4m3fn (or uint8 bytes) with w1_scale float32
+                  [experts, 2*h_inter/128, hidden/128] and w2_scale [experts, hidden/128, h_inter/128]
+                  (quantize_fp8_blocks makes them from bf16 weights with the kernel's rule).
+
+A layer owns a workspace sized for ``max_tokens``; more tokens in one call raise ValueError (create
+the layer with a larger max_tokens, or call ``FusedMoE.reserve``). Calls run on the current CUDA
+stream and do not synchronize. Runs of one layer are ordered on the device, even across streams.
+Inference only (no autograd). CUDA graphs cannot capture a run.
+
+``import xstage`` works without PyTorch; the torch parts import it on first use.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+
+from . import _native
+
+PRECISIONS = {"bf16": 0, "fp8": 1}
+SCHEDULES = {"interleaved": 0, "wave": 1}
+
+_declare_lock = threading.Lock()
+_declared = None
+
+
+def _lib():
+    """The C ABI with the MoE entry points declared (once per loaded library)."""
+    global _declared
+    lib = _native.lib()
+    if _declared is lib:
+        return lib
+    with _declare_lock:
+        c_int, c_void_p, c_char_p, u64p = ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64)
+        T = _native.DLTensorPtr
+        ints10 = [c_int] * 10
+        lib.xstage_moe_can_implement.restype = c_int
+        lib.xstage_moe_can_implement.argtypes = ints10 + [u64p]
+        lib.xstage_moe_create.restype = c_int
+        lib.xstage_moe_create.argtypes = ints10 + [ctypes.POINTER(c_void_p)]
+        lib.xstage_moe_destroy.restype = None
+        lib.xstage_moe_destroy.argtypes = [c_void_p]
+        lib.xstage_moe_set_schedule.restype = c_int
+        lib.xstage_moe_set_schedule.argtypes = [c_void_p, c_int, c_int, c_int]
+        lib.xstage_moe_set_weights.restype = c_int
+        lib.xstage_moe_set_weights.argtypes = [c_void_p, T, T, T, T]
+        lib.xstage_moe_check.restype = c_int
+        lib.xstage_moe_check.argtypes = [c_void_p, T, T, T, T, c_void_p]
+        lib.xstage_moe_run.restype = c_int
+        lib.xstage_moe_run.argtypes = [c_void_p, T, T, T, T, c_void_p]
+        lib.xstage_moe_info.restype = c_int
+        lib.xstage_moe_info.argtypes = [c_void_p, ctypes.POINTER(c_int), ctypes.POINTER(c_int), u64p]
+        lib.xstage_moe_last_failure.restype = c_char_p
+        lib.xstage_moe_last_failure.argtypes = [c_void_p]
+        lib.xstage_moe_quantize_fp8.restype = c_int
+        lib.xstage_moe_quantize_fp8.argtypes = [T, T, T, c_void_p]
+        lib.xstage_moe_builtin_shapes.restype = c_char_p
+        lib.xstage_moe_builtin_shapes.argtypes = []
+        _declared = lib
+    return lib
+
+
+def _choice(value, accepted: dict, name: str, where: str) -> int:
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: {name} is a {type(value).__name__}; accepted: one of {sorted(accepted)}")
+    if value not in accepted:
+        raise ValueError(f"{where}: {name} {value!r}; accepted: one of {sorted(accepted)}")
+    return accepted[value]
+
+
+def _int_arg(value, name: str, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{where}: {name} is a {type(value).__name__}; accepted: an int")
+    if value < minimum:
+        raise ValueError(f"{where}: {name} {value}; accepted: an int >= {minimum}")
+    return value
+
+
+def _config_args(where, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows, experts_per_wave):
+    """The C ABI's integer arguments; Python-level type and choice errors name the argument."""
+    dims = [_int_arg(v, n, where, 1) for v, n in ((hidden, "hidden"), (h_inter, "h_inter"), (experts, "experts"),
+                                                  (top_k, "top_k"), (max_tokens, "max_tokens"))]
+    return dims + [_choice(precision, PRECISIONS, "precision", where), _choice(schedule, SCHEDULES, "schedule", where),
+                   _int_arg(lead_rows, "lead_rows", where, 0), _int_arg(experts_per_wave, "experts_per_wave", where, 0)]
+
+
+def can_implement(*, hidden: int, h_inter: int, experts: int, top_k: int, max_tokens: int, precision: str = "bf16",
+                  schedule: str = "interleaved", lead_rows: int = 0, experts_per_wave: int = 0,
+                  device: int = -1) -> tuple[str, int]:
+    """("", workspace bytes) when the kernel can run this layer on `device` (-1: current), else (reason, 0)."""
+    where = "xstage.moe.can_implement"
+    args = _config_args(where, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
+                        experts_per_wave)
+    lib = _lib()
+    size = ctypes.c_uint64(0)
+    status = lib.xstage_moe_can_implement(int(device), *args, ctypes.byref(size))
+    return ("", int(size.value)) if status == _native.OK else (_native.last_error(), 0)
+
+
+def builtin_shapes() -> list[dict]:
+    """The built-in MoE shapes (name, source, hidden, h_inter, experts, top_k), as `xstage moe bench` knows them."""
+    import json
+    return json.loads(_lib().xstage_moe_builtin_shapes().decode())
+
+
+class _Layer:
+    """One C ABI layer handle (no torch needed): created once, destroyed with the object."""
+
+    def __init__(self, where, device, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows=0,
+                 experts_per_wave=0):
+        args = _config_args(where, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
+                            experts_per_wave)
+        self.hidden, self.h_inter, self.experts, self.top_k, self.max_tokens = args[:5]
+        self.precision, self.schedule, self.device = precision, schedule, int(device)
+        self.lead_rows, self.experts_per_wave = args[7], args[8]
+        self._lib = _lib()
+        self._handle = None
+        handle = ctypes.c_void_p()
+        status = self._lib.xstage_moe_create(self.device, *args, ctypes.byref(handle))
+        if status != _native.OK:
+            _native.raise_for(status, where)
+        self._handle = handle
+        self.slots = [_native.TensorSlot() for _ in range(8)]  # x, ids, weights, y, w1, w2, w1_scale, w2_scale
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            self._lib.xstage_moe_destroy(self._handle)
+            self._handle = None
+
+    def set_schedule(self, schedule: str, lead_rows: int = 0, experts_per_wave: int = 0, where="FusedMoE") -> None:
+        s = _choice(schedule, SCHEDULES, "schedule", where)
+        status = self._lib.xstage_moe_set_schedule(self._handle, s, _int_arg(lead_rows, "lead_rows", where, 0),
+                                                   _int_arg(experts_per_wave, "experts_per_wave", where, 0))
+        if status != _native.OK:
+            _native.raise_for(status, where)
+        self.schedule, self.lead_rows, self.experts_per_wave = schedule, lead_rows, experts_per_wave
+
+    def info(self) -> dict:
+        grid, param, runs = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_uint64(0)
+        status = self._lib.xstage_moe_info(self._handle, ctypes.byref(grid), ctypes.byref(param), ctypes.byref(runs))
+        if status != _native.OK:
+            _native.raise_for(status, "FusedMoE.info")
+        return {"grid": grid.value, "schedule_param": param.value, "runs": int(runs.value)}
+
+    def last_failure(self) -> str:
+        return self._lib.xstage_moe_last_failure(self._handle).decode("utf-8", "replace")
+
+    def set_weights(self, w1, w2, w1_scale, w2_scale, where) -> None:
+        """DLTensor addresses (w1_scale, w2_scale: None for a bf16 layer)."""
+        status = self._lib.xstage_moe_set_weights(self._handle, w1, w2, w1_scale, w2_scale)
+        if status != _native.OK:
+            _native.raise_for(status, where)
+
+    def run(self, x, ids, weights, y, stream: int, where) -> None:
+        """DLTensor addresses; stream: a cudaStream_t as an int (0: the legacy default stream)."""
+        status = self._lib.xstage_moe_run(self._handle, x, ids, weights, y, stream or None)
+        if status != _native.OK:
+            message = _native.last_error()
+            failure = self.last_failure()
+            if failure:
+                raise RuntimeError(f"{where}: {message} (in-kernel wait: {failure})")
+            _native.raise_for(status, where)
+
+
+# Layers reachable from the custom op by an integer id (the op's schema holds no Python object); weak,
+# so a module's workspace is freed with the module.
+_layers = weakref.WeakValueDictionary()
+_layers_lock = threading.Lock()
+_next_id = [1]
+
+
+def _register(layer: _Layer) -> int:
+    with _layers_lock:
+        i = _next_id[0]
+        _next_id[0] += 1
+        _layers[i] = layer
+        return i
+
+
+_TORCH_NAMES = ("FusedMoE", "fused_moe", "quantize_fp8_blocks")
+
+
+def __getattr__(name):
+    # The torch layer (_torch_moe) is imported on first use, so `import xstage.moe` needs no torch.
+    if name in _TORCH_NAMES:
+        try:
+            from . import _torch_moe
+        except ImportError as e:
+            if "torch" not in str(e):
+                raise
+            raise ImportError(f"xstage.{name} needs PyTorch (pip install torch)") from e
+        return getattr(_torch_moe, name)
+    raise AttributeError(f"module 'xstage.moe' has no attribute {name!r}")

@@ -1,0 +1,59 @@
+// Helpers every C ABI entry point shares: the thread-local error message, the exception barrier and
+// DLPack tensor checks that name the argument. Entry points for other layers (e.g. MoE) use them too.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "xstage/c_api.h"
+
+namespace xstage::capi {
+
+// Records `message` as the calling thread's last error and returns `status`.
+int fail(int status, std::string message);
+
+// Clears the calling thread's last error; returns XSTAGE_OK.
+int ok();
+
+// Runs `body` (returning an xstage_status) so that no C++ exception crosses the C boundary.
+template <class Body>
+int guarded(Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(XSTAGE_ERR_INTERNAL, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(XSTAGE_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return fail(XSTAGE_ERR_INTERNAL, "unknown C++ exception");
+  }
+}
+
+// "bfloat16", "float32", "int64", ... for messages.
+std::string dtype_name(DLDataType t);
+// "cpu", "cuda:1", "cuda_host", ... for messages.
+std::string device_name(DLDevice d);
+// "[2, 1024, 24, 128]" for messages.
+std::string shape_text(const DLTensor& t);
+
+bool is_dtype(const DLDataType& t, uint8_t code, uint8_t bits);
+
+// Size and stride of dimension d (strides NULL: compact row-major, as DLPack defines).
+int64_t stride_of(const DLTensor& t, int d);
+// First element's address (data + byte_offset).
+const void* data_of(const DLTensor& t);
+
+// Empty when `t` is non-null, on a CUDA device, of dtype (code, bits) with `ndim` dimensions; else
+// the reason, starting with `name`. *status receives the matching xstage_status.
+std::string check_cuda_tensor(const char* name, const DLTensor* t, uint8_t code, uint8_t bits, int ndim,
+                              const char* dtype_accepted, const char* rank_accepted, int* status);
+
+// Empty when `t` lies on the same device as `ref` (named ref_name); else the reason.
+std::string check_same_device(const char* name, const DLTensor& t, const char* ref_name, const DLTensor& ref);
+
+// True when `t`'s elements are compact row-major (size-1 dimensions' strides ignored).
+bool is_contiguous(const DLTensor& t);
+
+}  // namespace xstage::capi

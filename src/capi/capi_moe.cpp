@@ -1,0 +1,393 @@
+// C ABI of the fused MoE layer (include/xstage/c_api_moe.h): DLPack tensors to the public C++ API
+// (xstage/moe/fused_moe.hpp), every check before the launch, the launch on the caller's stream.
+#include "xstage/c_api_moe.h"
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "capi_common.hpp"
+#include "xstage/model/workloads.hpp"
+
+#if XSTAGE_CAPI_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "xstage/gpu/check.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/moe/fused_moe.hpp"
+#endif
+
+#if XSTAGE_CAPI_HAVE_CUDA
+struct xstage_moe_layer {
+  explicit xstage_moe_layer(const xstage::moe::FusedMoeConfig& c) : moe(c) {}
+  xstage::moe::FusedMoe moe;
+  xstage::moe::FusedMoeWeights weights;
+  bool have_weights = false;
+  std::string failure;  // xstage_moe_last_failure's storage
+};
+#else
+struct xstage_moe_layer {};
+#endif
+
+namespace xstage::capi {
+namespace {
+
+constexpr const char* kNoCuda = "xstage was built without CUDA (no nvcc at build time): no fused MoE kernel";
+
+#if XSTAGE_CAPI_HAVE_CUDA
+using moe::FusedMoe;
+using moe::FusedMoeConfig;
+
+// Runs `body`, mapping the C++ API's exceptions to statuses: bad input (InputError) is VALUE, a CUDA
+// failure CUDA; a device the kernel is not built for is UNSUPPORTED.
+template <class Body>
+int moe_guarded(Body&& body) {
+  return guarded([&]() -> int {
+    try {
+      return body();
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      return fail(what.find("sm_90a") != std::string::npos ? XSTAGE_ERR_UNSUPPORTED : XSTAGE_ERR_VALUE, what);
+    } catch (const gpu::DeviceError& e) {
+      return fail(XSTAGE_ERR_CUDA, e.what());
+    }
+  });
+}
+
+int config_of(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision, int schedule,
+              int lead_rows, int experts_per_wave, FusedMoeConfig* c) {
+  if (precision != XSTAGE_MOE_BF16 && precision != XSTAGE_MOE_FP8) {
+    return fail(XSTAGE_ERR_VALUE, "precision: " + std::to_string(precision) + "; accepted: 0 (bf16), 1 (fp8)");
+  }
+  if (schedule != XSTAGE_MOE_INTERLEAVED && schedule != XSTAGE_MOE_WAVE) {
+    return fail(XSTAGE_ERR_VALUE, "schedule: " + std::to_string(schedule) + "; accepted: 0 (interleaved), 1 (wave)");
+  }
+  c->hidden = hidden;
+  c->h_inter = h_inter;
+  c->experts = experts;
+  c->top_k = top_k;
+  c->max_tokens = max_tokens;
+  c->precision = precision == XSTAGE_MOE_FP8 ? moe::FusedMoePrecision::kFp8 : moe::FusedMoePrecision::kBf16;
+  c->schedule = schedule == XSTAGE_MOE_WAVE ? moe::FusedMoeSchedule::kWave : moe::FusedMoeSchedule::kInterleaved;
+  c->lead_rows = lead_rows;
+  c->experts_per_wave = experts_per_wave;
+  c->device = device;
+  const std::string why = FusedMoe::can_implement(*c);
+  if (!why.empty()) {
+    return fail(why.find("sm_90a") != std::string::npos || why.rfind("device: no CUDA", 0) == 0 ? XSTAGE_ERR_UNSUPPORTED
+                                                                                                  : XSTAGE_ERR_VALUE,
+                why);
+  }
+  return XSTAGE_OK;
+}
+
+std::string dims_text(const std::vector<long long>& dims) {
+  std::string s = "[";
+  for (long long d : dims) s += (s.size() > 1 ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+// A compact CUDA tensor of dtype (code, bits) and exactly `want` as its shape, on the layer's device.
+int check_exact(const char* name, const DLTensor* t, uint8_t code, uint8_t bits, const char* dtype_accepted,
+                const std::vector<long long>& want, const char* meaning, int device) {
+  int status = XSTAGE_OK;
+  const std::string rank = std::to_string(want.size()) + " (" + meaning + ")";
+  std::string why = check_cuda_tensor(name, t, code, bits, int(want.size()), dtype_accepted, rank.c_str(), &status);
+  if (!why.empty()) return fail(status, why);
+  int d = 0;
+  for (long long w : want) {
+    if (t->shape[d++] != w) {
+      return fail(XSTAGE_ERR_VALUE, std::string(name) + ": shape " + shape_text(*t) + "; accepted: " + dims_text(want) +
+                                        " (" + meaning + ")");
+    }
+  }
+  if (!is_contiguous(*t)) return fail(XSTAGE_ERR_VALUE, std::string(name) + ": not contiguous; accepted: a compact row-major tensor");
+  if (t->device.device_id != device) {
+    return fail(XSTAGE_ERR_VALUE, std::string(name) + ": on " + device_name(t->device) + ", the layer is on cuda:" +
+                                      std::to_string(device));
+  }
+  return XSTAGE_OK;
+}
+
+// The run's arguments from the tensors; every shape, dtype and device check.
+int run_args(xstage_moe_layer* layer, const DLTensor* x, const DLTensor* ids, const DLTensor* wts, const DLTensor* y,
+             moe::FusedMoeArguments* a) {
+  if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
+  const FusedMoeConfig& c = layer->moe.config();
+  int status = XSTAGE_OK;
+  std::string why = check_cuda_tensor("x", x, kDLBfloat, 16, 2, "bfloat16", "2 ([tokens, hidden])", &status);
+  if (!why.empty()) return fail(status, why);
+  const long long T = x->shape[0];
+  if (T > c.max_tokens) {
+    return fail(XSTAGE_ERR_VALUE, "x: " + std::to_string(T) + " tokens (shape " + shape_text(*x) +
+                                      ") exceed the layer's max_tokens " + std::to_string(c.max_tokens));
+  }
+  const int dev = c.device;
+  if (int s = check_exact("x", x, kDLBfloat, 16, "bfloat16", {T, c.hidden}, "[tokens, hidden]", dev); s) return s;
+  if (int s = check_exact("topk_ids", ids, kDLInt, 32, "int32", {T, c.top_k}, "[tokens, top_k]", dev); s) return s;
+  if (int s = check_exact("topk_weights", wts, kDLFloat, 32, "float32", {T, c.top_k}, "[tokens, top_k]", dev); s) return s;
+  if (int s = check_exact("y", y, kDLBfloat, 16, "bfloat16", {T, c.hidden}, "[tokens, hidden]", dev); s) return s;
+  if (!layer->have_weights) return fail(XSTAGE_ERR_VALUE, "w1: the layer has no weights (xstage_moe_set_weights)");
+  a->tokens = int(T);
+  a->x = data_of(*x);
+  a->topk_ids = static_cast<const std::int32_t*>(data_of(*ids));
+  a->topk_weights = static_cast<const float*>(data_of(*wts));
+  a->y = const_cast<void*>(data_of(*y));
+  a->weights = layer->weights;
+  return XSTAGE_OK;
+}
+
+std::uint64_t workspace_bytes_of(const FusedMoeConfig& c) { return FusedMoe::workspace_bytes(c); }
+#else
+template <class Config>
+std::uint64_t workspace_bytes_of(const Config&) {
+  return 0;  // never called: with_config fails first in builds without CUDA
+}
+#endif  // XSTAGE_CAPI_HAVE_CUDA
+
+// The checked configuration from the C arguments, then use(config); every failure as a status.
+template <class Use>
+int with_config(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision,
+                int schedule, int lead_rows, int experts_per_wave, Use&& use) {
+#if XSTAGE_CAPI_HAVE_CUDA
+  return moe_guarded([&] {
+    FusedMoeConfig c;
+    if (int s = config_of(device, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
+                          experts_per_wave, &c);
+        s)
+      return s;
+    return use(c);
+  });
+#else
+  (void)device, (void)hidden, (void)h_inter, (void)experts, (void)top_k, (void)max_tokens, (void)precision,
+      (void)schedule, (void)lead_rows, (void)experts_per_wave, (void)use;
+  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
+#endif
+}
+
+}  // namespace
+}  // namespace xstage::capi
+
+extern "C" {
+
+int xstage_moe_can_implement(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision,
+                             int schedule, int lead_rows, int experts_per_wave, uint64_t* workspace_bytes) {
+  using namespace xstage::capi;
+  return with_config(device, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
+                     experts_per_wave, [&](const auto& c) {
+                       if (workspace_bytes) *workspace_bytes = workspace_bytes_of(c);
+                       return ok();
+                     });
+}
+
+int xstage_moe_create(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision,
+                      int schedule, int lead_rows, int experts_per_wave, xstage_moe_layer** out) {
+  using namespace xstage::capi;
+  if (!out) return fail(XSTAGE_ERR_VALUE, "out: null pointer");
+  *out = nullptr;
+  return with_config(device, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
+                     experts_per_wave, [&](const auto& c) {
+                       *out = new xstage_moe_layer(c);
+                       return ok();
+                     });
+}
+
+void xstage_moe_destroy(xstage_moe_layer* layer) {
+  try {
+    delete layer;
+  } catch (...) {
+  }
+}
+
+int xstage_moe_set_schedule(xstage_moe_layer* layer, int schedule, int lead_rows, int experts_per_wave) {
+  using namespace xstage::capi;
+#if XSTAGE_CAPI_HAVE_CUDA
+  return moe_guarded([&] {
+    if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
+    if (schedule != XSTAGE_MOE_INTERLEAVED && schedule != XSTAGE_MOE_WAVE) {
+      return fail(XSTAGE_ERR_VALUE, "schedule: " + std::to_string(schedule) + "; accepted: 0 (interleaved), 1 (wave)");
+    }
+    layer->moe.set_schedule(schedule == XSTAGE_MOE_WAVE ? xstage::moe::FusedMoeSchedule::kWave
+                                                        : xstage::moe::FusedMoeSchedule::kInterleaved,
+                            lead_rows, experts_per_wave);
+    return ok();
+  });
+#else
+  (void)layer, (void)schedule, (void)lead_rows, (void)experts_per_wave;
+  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
+#endif
+}
+
+int xstage_moe_set_weights(xstage_moe_layer* layer, const DLTensor* w1, const DLTensor* w2, const DLTensor* w1_scale,
+                           const DLTensor* w2_scale) {
+  using namespace xstage::capi;
+#if XSTAGE_CAPI_HAVE_CUDA
+  return moe_guarded([&] {
+    if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
+    const FusedMoeConfig& c = layer->moe.config();
+    const bool fp8 = c.precision == xstage::moe::FusedMoePrecision::kFp8;
+    const long long E = c.experts, H = c.hidden, HI = c.h_inter;
+    const uint8_t code = fp8 ? uint8_t(kDLUInt) : uint8_t(kDLBfloat);
+    const uint8_t bits = fp8 ? 8 : 16;
+    const char* dtype = fp8 ? "uint8 (e4m3 bytes; torch: w.view(torch.uint8))" : "bfloat16";
+    if (int s = check_exact("w1", w1, code, bits, dtype, {E, 2 * HI, H}, "[experts, 2*h_inter, hidden]", c.device); s) return s;
+    if (int s = check_exact("w2", w2, code, bits, dtype, {E, H, HI}, "[experts, hidden, h_inter]", c.device); s) return s;
+    xstage::moe::FusedMoeWeights w;
+    w.w1 = data_of(*w1);
+    w.w2 = data_of(*w2);
+    if (fp8) {
+      if (!w1_scale) return fail(XSTAGE_ERR_VALUE, "w1_scale: required for an fp8 layer");
+      if (!w2_scale) return fail(XSTAGE_ERR_VALUE, "w2_scale: required for an fp8 layer");
+      if (int s = check_exact("w1_scale", w1_scale, kDLFloat, 32, "float32", {E, 2 * HI / 128, H / 128},
+                              "[experts, 2*h_inter/128, hidden/128]", c.device);
+          s)
+        return s;
+      if (int s = check_exact("w2_scale", w2_scale, kDLFloat, 32, "float32", {E, H / 128, HI / 128},
+                              "[experts, hidden/128, h_inter/128]", c.device);
+          s)
+        return s;
+      w.w1_scale = static_cast<const float*>(data_of(*w1_scale));
+      w.w2_scale = static_cast<const float*>(data_of(*w2_scale));
+    } else if (w1_scale || w2_scale) {
+      return fail(XSTAGE_ERR_VALUE, std::string(w1_scale ? "w1_scale" : "w2_scale") +
+                                        ": given for a bf16 layer; accepted: NULL (scales belong to fp8 weights)");
+    }
+    for (const auto& [name, p] : {std::pair{"w1", w.w1}, {"w2", w.w2}}) {
+      if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
+        return fail(XSTAGE_ERR_VALUE, std::string(name) + ": data not 16-byte aligned (TMA); accepted: an aligned tensor");
+      }
+    }
+    layer->weights = w;
+    layer->have_weights = true;
+    return ok();
+  });
+#else
+  (void)layer, (void)w1, (void)w2, (void)w1_scale, (void)w2_scale;
+  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
+#endif
+}
+
+int xstage_moe_check(xstage_moe_layer* layer, const DLTensor* x, const DLTensor* topk_ids, const DLTensor* topk_weights,
+                     const DLTensor* y, void* stream) {
+  using namespace xstage::capi;
+#if XSTAGE_CAPI_HAVE_CUDA
+  return moe_guarded([&] {
+    xstage::moe::FusedMoeArguments a;
+    if (int s = run_args(layer, x, topk_ids, topk_weights, y, &a); s) return s;
+    const std::string why = layer->moe.check(a, static_cast<cudaStream_t>(stream));
+    return why.empty() ? ok() : fail(XSTAGE_ERR_VALUE, why);
+  });
+#else
+  (void)layer, (void)x, (void)topk_ids, (void)topk_weights, (void)y, (void)stream;
+  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
+#endif
+}
+
+int xstage_moe_run(xstage_moe_layer* layer, const DLTensor* x, const DLTensor* topk_ids, const DLTensor* topk_weights,
+                   DLTensor* y, void* stream) {
+  using namespace xstage::capi;
+#if XSTAGE_CAPI_HAVE_CUDA
+  return moe_guarded([&] {
+    xstage::moe::FusedMoeArguments a;
+    if (int s = run_args(layer, x, topk_ids, topk_weights, y, &a); s) return s;
+    layer->moe.run(a, static_cast<cudaStream_t>(stream));  // checks again, then launches
+    return ok();
+  });
+#else
+  (void)layer, (void)x, (void)topk_ids, (void)topk_weights, (void)y, (void)stream;
+  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
+#endif
+}
+
+int xstage_moe_info(xstage_moe_layer* layer, int* grid, int* schedule_param, uint64_t* runs) {
+  using namespace xstage::capi;
+#if XSTAGE_CAPI_HAVE_CUDA
+  return moe_guarded([&] {
+    if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
+    if (grid) *grid = layer->moe.grid();
+    if (schedule_param) *schedule_param = layer->moe.schedule_param();
+    if (runs) *runs = layer->moe.runs();
+    return ok();
+  });
+#else
+  (void)layer, (void)grid, (void)schedule_param, (void)runs;
+  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
+#endif
+}
+
+const char* xstage_moe_last_failure(xstage_moe_layer* layer) {
+#if XSTAGE_CAPI_HAVE_CUDA
+  if (!layer) return "";
+  try {
+    layer->failure = layer->moe.last_failure();
+  } catch (...) {
+    return "";
+  }
+  return layer->failure.c_str();
+#else
+  (void)layer;
+  return "";
+#endif
+}
+
+int xstage_moe_quantize_fp8(const DLTensor* w, DLTensor* q, DLTensor* scales, void* stream) {
+  using namespace xstage::capi;
+#if XSTAGE_CAPI_HAVE_CUDA
+  return moe_guarded([&] {
+    if (!w) return fail(XSTAGE_ERR_VALUE, "w: null tensor");
+    if (w->ndim != 2 && w->ndim != 3) {
+      return fail(XSTAGE_ERR_VALUE, "w: " + std::to_string(w->ndim) + " dimensions (shape " + shape_text(*w) +
+                                        "); accepted: 2 ([rows, cols]) or 3 ([matrices, rows, cols])");
+    }
+    const bool batched = w->ndim == 3;
+    const long long m = batched ? w->shape[0] : 1, rows = w->shape[w->ndim - 2], cols = w->shape[w->ndim - 1];
+    if (rows % 128 != 0 || cols % 128 != 0 || rows <= 0 || cols <= 0) {
+      return fail(XSTAGE_ERR_VALUE, "w: shape " + shape_text(*w) + "; accepted: rows and cols multiples of 128");
+    }
+    const int dev = w->device.device_id;
+    const char* meaning = batched ? "[matrices, rows, cols]" : "[rows, cols]";
+    const char* smeaning = batched ? "[matrices, rows/128, cols/128]" : "[rows/128, cols/128]";
+    const std::vector<long long> shape = batched ? std::vector<long long>{m, rows, cols} : std::vector<long long>{rows, cols};
+    const std::vector<long long> sshape = batched ? std::vector<long long>{m, rows / 128, cols / 128}
+                                                  : std::vector<long long>{rows / 128, cols / 128};
+    if (int s = check_exact("w", w, kDLBfloat, 16, "bfloat16", shape, meaning, dev); s) return s;
+    if (int s = check_exact("q", q, kDLUInt, 8, "uint8", shape, meaning, dev); s) return s;
+    if (int s = check_exact("scales", scales, kDLFloat, 32, "float32", sshape, smeaning, dev); s) return s;
+    int current = 0;
+    XSTAGE_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != dev) XSTAGE_CUDA_CHECK(cudaSetDevice(dev));
+    try {
+      xstage::moe::quantize_weight_blocks_fp8(data_of(*w), int(m), int(rows), int(cols), const_cast<void*>(data_of(*q)),
+                                              static_cast<float*>(const_cast<void*>(data_of(*scales))),
+                                              static_cast<cudaStream_t>(stream));
+    } catch (...) {
+      if (current != dev) cudaSetDevice(current);
+      throw;
+    }
+    if (current != dev) cudaSetDevice(current);
+    return ok();
+  });
+#else
+  (void)w, (void)q, (void)scales, (void)stream;
+  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
+#endif
+}
+
+const char* xstage_moe_builtin_shapes(void) {
+  try {
+    static const std::string text = [] {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& s : xstage::model::builtin_moe_shapes()) {
+        j.push_back({{"name", s.name}, {"source", s.source}, {"hidden", s.hidden}, {"h_inter", s.h_inter},
+                     {"experts", s.experts}, {"top_k", s.top_k}});
+      }
+      return j.dump();
+    }();
+    return text.c_str();
+  } catch (...) {
+    return "[]";
+  }
+}
+
+}  // extern "C"
