@@ -98,6 +98,7 @@ void run_probe_cli(const ProbeCli& c) {
   const probe::ProbeResult res = runner.run(cfg);
 
   nlohmann::json j = res.to_json(c.raw);
+  stamp_json(j, "xstage.probe/1");
   j["launch"] = comm::to_string(team->mode());
   if (c.copy_engine && team->mode() == comm::LaunchMode::kSingleProcess) {
     const int dst = team->world_size() >= 2 ? 1 : 0;
