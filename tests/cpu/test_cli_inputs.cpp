@@ -8,9 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli_fixtures.hpp"
 #include "cli_runner.hpp"
-#include "xstage/model/burst_gap.hpp"
-#include "xstage/model/records.hpp"
 
 namespace {
 
@@ -36,24 +35,6 @@ int temporaries_in(const fs::path& dir) {
   int n = 0;
   for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().find(".tmp.") != std::string::npos;
   return n;
-}
-
-// Records of a model platform with R = 600 GB/s and T_iss0 = 1 us at (64, 32 KiB): fit accepts them.
-void write_records(const fs::path& path) {
-  std::vector<xstage::model::CalibrationRecord> rs;
-  const double r = 600e9, t0 = 1e-6;
-  for (double b : {32768.0, 65536.0, 131072.0}) {
-    const double v = 64 * b;
-    rs.push_back({xstage::model::BurstMode::kPeriodic, xstage::model::StoreTarget::kRemote, 64, b, 0.0,
-                  xstage::model::issue_time_s(t0, v, r, 0), xstage::model::period_s(t0, v, r, 0)});
-  }
-  for (int i = 0; i <= 10; ++i) {
-    const double v = 64 * 32768.0, g = 2 * v / r * i / 10;
-    rs.push_back({xstage::model::BurstMode::kPeriodic, xstage::model::StoreTarget::kRemote, 64, 32768, g,
-                  xstage::model::issue_time_s(t0, v, r, g), xstage::model::period_s(t0, v, r, g)});
-  }
-  std::ofstream f(path);
-  xstage::model::write_records_csv(f, rs);
 }
 
 std::string slurp(const fs::path& p) {
@@ -107,7 +88,7 @@ TEST(CliInputs, IntegerOverflowIsAnInputError) {
 TEST(CliInputs, FitOutputIsCheckedAndNeverLeftHalfWritten) {
   const fs::path dir = fresh_dir("xstage_cli_fit_out");
   const fs::path records = dir / "r.csv";
-  write_records(records);
+  xstage::test::write_fit_records(records);
   const std::string rec = " --records " + records.string();
   const std::string before = slurp(records);
 

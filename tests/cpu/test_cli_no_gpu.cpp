@@ -85,6 +85,9 @@ TEST(CliNoGpu, MoeBench) {
   expect_one_line_error(run_cli("moe bench --shape deepseek-v3 --tokens 256 --platform /nonexistent.json"),
                         "/nonexistent.json");
   expect_one_line_error(run_cli("moe bench --shape deepseek-v3 --tokens 256 --zipf-s nan"), "--zipf-s", "nan");
+  expect_one_line_error(run_cli("moe bench --shape deepseek-v3 --tokens 256 --seed -2"), "--seed", "-2");
+  expect_one_line_error(run_cli("moe bench --shape deepseek-v3 --tokens 256 --timeout-s 0"), "--timeout-s", "got 0");
+  expect_one_line_error(run_cli("moe bench --shape deepseek-v3 --tokens 010 --lead-rows -1"), "--lead-rows", "-1");
   std::ofstream(dir / "old.json") << "{}";
   expect_one_line_error(run_cli("moe bench --shape deepseek-v3 --tokens 256 --out " + (dir / "old.json").string()),
                         "already exists");
@@ -98,6 +101,9 @@ TEST(CliNoGpu, Probe) {
   expect_one_line_error(run_cli("probe --bursts 0"), "--bursts", "got 0");
   expect_one_line_error(run_cli("probe --gap-us nan"), "--gap-us", "nan");
   expect_one_line_error(run_cli("probe --bytes-kib 1e30"), "--bytes-kib");
+  expect_one_line_error(run_cli("probe --bytes-per-producer 20"), "--bytes-per-producer", "multiple of 16");
+  expect_one_line_error(run_cli("probe --bytes-kib 32 --bytes-per-producer 32768"), "excludes");
+  expect_no_device(run_cli("probe --bytes-kib 32"), "probe", "devices 0,1");  // the deprecated spelling still parses
   expect_one_line_error(run_cli("probe --launch other"), "--launch");
 }
 

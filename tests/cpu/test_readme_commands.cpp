@@ -13,8 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "xstage/model/burst_gap.hpp"
-#include "xstage/model/records.hpp"
+#include "cli_fixtures.hpp"
 
 namespace {
 
@@ -63,24 +62,11 @@ int run_in(const fs::path& dir, const std::string& line, std::string& output) {
 void write_inputs(const fs::path& dir) {
   std::ofstream(dir / "my_kernel.json") << R"({"schema": "xstage.schedule/1", "producers": [
       {"count": 148, "repeat": 40, "steps": [{"burst_bytes": 32768}, {"compute_us": 2.0}]}]})";
-  std::vector<xstage::model::CalibrationRecord> rs;
-  const double r = 600e9, t0 = 1e-6;
-  for (double b : {32768.0, 65536.0, 131072.0}) {
-    const double v = 64 * b;
-    rs.push_back({xstage::model::BurstMode::kPeriodic, xstage::model::StoreTarget::kRemote, 64, b, 0.0,
-                  xstage::model::issue_time_s(t0, v, r, 0), xstage::model::period_s(t0, v, r, 0)});
-  }
-  for (int i = 0; i <= 10; ++i) {
-    const double v = 64 * 32768.0, g = 2 * v / r * i / 10;
-    rs.push_back({xstage::model::BurstMode::kPeriodic, xstage::model::StoreTarget::kRemote, 64, 32768, g,
-                  xstage::model::issue_time_s(t0, v, r, g), xstage::model::period_s(t0, v, r, g)});
-  }
-  std::ofstream f(dir / "records.csv");
-  xstage::model::write_records_csv(f, rs);
+  xstage::test::write_fit_records(dir / "records.csv");
 }
 
 TEST(Readme, EveryCpuCommandLineRuns) {
-  const std::set<std::string> cpu_only = {"model", "plan", "simulate", "fit", "--version", "--help"};
+  const std::set<std::string> cpu_only = {"model", "plan", "simulate", "fit", "fidelity", "--version", "--help"};
   const fs::path dir = fs::path(testing::TempDir()) / ("xstage_readme_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);

@@ -57,7 +57,9 @@ fail=0
 report() { echo "FAIL: $*"; fail=1; }
 [ "$rc" -eq 0 ] || report "install_deps.sh exited $rc"
 install_line=$(grep '^apt-get install' "$log" || true)
-for p in cmake ninja-build g++ libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev; do
+# The packages the README names, and whatever else the script's own list holds.
+listed=$(sed -n 's/^wanted=(\(.*\))$/\1/p' "$script")
+for p in cmake ninja-build g++ libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev $listed; do
   [[ " $install_line " == *" $p "* ]] || report "apt-get install was not asked for $p"
 done
 grep -q '^sudo apt-get install' "$log" || report "apt-get install did not go through sudo for a non-root user"

@@ -155,11 +155,14 @@ CLI::Option* add_out_option(CLI::App* cmd, std::string& path, const std::string&
 CLI::Option* add_force_option(CLI::App* cmd, bool& force, const std::string& what) {
   return cmd->add_flag("--force", force, what);
 }
-CLI::Option* add_seed_option(CLI::App* cmd, std::uint64_t& seed, const std::string& what) {
-  return cmd->add_option("--seed", seed, what);
+CLI::Option* add_seed_option(CLI::App* cmd, long long& seed, const std::string& what) {
+  return cmd->add_option("--seed", seed, what + " (-1: a fresh seed each run)")->check(in_range(-1, 9.2e18));
+}
+CLI::Option* add_gpus_option(CLI::App* cmd, std::string& gpus, const std::string& what) {
+  return cmd->add_option("--gpus", gpus, what + " (comma-separated CUDA device ordinals)")->capture_default_str();
 }
 CLI::Option* add_timeout_option(CLI::App* cmd, double& timeout_s, const std::string& what) {
-  return cmd->add_option("--timeout-s", timeout_s, what)->check(in_range(0.001, 86400));
+  return cmd->add_option("--timeout-s", timeout_s, what + " (seconds)")->check(in_range(0.001, 86400))->capture_default_str();
 }
 
 CLI::Option* add_sm_tflops_option(CLI::App* cmd, double& sm_tflops) {

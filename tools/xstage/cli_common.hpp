@@ -52,7 +52,10 @@ CLI::Option* add_platform_option(CLI::App* cmd, std::string& path);
 CLI::Option* add_json_option(CLI::App* cmd, bool& json, const std::string& what = "One JSON object on stdout");
 CLI::Option* add_out_option(CLI::App* cmd, std::string& path, const std::string& what);
 CLI::Option* add_force_option(CLI::App* cmd, bool& force, const std::string& what = "Replace --out if it exists");
-CLI::Option* add_seed_option(CLI::App* cmd, std::uint64_t& seed, const std::string& what);
+// --seed N (decimal, >= 0; -1, the default: a fresh seed each run).
+CLI::Option* add_seed_option(CLI::App* cmd, long long& seed, const std::string& what);
+// --gpus LIST: comma-separated CUDA device ordinals (parse_gpu_list checks it).
+CLI::Option* add_gpus_option(CLI::App* cmd, std::string& gpus, const std::string& what);
 CLI::Option* add_timeout_option(CLI::App* cmd, double& timeout_s, const std::string& what);
 
 // MoE schedule prediction (plan moe --simulate, moe bench --schedule auto): one option spelling, one

@@ -266,7 +266,7 @@ void add_attn(CLI::App& root) {
   bench->add_option("--check-rows", opt->check_rows, "Query rows checked against the host reference")
       ->check(CLI::Range(2, 1 << 20));
   bench->add_option("--device", opt->device, "CUDA device ordinal")->check(xstage::cli::kNonNegative);
-  bench->add_option("--seed", opt->seed, "Input seed (default: fresh)")->check(xstage::cli::kNonNegative);
+  xstage::cli::add_seed_option(bench, opt->seed, "Input seed");
   bench->add_flag("--lse", opt->lse, "Also write and check the log-sum-exp output");
   xstage::cli::add_json_option(bench, opt->json, "Print the result as JSON");
   xstage::cli::add_out_option(bench, opt->out, "Also write the JSON result to this file");

@@ -27,8 +27,7 @@ void add_calibrate(CLI::App& root) {
       "calibrate",
       "Measure the platform: zero-gap periodic bursts over K and V, a gap sweep to the plateau, an isolated V sweep "
       "past the knee; fit M_X and compare the model with every point");
-  cmd->add_option("--gpus", st->gpus, "GPU ordinals; the first sends to the second (one GPU: local control only)")
-      ->capture_default_str();
+  add_gpus_option(cmd, st->gpus, "the first sends to the second (one GPU: local control only)");
   cmd->add_option("--out", st->opt.out_dir, "output folder (created if missing; its parent must exist)")->required();
   cmd->add_flag("--quick", st->opt.quick, "short sweep (under a minute)");
   add_force_option(cmd, st->opt.force, "overwrite the files of an earlier calibration in --out");

@@ -908,7 +908,7 @@ void add_moe(CLI::App& root) {
   moe->require_subcommand(1);
   auto o = std::make_shared<BenchOptions>();
   CLI::App* b = moe->add_subcommand("bench", "Check against the CPU reference, then time each stage (median of many runs)");
-  b->add_option("--gpus", o->gpus, "CUDA devices of the team, comma-separated (one rank each)");
+  cli::add_gpus_option(b, o->gpus, "Devices of the team, one rank each");
   b->add_option("--shape", o->shape, "Built-in MoE shape name (an unknown name lists the known ones)")->required();
   b->add_option("--tokens", o->tokens, "Tokens per rank (T)")->required()->check(cli::kPositive);
   b->add_option("--routing", o->routing, "balanced, skewed (Zipf) or an xstage.routing/1 file");
@@ -950,8 +950,8 @@ void add_moe(CLI::App& root) {
   b->add_option("--warmup", o->warmup, "Untimed runs first")->check(cli::kNonNegative);
   b->add_option("--check-tokens", o->check_tokens, "Tokens per rank checked against the CPU reference")
       ->check(cli::kPositive);
-  b->add_option("--seed", o->seed, "Input and routing seed (default: fresh)")->check(cli::kNonNegative);
-  b->add_option("--timeout-s", o->timeout_s, "Longest wait for a rank before giving up")->check(cli::kPositive);
+  cli::add_seed_option(b, o->seed, "Input and routing seed");
+  cli::add_timeout_option(b, o->timeout_s, "Longest wait for a rank before giving up");
   cli::add_json_option(b, o->json, "Print the result as JSON");
   cli::add_out_option(b, o->out, "Also write the JSON result to this file");
   cli::add_force_option(b, o->force);

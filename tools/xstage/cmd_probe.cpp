@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli_common.hpp"
 #include "cli_gpu.hpp"
@@ -26,7 +27,8 @@ struct ProbeCli {
   std::string rendezvous;
   std::string mode = "periodic", target = "remote", pattern = "pair", path = "nccl-window", gap_kind = "spin";
   int producers = 0;
-  double bytes_kib = 32;
+  double bytes_per_producer = 32768;
+  std::optional<double> bytes_kib;  // deprecated spelling, KiB
   double gap_us = 0;
   int store_bytes = 16;
   int bursts = 64;
@@ -44,11 +46,12 @@ void run_probe_cli(const ProbeCli& c) {
   cfg.pattern = probe::parse_pattern("--pattern", c.pattern);
   cfg.gap_kind = probe::parse_gap_kind("--gap-kind", c.gap_kind);
   const auto path = probe::parse_store_path("--path", c.path);
-  if (!(c.bytes_kib > 0 && c.bytes_kib <= 1048576))
-    throw InputError("--bytes-kib: must be in (0, 1048576], got " + std::to_string(c.bytes_kib));
-  const double bytes = c.bytes_kib * 1024.0;
+  const char* bytes_option = c.bytes_kib ? "--bytes-kib" : "--bytes-per-producer";
+  const double bytes = c.bytes_kib ? *c.bytes_kib * 1024.0 : c.bytes_per_producer;
+  if (!(bytes > 0 && bytes <= 1073741824.0))
+    throw InputError(std::string(bytes_option) + ": must be in (0, 1 GiB], got " + std::to_string(bytes) + " bytes");
   if (bytes != static_cast<double>(static_cast<std::uint64_t>(bytes)) || static_cast<std::uint64_t>(bytes) % 16)
-    throw InputError("--bytes-kib: " + std::to_string(c.bytes_kib) + " KiB is not a whole multiple of 16 bytes");
+    throw InputError(std::string(bytes_option) + ": " + std::to_string(bytes) + " bytes is not a whole multiple of 16 bytes");
   cfg.bytes_per_producer = static_cast<std::uint64_t>(bytes);
   if (!(c.gap_us >= 0 && c.gap_us <= kMaxGapUs))
     throw InputError("--gap-us: must be in [0, 1e+06], got " + std::to_string(c.gap_us));
@@ -95,6 +98,7 @@ void run_probe_cli(const ProbeCli& c) {
   const probe::ProbeResult res = runner.run(cfg);
 
   nlohmann::json j = res.to_json(c.raw);
+  stamp_json(j, "xstage.probe/1");
   j["launch"] = comm::to_string(team->mode());
   if (c.copy_engine && team->mode() == comm::LaunchMode::kSingleProcess) {
     const int dst = team->world_size() >= 2 ? 1 : 0;
@@ -118,8 +122,7 @@ void run_probe_cli(const ProbeCli& c) {
 void add_probe(CLI::App& root) {
   auto c = std::make_shared<ProbeCli>();
   auto* cmd = root.add_subcommand("probe", "One remote-store burst probe run, verified, as JSON");
-  cmd->add_option("--gpus", c->gpus, "GPU ordinals (team rank i drives the i-th; per-process: by local rank)")
-      ->capture_default_str();
+  add_gpus_option(cmd, c->gpus, "team rank i drives the i-th; per-process: by local rank");
   cmd->add_option("--launch", c->launch, "single (one process drives all GPUs) or per-process (mpirun)")
       ->capture_default_str();
   cmd->add_option("--rendezvous", c->rendezvous, "per-process: shared directory for the NCCL unique id");
@@ -128,7 +131,10 @@ void add_probe(CLI::App& root) {
   cmd->add_option("--pattern", c->pattern, "pair, bidirectional or all-to-all")->capture_default_str();
   cmd->add_option("--path", c->path, "nccl-window or peer-pointer")->capture_default_str();
   cmd->add_option("--producers", c->producers, "K (default: one per SM)");
-  cmd->add_option("--bytes-kib", c->bytes_kib, "B per producer per burst, KiB")->capture_default_str();
+  // Bytes, as every other subcommand's --bytes-per-producer; --bytes-kib is the deprecated KiB spelling.
+  auto* bytes = cmd->add_option("--bytes-per-producer", c->bytes_per_producer, "B per producer per burst, bytes (a multiple of 16)")
+                    ->capture_default_str();
+  cmd->add_option("--bytes-kib", c->bytes_kib, "deprecated: B in KiB (use --bytes-per-producer)")->excludes(bytes);
   cmd->add_option("--gap-us", c->gap_us, "producer-side gap after each burst, µs")->capture_default_str();
   cmd->add_option("--gap-kind", c->gap_kind, "spin or mma")->capture_default_str();
   cmd->add_option("--store-bytes", c->store_bytes, "4, 8 or 16")->capture_default_str();

@@ -383,7 +383,7 @@ namespace xstage::cli {
 void add_attn_ulysses(CLI::App* attn) {
   auto opt = std::make_shared<Options>();
   CLI::App* u = attn->add_subcommand("ulysses", "Ulysses attention layer: fused post-attention All-to-All vs baselines");
-  u->add_option("--gpus", opt->gpus, "Device ordinals of the team (e.g. 0,1)");
+  add_gpus_option(u, opt->gpus, "Devices of the team");
   u->add_option("--seq", opt->seq, "Sequence length M (image tokens, whole layer)")->required()->check(kPositive);
   u->add_option("--text", opt->text, "Joint text tokens appended to the sequence")->check(kNonNegative);
   u->add_option("--heads", opt->heads, "Heads per GPU (total heads = heads x GPUs)")->required()->check(kPositive);
@@ -399,7 +399,7 @@ void add_attn_ulysses(CLI::App* attn) {
   u->add_option("--tile-order", opt->tile_order,
                 "own-last (each rank's own rows are the last query tiles of every head; default), remote-first "
                 "(as own-last, and every head's tiles holding other ranks' rows run before any own-row tile) or natural");
-  u->add_option("--seed", opt->seed, "Input seed (default: fresh)")->check(kNonNegative);
+  add_seed_option(u, opt->seed, "Input seed");
   add_platform_option(u, opt->platform);
   add_json_option(u, opt->json_out, "Print the result as JSON");
   add_out_option(u, opt->out, "Also write the JSON result to this file");
