@@ -46,7 +46,7 @@ def _fill(slot, t) -> int:
         if n > _MAX_NDIM:
             raise ValueError(f"tensor of {n} dimensions; accepted: at most {_MAX_NDIM}")
         slot.set_ndim(n)
-    slot.dims[0:2 * n] = t.shape + t.stride()
+    slot.pack(slot.dims, 0, *t.shape, *t.stride())
     return slot.address
 
 
