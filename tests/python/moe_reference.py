@@ -53,6 +53,19 @@ def dequant_rows(q, scale):
     return (q.float() * scale).reshape(q.shape[0], -1)
 
 
+def quant_blocks(w):
+    """The weights' rule (quantize_fp8_blocks): 128 x 128 blocks of [E, R, C], scale = amax / 448 and its
+    reciprocal as correctly rounded float quotients (in double, then float: what the kernel's IEEE divisions
+    give; torch divides by a scalar through its reciprocal, which can differ in the last bit).
+    Returns (e4m3 [E, R, C], scales float32 [E, R/128, C/128])."""
+    e, r, c = w.shape
+    blocks = w.float().reshape(e, r // GROUP, GROUP, c // GROUP, GROUP)
+    amax = blocks.abs().amax(dim=(2, 4)).double()
+    s = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax)).float()
+    inv = (1.0 / s.double()).float().repeat_interleave(GROUP, dim=1).repeat_interleave(GROUP, dim=2)
+    return (w.float() * inv).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), s
+
+
 def dequant_blocks(q, scales):
     """e4m3 weights [E, R, C] and block scales [E, R/128, C/128] -> float32."""
     s = scales.repeat_interleave(GROUP, dim=1).repeat_interleave(GROUP, dim=2)

@@ -23,20 +23,10 @@ def inputs(tokens, seed):
     return x, ids, wts, w1, w2
 
 
-def quantized(w):
-    """Block quantization as quantize_fp8_blocks does it (128 x 128 blocks; double quotients)."""
-    e, r, c = w.shape
-    blocks = w.float().reshape(e, r // 128, 128, c // 128, 128)
-    amax = blocks.abs().amax(dim=(2, 4)).double()
-    s = torch.where(amax > 0, amax / mr.E4M3_MAX, torch.ones_like(amax)).float()
-    inv = (1.0 / s.double()).float().repeat_interleave(128, dim=1).repeat_interleave(128, dim=2)
-    return (w.float() * inv).clamp(-mr.E4M3_MAX, mr.E4M3_MAX).to(torch.float8_e4m3fn), s
-
-
 @pytest.mark.parametrize("tokens", [1, 97])
 def test_rule_accepts_the_reference_and_rejects_planted_errors(tokens):
     x, ids, wts, w1, w2 = inputs(tokens, seed=tokens)
-    (q1, s1), (q2, s2) = quantized(w1), quantized(w2)
+    (q1, s1), (q2, s2) = mr.quant_blocks(w1), mr.quant_blocks(w2)
     y, bound = mr.fp8_reference(x, ids, wts, q1, s1, q2, s2)
     assert bound.shape == (tokens,) and bool((bound > 0).all())
     assert mr.fp8_failure(y, y, bound) == ""
@@ -57,7 +47,7 @@ def test_rule_accepts_the_reference_and_rejects_planted_errors(tokens):
 
 def test_rule_rejects_a_different_activation_group():
     x, ids, wts, w1, w2 = inputs(200, seed=5)
-    (q1, s1), (q2, s2) = quantized(w1), quantized(w2)
+    (q1, s1), (q2, s2) = mr.quant_blocks(w1), mr.quant_blocks(w2)
     y, bound = mr.fp8_reference(x, ids, wts, q1, s1, q2, s2)
     r1, r2 = mr.dequant_blocks(q1, s1), mr.dequant_blocks(q2, s2)
     y64, _ = mr.reference(x, ids, wts, r1, r2, True, act_group=64)   # weight blocks stay 128 x 128
