@@ -2,8 +2,9 @@
 folder, 300 s at most), with the package this test imports.
 
 A block's leading comment lines `# needs: cuda` / `# needs: diffusers` (one requirement per line, any number of
-them) skip it where a CUDA device with torch, or diffusers, is not available; every other block must run on a
-CPU-only machine (CI). A README without any python block fails. XSTAGE_README names another file to check
+them) skip it where a CUDA device with torch, or diffusers, is not available; `# needs: network` (a block that
+downloads, e.g. model weights) runs only with XSTAGE_TEST_NETWORK=1. Every other block must run on a CPU-only
+machine (CI). A README without any python block fails. XSTAGE_README names another file to check
 (the tests of this file use a small one)."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT_S = 300
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _NEEDS = re.compile(r"#\s*needs:\s*(\S+)\s*$")
-KNOWN_NEEDS = ("cuda", "diffusers")
+KNOWN_NEEDS = ("cuda", "diffusers", "network")
 
 
 def readme_path() -> pathlib.Path:
@@ -54,6 +55,8 @@ def missing(need: str) -> str:
         return "" if torch.cuda.is_available() else "needs a CUDA device"
     if need == "diffusers":
         return "" if importlib.util.find_spec("diffusers") is not None else "needs diffusers"
+    if need == "network":
+        return "" if os.environ.get("XSTAGE_TEST_NETWORK") == "1" else "needs the network (XSTAGE_TEST_NETWORK=1)"
     return f"unknown requirement {need!r} (known: {', '.join(KNOWN_NEEDS)})"
 
 
