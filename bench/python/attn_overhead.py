@@ -5,7 +5,9 @@ For each sequence length S (S_q = S_kv): N back-to-back eager calls timed with C
 per call with whatever the host adds between launches), the same N calls captured in one CUDA graph and
 replayed (the kernels' own time, no launch cost), and the host time per call of the eager fast path and
 of the custom-op dispatcher path (perf_counter around N calls that only enqueue; N stays well below the
-launch queue's depth, so the host never waits for the GPU). Writes JSON with provenance and raw samples.
+launch queue's depth, so the host never waits for the GPU), and the host time of each piece of an eager
+call (BREAKDOWN: allocation, the Python description, the C ABI's checks, the C ABI's call on a prepared
+struct, and a small PyTorch launch for reference). Writes JSON with provenance and raw samples.
 
     python3 bench/python/attn_overhead.py --out results/attn_overhead.json
 """
@@ -117,6 +119,43 @@ def time_graph(torch, fn, calls: int, samples: int) -> list[float]:
     return per_call
 
 
+# Pieces of one eager call (host microseconds per call), so a total above the goal shows where it goes:
+BREAKDOWN = {
+    "outputs_host_us": "allocating out (the eager path's _outputs)",
+    "python_prepare_host_us": "Python: describing q, k, v, out and the stream in the call struct (_prepare)",
+    "native_check_host_us": "C ABI: every check, without the launch (xstage_attention_check)",
+    "native_call_host_us": "C ABI on a prepared struct: checks, TMA descriptors, launch (xstage_attention_forward_call)",
+    "torch_launch_host_us": "reference: one small PyTorch kernel launch (zero_ on 1 element)",
+}
+
+
+def host_breakdown(torch, q, k, v, calls: int, samples: int) -> dict:
+    """Host time of each piece of the eager path (BREAKDOWN) on the same tensors."""
+    from xstage import _native
+    from xstage import _torch_attention as ta
+
+    out, _ = ta._outputs(q, False)
+    address = ta._prepare(q, k, v, out, None, 0.0)
+    slots = ta._slots()[0]
+    lib = _native.lib()
+    check = lib.xstage_attention_check
+    addrs = [s.address for s in slots[:4]]
+    if check(*addrs, None, 0.0) != _native.OK or lib.xstage_attention_forward_call(address) != _native.OK:
+        raise RuntimeError(f"attn_overhead: the prepared call fails: {lib.xstage_last_error().decode()}")
+    small = torch.zeros(1, device=q.device)
+    pieces = {
+        "outputs_host_us": lambda: ta._outputs(q, False),
+        "python_prepare_host_us": lambda: ta._prepare(q, k, v, out, None, 0.0),
+        "native_check_host_us": lambda: check(addrs[0], addrs[1], addrs[2], addrs[3], None, 0.0),
+        "native_call_host_us": lambda: lib.xstage_attention_forward_call(address),
+        "torch_launch_host_us": small.zero_,
+    }
+    assert set(pieces) == set(BREAKDOWN)
+    result = {key: time_host(torch, fn, calls, samples) for key, fn in pieces.items()}
+    ta._prepare(q, k, v, out, None, 0.0)   # the struct described these tensors throughout
+    return result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="JSON file to write (not replaced without --force)")
@@ -168,14 +207,16 @@ def main() -> int:
             "empty_host_us": time_host(torch, lambda: torch.empty(shape, dtype=bf16, device="cuda"), args.calls,
                                        args.samples),
         }
-        for key in ("eager_gpu_us", "graph_gpu_us", "eager_host_us", "dispatcher_host_us", "empty_host_us"):
+        row.update(host_breakdown(torch, q, k, v, args.calls, args.samples))
+        for key in ("eager_gpu_us", "graph_gpu_us", "eager_host_us", "dispatcher_host_us", "empty_host_us",
+                    *BREAKDOWN):
             row[key + "_median"] = median(row[key])
         row["exposed_overhead_us_median"] = row["eager_gpu_us_median"] - row["graph_gpu_us_median"]
         row["tflops_graph"] = 4.0 * args.batch * args.heads * s * s * args.head_dim / (row["graph_gpu_us_median"] * 1e6)
         results.append(row)
         del q, k, v
-    doc = {"schema": "xstage.bench.attn_overhead/1", "provenance": provenance(torch, xstage, args.device),
-           "goal_eager_host_us_per_call": 5.0, "results": results}
+    doc = {"schema": "xstage.bench.attn_overhead/2", "provenance": provenance(torch, xstage, args.device),
+           "goal_eager_host_us_per_call": 5.0, "breakdown": BREAKDOWN, "results": results}
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=2)
@@ -186,6 +227,9 @@ def main() -> int:
         print(f"{r['seq']:>6} {r['eager_gpu_us_median']:>13.2f} {r['graph_gpu_us_median']:>13.2f} "
               f"{r['exposed_overhead_us_median']:>11.2f} {r['eager_host_us_median']:>13.2f} "
               f"{r['dispatcher_host_us_median']:>14.2f} {r['empty_host_us_median']:>15.2f} {r['tflops_graph']:>8.1f}")
+    print("host us/call, pieces: " + ", ".join(BREAKDOWN))
+    for r in results:
+        print(f"{r['seq']:>6} " + " ".join(f"{r[key + '_median']:>8.2f}" for key in BREAKDOWN))
     print(f"wrote {args.out}")
     return 0
 

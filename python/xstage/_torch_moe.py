@@ -46,7 +46,7 @@ def _fill(slot, t) -> int:
         if n > _MAX_NDIM:
             raise ValueError(f"tensor of {n} dimensions; accepted: at most {_MAX_NDIM}")
         slot.set_ndim(n)
-    slot.dims[0:2 * n] = t.shape + t.stride()
+    slot.pack(slot.dims, 0, *t.shape, *t.stride())
     return slot.address
 
 
@@ -110,6 +110,9 @@ def _weight_dims(w1, w2, where):
     if tuple(w2.shape) != (experts, hidden, h_inter):
         raise ValueError(f"{where}: w2 has shape {tuple(w2.shape)}; accepted: [{experts}, {hidden}, {h_inter}] "
                          "(from w1: [experts, hidden, h_inter])")
+    # Order of the checks (each bad argument is named the same way on any machine): tensor type, shape,
+    # dtype, then device, so a wrong dtype is reported as such on CPU-only machines too.
+    _precision_of(w1, where)
     if w2.dtype != w1.dtype:
         raise TypeError(f"{where}: w2 has dtype {w2.dtype}, w1 {w1.dtype}; accepted: the same dtype")
     if not w1.is_cuda or w2.device != w1.device:

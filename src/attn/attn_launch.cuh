@@ -3,6 +3,10 @@
 // local path (attn_forward.cu) and the fused Ulysses launchers.
 #pragma once
 
+#if !defined(XSTAGE_ATTN_TMA_ENCODE_CACHED)
+#error "attention launchers are compiled with -include attn_tma_encode.hpp (src/attn/CMakeLists.txt)"
+#endif
+
 #include <cmath>
 #include <mutex>
 

@@ -17,7 +17,12 @@ def cli_path() -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def cli() -> pathlib.Path:
+    """Missing CLI: a failure under CI (CI=true, where the build provides it), else a skip (e.g. a GPU
+    machine given only the wheel), so those runs stay clean."""
     path = cli_path()
     if not path.is_file():
-        pytest.fail(f"xstage CLI not found at {path}: build it (scripts/build.sh) or set XSTAGE_CLI")
+        message = f"xstage CLI not found at {path}: build it (scripts/build.sh) or set XSTAGE_CLI"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + " (CI=true: the CLI is required)")
+        pytest.skip(message)
     return path

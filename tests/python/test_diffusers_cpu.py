@@ -130,7 +130,7 @@ def test_flux_joint_attention_routed():
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
 
 
-def test_hunyuan_video_key_padding_mask_taken_as_prefix():
+def hunyuan_video():
     from diffusers import HunyuanVideoTransformer3DModel
     torch.manual_seed(0)
     model = HunyuanVideoTransformer3DModel(in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16,
@@ -143,6 +143,11 @@ def test_hunyuan_video_key_padding_mask_taken_as_prefix():
     kw = dict(hidden_states=torch.randn(2, 4, 2, 8, 8, generator=g), timestep=torch.tensor([300, 300]),
               encoder_hidden_states=torch.randn(2, 7, 24, generator=g), encoder_attention_mask=mask,
               pooled_projections=torch.randn(2, 12, generator=g), guidance=torch.tensor([3.0, 3.0]) * 1000)
+    return model, kw
+
+
+def test_hunyuan_video_key_padding_mask_taken_as_prefix():
+    model, kw = hunyuan_video()
     with torch.no_grad():
         ref = model(**kw).sample
         with xd.enabled(model, kernel=cpu_kernel()):
@@ -155,6 +160,35 @@ def test_hunyuan_video_key_padding_mask_taken_as_prefix():
     assert s["not_routable_processors"] == {"AttnProcessor2_0": 1}   # the token refiner calls SDPA itself
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
     assert s_off["routed"] == 0 and s_off["fallback"] == {"attn_mask": 2}
+
+
+def test_hunyuan_video_routed_under_inference_mode():
+    """Pipelines may run under torch.inference_mode(): the padding mask is then an inference tensor, which has
+    no version counter."""
+    model, kw = hunyuan_video()
+    with torch.inference_mode():
+        ref = model(**kw).sample
+        with xd.enabled(model, kernel=cpu_kernel()):
+            out = model(**kw).sample
+            s = xd.stats(model)
+    assert s["routed"] == 2 and s["routed_with_mask"] == 2 and s["fallback_total"] == 0
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_mask_cache_sees_in_place_changes_of_inference_masks():
+    cache = xd._MaskCache()
+    with torch.inference_mode():
+        mask = torch.ones(2, 1, 1, 6, dtype=torch.bool)
+        mask[0, ..., 4:] = False
+        assert cache.lengths(mask, 2, 6) == [4, 6]
+        mask[1, ..., 3:] = False   # allowed in place inside inference mode, with no version to see it by
+        assert cache.lengths(mask, 2, 6) == [4, 3]
+        mask[1, ..., 1] = False    # a hole: no longer a prefix
+        assert cache.lengths(mask, 2, 6) is None
+    normal = torch.ones(1, 1, 1, 6, dtype=torch.bool)
+    assert cache.lengths(normal, 3, 6) == [6, 6, 6]
+    normal[..., 2:] = False        # a normal tensor's version moves: the cached entry is not reused
+    assert cache.lengths(normal, 3, 6) == [2, 2, 2]
 
 
 class Recorder:

@@ -90,12 +90,20 @@ def test_library_workspace_size_without_gpu():
 
 # --- torch (CPU tensors suffice: every error below is raised before any CUDA call) ---------------
 
-def test_torch_bad_weights_are_refused():
+@pytest.mark.parametrize("on_cuda", [False, True], ids=["cpu", "cuda"])
+def test_torch_bad_weights_are_refused(on_cuda):
+    """Each case has exactly one thing wrong with it. Checks run in the order tensor type, shape, dtype,
+    device (_weight_dims), so on CPU tensors the dtype and shape cases are reported as such; on a CUDA
+    device (valid apart from the one fault) every case but the device one is repeated."""
     torch = pytest.importorskip("torch")
-    w1 = torch.zeros(8, 512, 384, dtype=torch.bfloat16)
-    w2 = torch.zeros(8, 384, 256, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="w1 is on cpu"):
-        xstage.moe.FusedMoE(w1, w2, top_k=2)
+    if on_cuda and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    device = "cuda" if on_cuda else "cpu"
+    w1 = torch.zeros(8, 512, 384, dtype=torch.bfloat16, device=device)
+    w2 = torch.zeros(8, 384, 256, dtype=torch.bfloat16, device=device)
+    if not on_cuda:
+        with pytest.raises(ValueError, match="w1 is on cpu"):
+            xstage.moe.FusedMoE(w1, w2, top_k=2)
     with pytest.raises(ValueError, match="w2 has shape"):
         xstage.moe.FusedMoE(w1, w2[:, :, :128], top_k=2)
     with pytest.raises(ValueError, match="w1 has shape"):
@@ -107,8 +115,9 @@ def test_torch_bad_weights_are_refused():
     with pytest.raises(TypeError, match="w1 is a"):
         xstage.moe.FusedMoE([1, 2], w2, top_k=2)
     with pytest.raises(ValueError, match="w2 has shape"):
-        xstage.moe.fused_moe(torch.zeros(4, 384, dtype=torch.bfloat16), torch.zeros(4, 2, dtype=torch.int32),
-                             torch.zeros(4, 2), w1, w2[:1])
+        xstage.moe.fused_moe(torch.zeros(4, 384, dtype=torch.bfloat16, device=device),
+                             torch.zeros(4, 2, dtype=torch.int32, device=device), torch.zeros(4, 2, device=device),
+                             w1, w2[:1])
 
 
 def test_torch_quantize_refuses_bad_input():

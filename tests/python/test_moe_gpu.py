@@ -1,8 +1,6 @@
-"""xstage.FusedMoE on a GPU against a plain PyTorch reference layer (float32 math on the same bf16
-inputs, rounded where the kernel rounds: gate, up, the SwiGLU product and each expert's output to bf16,
-the top-k sum in float32 in routing order). FP8 against the same reference with the kernel's
-quantization (activations per token per 128 channels, the weights' 128 x 128 block scales). Skipped
-without CUDA (or a GPU the kernel is not built for)."""
+"""xstage.FusedMoE on a GPU against the PyTorch reference layer of tests/python/moe_reference.py (float32 math on
+the same bf16 inputs, rounded where the kernel rounds; FP8 with the kernel's quantization, checked by the C++
+tests' FP8 rule, check_within_flips). Skipped without CUDA (or a GPU the kernel is not built for)."""
 
 from __future__ import annotations
 
@@ -14,13 +12,12 @@ if not torch.cuda.is_available():
 if torch.cuda.get_device_capability(0) != (9, 0):
     pytest.skip("the fused MoE kernel is built for sm_90a (H100/H200)", allow_module_level=True)
 
-import torch.nn.functional as F  # noqa: E402
-
 import xstage  # noqa: E402
+from moe_reference import (dequant_blocks, fp8_failure, fp8_reference, quant_blocks, reference,  # noqa: E402
+                           with_experts_swapped)
 from xstage import _torch_moe  # noqa: E402
 
 HIDDEN, INTER, EXPERTS, TOP_K, MAX_TOKENS = 384, 256, 8, 3, 700  # three Linear-2 N-tiles (odd)
-E4M3_MAX = 448.0
 DEV = torch.device("cuda", 0)
 
 
@@ -39,60 +36,33 @@ def make_call(tokens, seed, experts=EXPERTS, top_k=TOP_K, hidden=HIDDEN):
     return x, ids, wts
 
 
-def dequant_blocks(q, scales):
-    """e4m3 weights [E, R, C] and block scales [E, R/128, C/128] -> float32."""
-    s = scales.repeat_interleave(128, dim=1).repeat_interleave(128, dim=2)
-    return q.float() * s
-
-
-def quant_rows(a, group=128):
-    """The kernel's activation rule: per row per `group` channels, scale = amax / 448, q = e4m3(a * (1/scale))."""
-    t, c = a.shape
-    g = a.float().reshape(t, c // group, group)
-    amax = g.abs().amax(dim=2, keepdim=True)
-    scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
-    q = (g * (1.0 / scale)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-    return (q.float() * scale).reshape(t, c)
-
-
-def reference(x, ids, wts, w1, w2, fp8=False):
-    """The layer in float32 on the same inputs (w1, w2 float32: the bf16 or the dequantized fp8 weights)."""
-    tokens, hidden = x.shape
-    inter = w2.shape[2]
-    xf = quant_rows(x) if fp8 else x.float()
-    out = torch.zeros(tokens, ids.shape[1], hidden, device=x.device)
-    for e in range(w1.shape[0]):
-        t, j = (ids == e).nonzero(as_tuple=True)
-        if t.numel() == 0:
-            continue
-        h = xf[t] @ w1[e].T
-        gate, up = h[:, :inter].bfloat16().float(), h[:, inter:].bfloat16().float()
-        a = (F.silu(gate) * up).bfloat16().float()
-        if fp8:
-            a = quant_rows(a)
-        out[t, j] = (a @ w2[e].T).bfloat16().float()
-    y = torch.zeros(tokens, hidden, device=x.device)
-    for j in range(ids.shape[1]):
-        y += wts[:, j:j + 1] * out[:, j]
-    return y.bfloat16()
-
-
 def rel_l2(got, want):
     return ((got.float() - want.float()).norm() / want.float().norm()).item()
 
 
-def expect_close(got, want, fp8, what):
-    """bf16: relative L2 error below 1e-2. FP8 (reference with the kernel's quantization): the Tensor Cores'
-    accumulation moves some values across a bf16 / e4m3 rounding boundary, so the whole-output error is
-    allowed 2e-2 and the 75th percentile of the rows' relative errors 1e-2 (the C++ tests' rule on rows)."""
+def expect_close(got, want, what):
+    """want: (y, flip_bound) from moe_reference. bf16 (flip_bound None): relative L2 error below 1e-2. FP8: the
+    C++ tests' rule (moe_reference.fp8_failure)."""
+    y, bound = want
     assert torch.isfinite(got.float()).all(), f"{what}: non-finite output"
-    err = rel_l2(got, want)
-    if not fp8:
+    if bound is None:
+        err = rel_l2(got, y)
         assert err < 1e-2, f"{what}: relative L2 error {err:.3e}"
         return
-    rows = (got.float() - want.float()).norm(dim=1) / want.float().norm(dim=1).clamp_min(1e-30)
-    p75 = rows.quantile(0.75).item()
-    assert err < 2e-2 and p75 < 1e-2, f"{what}: relative L2 error {err:.3e}, row p75 {p75:.3e}"
+    why = fp8_failure(got, y, bound)
+    assert why == "", f"{what}: {why} (whole-output relative L2 error {rel_l2(got, y):.3e})"
+
+
+def expect_wrong_expert_fails(got, x, ids, wts, r1, r2, fp8, what):
+    """The rule must reject the output against a reference with token 0's heaviest expert exchanged for one
+    it does not use (a kernel reading the wrong expert's weights)."""
+    a = int(ids[0, wts[0].argmax()])
+    b = next(e for e in range(EXPERTS) if e not in ids[0].tolist())
+    y, bound = reference(x, ids, wts, with_experts_swapped(r1, a, b), with_experts_swapped(r2, a, b), fp8)
+    if fp8:
+        assert fp8_failure(got, y, bound) != "", f"{what}: the FP8 rule accepts a swapped expert"
+    else:
+        assert rel_l2(got, y) > 1e-2, f"{what}: the bf16 rule accepts a swapped expert"
 
 
 def build(precision, schedule, seed=1):
@@ -115,13 +85,14 @@ def test_matches_torch_reference(precision, schedule):
         x, ids, wts = make_call(tokens, seed=100 + i)
         y = layer(x, ids, wts)
         assert y.shape == x.shape and y.dtype == torch.bfloat16
-        expect_close(y, reference(x, ids, wts, r1, r2, fp8), fp8, f"{precision} {schedule} T={tokens}")
+        expect_close(y, reference(x, ids, wts, r1, r2, fp8), f"{precision} {schedule} T={tokens}")
+        expect_wrong_expert_fails(y, x, ids, wts, r1, r2, fp8, f"{precision} {schedule} T={tokens}")
         again = layer(x, ids.long(), wts)  # int64 ids are converted; the same bits
         assert torch.equal(again, y), f"T={tokens}: a repeated call differs"
     if fp8:  # quantized indeed: not the bf16 layer's output
         w1, w2 = make_weights(1)
         x, ids, wts = make_call(MAX_TOKENS, seed=7)
-        assert rel_l2(layer(x, ids, wts), reference(x, ids, wts, w1.float(), w2.float())) > 1e-4
+        assert rel_l2(layer(x, ids, wts), reference(x, ids, wts, w1.float(), w2.float())[0]) > 1e-4
     assert layer.last_failure() == ""
     assert layer.info()["runs"] == 10 + (1 if fp8 else 0)
 
@@ -131,14 +102,8 @@ def test_quantize_matches_the_rule():
     q, s = xstage.quantize_fp8_blocks(w1)
     assert q.dtype == torch.float8_e4m3fn and q.shape == w1.shape
     assert s.shape == (EXPERTS, 2 * INTER // 128, HIDDEN // 128)
-    blocks = w1.float().reshape(EXPERTS, 2 * INTER // 128, 128, HIDDEN // 128, 128)
-    amax = blocks.abs().amax(dim=(2, 4)).double()
-    # In double, then rounded: the correctly rounded float quotients the kernel's IEEE divisions give
-    # (torch divides by a scalar through its reciprocal, which can differ in the last bit).
-    want_s = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax)).float()
+    want_q, want_s = quant_blocks(w1)
     assert torch.equal(s, want_s)
-    inv = (1.0 / want_s.double()).float().repeat_interleave(128, dim=1).repeat_interleave(128, dim=2)
-    want_q = (w1.float() * inv).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
     assert torch.equal(q.view(torch.uint8), want_q.view(torch.uint8))
 
 
@@ -150,7 +115,7 @@ def test_functional_form_and_streams():
     q1, s1 = xstage.quantize_fp8_blocks(w1)
     q2, s2 = xstage.quantize_fp8_blocks(w2)
     y8 = xstage.fused_moe(x, ids, wts, q1, q2, w1_scale=s1, w2_scale=s2)
-    expect_close(y8, reference(x, ids, wts, dequant_blocks(q1, s1), dequant_blocks(q2, s2), fp8=True), True, "fp8")
+    expect_close(y8, fp8_reference(x, ids, wts, q1, s1, q2, s2), "fp8")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -199,4 +164,4 @@ def test_bad_calls_raise_before_any_launch():
     # Growing explicitly: reserve() makes room for more tokens.
     layer.reserve(2 * MAX_TOKENS)
     x, ids, wts = make_call(MAX_TOKENS + 1, seed=2)
-    expect_close(layer(x, ids, wts), reference(x, ids, wts, w1.float(), w2.float()), False, "after reserve")
+    expect_close(layer(x, ids, wts), reference(x, ids, wts, w1.float(), w2.float()), "after reserve")

@@ -188,7 +188,11 @@ def _tracing_or_capturing() -> bool:
 
 class _MaskCache:
     """Key-padding prefix lengths of the masks seen last, keyed by the mask tensor (weakly) and its version, so a
-    mask shared by all blocks of a forward costs one device-to-host copy."""
+    mask shared by all blocks of a forward costs one device-to-host copy.
+
+    Inference tensors (made under torch.inference_mode()) have no version counter, and inside inference mode
+    they can still be modified in place: their lengths are recomputed on every call (one device-to-host copy
+    each), never cached."""
 
     def __init__(self, size: int = 8):
         self._entries = collections.OrderedDict()   # id -> (weakref, version, lengths or None)
@@ -203,8 +207,9 @@ class _MaskCache:
                 or mask.shape[1] != 1 or mask.shape[2] != 1 or mask.shape[3] != seq_kv
                 or mask.shape[0] not in (1, batch)):
             return None
-        hit = self._entries.get(id(mask))
-        if hit is not None and hit[0]() is mask and hit[1] == mask._version:
+        version = None if mask.is_inference() else mask._version
+        hit = self._entries.get(id(mask)) if version is not None else None
+        if hit is not None and hit[0]() is mask and hit[1] == version:
             found = hit[2]
         else:
             rows = mask.reshape(mask.shape[0], seq_kv)
@@ -214,9 +219,10 @@ class _MaskCache:
             values = torch.cat([n, ok.to(n.dtype)]).tolist()   # the one synchronisation
             n_list, ok_list = values[:mask.shape[0]], values[mask.shape[0]:]
             found = n_list if all(ok_list) and min(n_list) >= 1 else None
-            self._entries[id(mask)] = (weakref.ref(mask), mask._version, found)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+            if version is not None:
+                self._entries[id(mask)] = (weakref.ref(mask), version, found)
+                while len(self._entries) > self._size:
+                    self._entries.popitem(last=False)
         if found is None:
             return None
         return found * batch if len(found) == 1 else list(found)
