@@ -8,7 +8,9 @@
 # with its instruction counts in A and B. The normalised listings are left in OUT_DIR (default: a
 # temporary folder) for `diff`. Exit status: 0 all identical, 1 some object differs or is missing,
 # 2 bad arguments or no disassembler.
-# cuobjdump (and the nvdisasm it runs) from $CUOBJDUMP, PATH or /usr/local/cuda/bin.
+# cuobjdump (and the nvdisasm it runs) from $CUOBJDUMP, PATH or /usr/local/cuda/bin. A toolkit without
+# them: the PyPI wheels nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm carry both (nvidia/cu13/bin/).
+# Identical SASS needs identical PTX: `cuobjdump -ptx` of both objects shows where a change starts.
 set -euo pipefail
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then
   echo "usage: $0 BUILD_A BUILD_B [OUT_DIR]" >&2
