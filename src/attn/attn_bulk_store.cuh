@@ -3,7 +3,7 @@
 // In the wgmma m64 accumulator layout consumer warp w holds tile rows [16w, 16w + 16), so each warp stages
 // only its own 16 rows in shared memory and lanes 0..15 each issue one bulk copy of a row: no barrier
 // wider than the warp. Before a warp rewrites its staging rows it waits until its previous copies have
-// read them (bulk_wait_all_read); their global writes may still be in flight.
+// read them (gpu::bulk_wait_all_read); their global writes may still be in flight.
 #pragma once
 
 #include <cstdint>
@@ -11,22 +11,10 @@
 #include <cuda_bf16.h>
 #include <cute/tensor.hpp>
 
-#include "xstage/gpu/flags.cuh"
+#include "xstage/gpu/ptx_bulk.cuh"
+#include "xstage/gpu/ptx_memory.cuh"
 
 namespace xstage::attn {
-
-// One bulk copy of `bytes` (a multiple of 16, both addresses 16-byte aligned) into this thread's open
-// bulk group.
-__device__ __forceinline__ void bulk_store_s2g(void* gmem, const void* smem, uint32_t bytes) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem), "r"(s), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-// This thread's bulk groups have finished reading shared memory (their global writes may be in flight).
-__device__ __forceinline__ void bulk_wait_all_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-// This thread's bulk groups are complete: their global writes are performed.
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 // Rows of the tile per consumer warp in the wgmma m64 accumulator layout.
 inline constexpr int kBulkRowsPerWarp = 16;
@@ -46,7 +34,7 @@ __device__ __forceinline__ void bulk_stage_warp_rows(__nv_bfloat16* stage, Tenso
   static_assert(decltype(size(tOsO))::value == decltype(size(acc_o))::value);
   const int lane = mma_thread_idx % 32;
   const int warp_row0 = (mma_thread_idx / 32) * kBulkRowsPerWarp;  // this warp's rows of the tile
-  bulk_wait_all_read();  // a lane that issued nothing has no pending group and passes at once
+  gpu::bulk_wait_all_read();  // a lane that issued nothing has no pending group and passes at once
   __syncwarp();
   CUTE_UNROLL
   for (int i = 0; i < size(acc_o); i += 2) {

@@ -29,7 +29,7 @@
 // Completion. Piggyback (kCompletionCoupled = false): no per-tile wait. Once per CTA, after the last
 // tile: the consumers arrive at a named barrier that the producer's TMA warp waits on, then one
 // thread publishes flags[p][rank * kMaxCtas + cta] =
-// epoch + 1 with st.release.sys to every rank p (DEVICE.md: payload stores → barrier → one release).
+// epoch + 1 with st.release.sys to every rank p (docs/memory_ordering.md, Publishing).
 // The reader (ulysses_a2a_wait, the next kernel on the owner's stream) acquires all of them first.
 //
 // With kBulk, the last tile's issuing lanes first wait with cp.async.bulk.wait_group 0 (the bulk
@@ -37,7 +37,7 @@
 // was written through the async proxy and the flag is a generic-proxy release, and the PTX memory
 // model orders operations of different proxies only through a proxy fence; with it, the async writes
 // precede the thread's bar.arrive, which the producer's bar.sync and st.release.sys (cumulative)
-// extend to the owner (DEVICE.md: wait_group 0 plus a system-scope release). Once per CTA: free.
+// extend to the owner (docs/memory_ordering.md, Async proxy). Once per CTA: free.
 //
 // Completion-coupled (kCompletionCoupled = true, the paper's counterfactual): after its tile's stores
 // every storing thread executes fence.sc.sys, which does not retire until the thread's earlier stores
@@ -59,14 +59,12 @@
 #include "a2a_params.hpp"
 #include "attn_bulk_store.cuh"
 #include "attn_kernel_traits.cuh"
-#include "xstage/gpu/flags.cuh"
+#include "attn_named_barriers.cuh"
+#include "xstage/gpu/ptx_bulk.cuh"
+#include "xstage/gpu/ptx_memory.cuh"
 #include "xstage/sched/attn_tile_scheduler.hpp"
 
 namespace xstage::attn {
-
-// Named barriers (user ids after CUTLASS's reserved ones; the mainloop's GEMM turns use 0 and 1).
-inline constexpr uint32_t kA2AStageBarrier0 = 2;  // + consumer warpgroup index
-inline constexpr uint32_t kA2AFinishBarrier = 4;
 
 // Once per CTA, after all its payload stores and a barrier that orders them before this thread.
 __device__ __forceinline__ void a2a_publish_cta_flags(A2AEpilogueParams const& p, int cta) {
@@ -103,7 +101,7 @@ struct AttnEpilogueA2A {
   // wgmma; here it does not.)
   static CUTE_DEVICE void arrive_if_last_tile(bool last_of_cta) {
     if (last_of_cta) {
-      cutlass::arch::NamedBarrier::arrive(Traits::kNumMmaThreads + 32, kA2AFinishBarrier);
+      gpu::named_barrier_arrive(Traits::kNumMmaThreads + 32, AttnNamedBarrier::kA2AFinish);
     }
   }
 
@@ -128,21 +126,21 @@ struct AttnEpilogueA2A {
       if (i < p.seq) {
         const A2ARowOwner o = a2a_row_owner(a2a_sequence_row(i, p.row_rotation, p.seq), p.shard_len);
         Element* base = static_cast<Element*>(p.dst[o.owner]);
-        bulk_store_s2g(base + (int64_t(o.local_row) * p.heads_total + p.head_offset + tile.head) * kHeadDim,
+        gpu::bulk_store_s2g(base + (int64_t(o.local_row) * p.heads_total + p.head_offset + tile.head) * kHeadDim,
                        &smem.stage[r * kPitch], kHeadDim * int(sizeof(Element)));
       }
     });
-    bulk_commit_group();
+    gpu::bulk_commit_group();
     if constexpr (kCompletionCoupled) {
-      bulk_wait_all();  // this warp's rows are performed at the owner before the next tile starts
+      gpu::bulk_wait_all();  // this warp's rows are performed at the owner before the next tile starts
       __syncwarp();
     }
     if (last_of_cta) {
       // Last tile: writes complete, then ordered before the generic-proxy flag release (see top).
-      bulk_wait_all();
+      gpu::bulk_wait_all();
       gpu::fence_proxy_async_global();
       __syncwarp();
-      cutlass::arch::NamedBarrier::arrive(Traits::kNumMmaThreads + 32, kA2AFinishBarrier);
+      gpu::named_barrier_arrive(Traits::kNumMmaThreads + 32, AttnNamedBarrier::kA2AFinish);
     }
   }
 
@@ -167,8 +165,8 @@ struct AttnEpilogueA2A {
       }
     }
     if constexpr (kCompletionCoupled) {
-      asm volatile("fence.sc.sys;" ::: "memory");
-      cutlass::arch::NamedBarrier::sync(128, kA2AStageBarrier0 + mma_thread_idx / 128);
+      gpu::fence_sc_sys();
+      gpu::named_barrier_sync(128, AttnNamedBarrier::kA2AStage0, mma_thread_idx / 128);
     }
     arrive_if_last_tile(last_of_cta);
   }
@@ -196,7 +194,7 @@ struct AttnEpilogueA2A {
     for (int i = 0; i < size(acc_o); i += 2) {
       *reinterpret_cast<__nv_bfloat162*>(&tOsO(i)) = __floats2bfloat162_rn(acc_o(i), acc_o(i + 1));
     }
-    cutlass::arch::NamedBarrier::sync(128, kA2AStageBarrier0 + wg);
+    gpu::named_barrier_sync(128, AttnNamedBarrier::kA2AStage0, wg);
 
     const int row0 = tile.m_block * kBlockM + wg * kRowsPerWg;
     const int head = p.head_offset + tile.head;
@@ -213,20 +211,20 @@ struct AttnEpilogueA2A {
         *reinterpret_cast<uint4*>(base + (int64_t(o.local_row) * p.heads_total + head) * kHeadDim + chunk * 8) = val;
       }
     }
-    if constexpr (kCompletionCoupled) asm volatile("fence.sc.sys;" ::: "memory");
+    if constexpr (kCompletionCoupled) gpu::fence_sc_sys();
     // The staging rows are rewritten by the next tile; and, coupled, the half tile is complete here.
-    cutlass::arch::NamedBarrier::sync(128, kA2AStageBarrier0 + wg);
+    gpu::named_barrier_sync(128, AttnNamedBarrier::kA2AStage0, wg);
     arrive_if_last_tile(last_of_cta);
   }
 
   static CUTE_DEVICE void finish(Params const&, SharedStorage&, int) {}
 
   // The producer's TMA warp, after its last load: wait for every consumer's arrival, then one thread
-  // publishes this CTA's flag to every owner (system-scope release: DEVICE.md's payload → barrier →
-  // flag). Done here rather than in a consumer so the consumers' register allocation is the local
+  // publishes this CTA's flag to every owner (system-scope release: docs/memory_ordering.md,
+  // Publishing). Done here rather than in a consumer so the consumers' register allocation is the local
   // epilogue's (a publish loop after the consumer loop made ptxas spill and serialize wgmma).
   static CUTE_DEVICE void producer_finish(Params const& p, SharedStorage&) {
-    cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads + 32, kA2AFinishBarrier);
+    gpu::named_barrier_sync(Traits::kNumMmaThreads + 32, AttnNamedBarrier::kA2AFinish);
     if (cute::elect_one_sync()) a2a_publish_cta_flags(p, int(blockIdx.x));
   }
 };

@@ -31,6 +31,7 @@
 #include "attn_bulk_store.cuh"
 #include "attn_fragment.cuh"
 #include "attn_kernel_traits.cuh"
+#include "xstage/gpu/ptx_bulk.cuh"
 #include "xstage/sched/attn_tile_scheduler.hpp"
 
 namespace xstage::attn {
@@ -71,14 +72,14 @@ struct AttnEpilogueLocal {
     if constexpr (kBulk) {
       bulk_stage_warp_rows<TiledMmaPV, kBlockM, kHeadDim, kPitch>(smem.stage, acc_o, mma_thread_idx, [&](int r) {
         if (row0 + r < p.seq_q) {
-          bulk_store_s2g(o_tile + int64_t(row0 + r) * p.o_stride_seq, &smem.stage[r * kPitch],
+          gpu::bulk_store_s2g(o_tile + int64_t(row0 + r) * p.o_stride_seq, &smem.stage[r * kPitch],
                          kHeadDim * int(sizeof(Element)));
         }
       });
-      bulk_commit_group();
+      gpu::bulk_commit_group();
       // After a CTA's last tile its copies must have read the staging rows before the CTA exits. Waited
       // here rather than in finish(): a wait after the consumer loop made ptxas serialize the GMMAs.
-      if (last_of_cta) bulk_wait_all();
+      if (last_of_cta) gpu::bulk_wait_all();
     } else {
       // Accumulator values 2i and 2i+1 are adjacent columns of one row: stored as one bf16x2.
       CUTE_UNROLL

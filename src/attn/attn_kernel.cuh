@@ -10,6 +10,7 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "attn_mainloop.cuh"
+#include "attn_named_barriers.cuh"
 #include "xstage/gpu/tma_pipeline.cuh"
 #include "xstage/sched/attn_tile_scheduler.hpp"
 
@@ -94,7 +95,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if constexpr (Traits::kWgGemmOrder) {
       static_assert(Traits::kNumMmaWarpGroups == 2, "GEMM turns are written for two consumer warpgroups");
       // The first consumer warpgroup holds the first turn.
-      if (mma_thread_idx < 128) cutlass::arch::NamedBarrier::arrive(2 * 128, Traits::kWgOrderBarrier0);
+      if (mma_thread_idx < 128) gpu::named_barrier_arrive(2 * 128, AttnNamedBarrier::kWgOrder0);
     }
     typename PipelineQ::PipelineState q_read;
     typename PipelineKV::PipelineState k_read;

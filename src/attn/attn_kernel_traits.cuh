@@ -27,8 +27,6 @@ struct AttnKernelTraits {
   static constexpr int kStages = kConfig.kv_stages;
   static constexpr int kNumMmaWarpGroups = kConfig.mma_warpgroups;
   static constexpr bool kWgGemmOrder = kConfig.wg_gemm_order;
-  // Named barriers 0 and 1 (after CUTLASS's reserved ones): "consumer warpgroup i may issue GEMMs".
-  static constexpr uint32_t kWgOrderBarrier0 = 0;
   static constexpr int kNumMmaThreads = 128 * kNumMmaWarpGroups;
   static constexpr int kNumThreads = kNumMmaThreads + 128;  // + one producer warpgroup
   static_assert(kBlockM == 64 * kNumMmaWarpGroups, "each consumer warpgroup owns 64 query rows");

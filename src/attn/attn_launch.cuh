@@ -8,12 +8,12 @@
 #endif
 
 #include <cmath>
-#include <mutex>
 
 #include <cuda_runtime_api.h>
 
 #include "attn_forward.hpp"
 #include "attn_kernel.cuh"
+#include "xstage/gpu/launch_attr.hpp"
 #include "xstage/sched/attn_tile_scheduler.hpp"
 
 namespace xstage::attn {
@@ -90,15 +90,12 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
   int grid = 0;
   if ((e = attn_grid_size<Traits>(p, device, &grid)) != cudaSuccess) return e;
 
-  auto kernel = attn_forward_kernel<Traits, Epilogue>;
   constexpr int smem_bytes = Kernel::kSharedBytes;
-  static std::once_flag attr_once[64];
-  static cudaError_t attr_error[64] = {};
-  std::call_once(attr_once[device % 64], [&] {
-    attr_error[device % 64] = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-  });
-  if (attr_error[device % 64] != cudaSuccess) return attr_error[device % 64];
-  kernel<<<grid, Traits::kNumThreads, smem_bytes, stream>>>(params);
+  if ((e = gpu::set_max_dynamic_shared_memory_once<attn_forward_kernel<Traits, Epilogue>>(device, smem_bytes)) !=
+      cudaSuccess) {
+    return e;
+  }
+  attn_forward_kernel<Traits, Epilogue><<<grid, Traits::kNumThreads, smem_bytes, stream>>>(params);
   return cudaGetLastError();
 }
 

@@ -13,6 +13,7 @@
 
 #include "attn_fragment.cuh"
 #include "attn_kernel_traits.cuh"
+#include "attn_named_barriers.cuh"
 #include "attn_softmax.cuh"
 #include "attn_wait.cuh"
 
@@ -125,16 +126,16 @@ struct AttnMainloop {
     const bool issuer = cute::elect_one_sync();
     const int n_blocks = (p.seq_k + kBlockN - 1) / kBlockN;
 
-    attn_producer_acquire(pipe_q, q_write, 0);
+    attn_producer_acquire(pipe_q, q_write, kAttnWaitProducerQ);
     if (issuer) copy(p.tma_q.with(*pipe_q.producer_get_barrier(q_write)), tQgQ, tQsQ);
     ++q_write;
 
     // Same order as the consumer: key blocks from last to first; K_j before V_j.
     for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
-      attn_producer_acquire(pipe_k, k_write, 1);
+      attn_producer_acquire(pipe_k, k_write, kAttnWaitProducerK);
       if (issuer) copy(p.tma_k.with(*pipe_k.producer_get_barrier(k_write)), tKgK(_, n_block), tKsK(_, k_write.index()));
       ++k_write;
-      attn_producer_acquire(pipe_v, v_write, 2);
+      attn_producer_acquire(pipe_v, v_write, kAttnWaitProducerV);
       if (issuer) copy(p.tma_v.with(*pipe_v.producer_get_barrier(v_write)), tVgV(_, n_block), tVsV(_, v_write.index()));
       ++v_write;
     }
@@ -167,12 +168,12 @@ struct AttnMainloop {
     const int wg = mma_thread_idx / 128;
     auto turn_wait = [&] {
       if constexpr (Traits::kWgGemmOrder) {
-        cutlass::arch::NamedBarrier::sync(2 * 128, Traits::kWgOrderBarrier0 + wg);
+        gpu::named_barrier_sync(2 * 128, AttnNamedBarrier::kWgOrder0, wg);
       }
     };
     auto turn_pass = [&] {
       if constexpr (Traits::kWgGemmOrder) {
-        cutlass::arch::NamedBarrier::arrive(2 * 128, Traits::kWgOrderBarrier0 + (wg ^ 1));
+        gpu::named_barrier_arrive(2 * 128, AttnNamedBarrier::kWgOrder0, (wg ^ 1));
       }
     };
 
@@ -186,8 +187,8 @@ struct AttnMainloop {
     };
 
     // First (possibly partial) key block.
-    attn_consumer_wait(pipe_q, q_read, 3);
-    attn_consumer_wait(pipe_k, k_read, 4);
+    attn_consumer_wait(pipe_q, q_read, kAttnWaitConsumerQ);
+    attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK);
     turn_wait();
     wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s, /*zero_init=*/true);
     turn_pass();
@@ -211,10 +212,10 @@ struct AttnMainloop {
     bool first_pv = true;
     CUTE_NO_UNROLL
     for (int n_block = n_blocks - 2; n_block >= 0; --n_block) {
-      attn_consumer_wait(pipe_k, k_read, 4);
+      attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK);
       turn_wait();
       wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s, /*zero_init=*/true);
-      attn_consumer_wait(pipe_v, v_read, 5);
+      attn_consumer_wait(pipe_v, v_read, kAttnWaitConsumerV);
       wgmma_issue<true>(mma_pv, frag_p, tOrV(_, _, _, v_read.index()), acc_o, first_pv);
       turn_pass();
       first_pv = false;
@@ -232,7 +233,7 @@ struct AttnMainloop {
     pipe_q.consumer_release(q_read);
     ++q_read;
 
-    attn_consumer_wait(pipe_v, v_read, 5);
+    attn_consumer_wait(pipe_v, v_read, kAttnWaitConsumerV);
     turn_wait();
     wgmma_issue<true>(mma_pv, frag_p, tOrV(_, _, _, v_read.index()), acc_o, first_pv);
     turn_pass();

@@ -7,14 +7,9 @@
 #include <cute/tensor.hpp>
 
 #include "attn_fragment.cuh"
+#include "xstage/gpu/ptx_math.cuh"
 
 namespace xstage::attn {
-
-__device__ __forceinline__ float attn_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // The four threads of a quad hold the same rows (GMMA accumulator layout): reduce across them.
 __device__ __forceinline__ float quad_max(float v) {
@@ -56,12 +51,12 @@ struct OnlineSoftmax {
       m = quad_max(m);
       // Every row has a finite score in its first block (at least one key is valid), so m is finite.
       const float m_scaled = m * scale_log2;
-      rescale[r] = kFirst ? 1.f : attn_exp2(row_max[r] * scale_log2 - m_scaled);
+      rescale[r] = kFirst ? 1.f : gpu::ex2_approx_ftz(row_max[r] * scale_log2 - m_scaled);
       row_max[r] = m;
       float sum = 0.f;
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(s); ++c) {
-        const float p = attn_exp2(__fmaf_rn(s(r, c), scale_log2, -m_scaled));
+        const float p = gpu::ex2_approx_ftz(__fmaf_rn(s(r, c), scale_log2, -m_scaled));
         s(r, c) = p;
         sum += p;
       }

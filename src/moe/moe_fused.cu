@@ -111,7 +111,7 @@ int moe_fused_grid(int device) {
   // have the same shared memory, threads and cluster shape.
   int previous = 0;
   if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) return 0;
-  auto kernel = fused_detail::moe_fused_kernel<MoeFusedTraits, sched::ExpertWaveMoeScheduler>;
+  constexpr auto kernel = fused_detail::moe_fused_kernel<MoeFusedTraits, sched::ExpertWaveMoeScheduler>;
   int clusters = 0;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(sms / 2 * 2));
@@ -124,8 +124,7 @@ int moe_fused_grid(int device) {
   cluster.val.clusterDim.z = 1;
   cfg.attrs = &cluster;
   cfg.numAttrs = 1;
-  const bool ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Storage))) ==
-                      cudaSuccess &&
+  const bool ok = gpu::set_max_dynamic_shared_memory_once<kernel>(device, int(sizeof(Storage))) == cudaSuccess &&
                   cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess;
   cudaSetDevice(previous);
   if (!ok) return 0;

@@ -50,7 +50,7 @@ __device__ __forceinline__ void moe_exchange_counts(const MoeFusedParams& p, Moe
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     int tot = 0, before = 0;
     for (int s = 0; s < N; ++s) {
-      const int c = ld_relaxed_sys_s32(p.counts + s * E + e);
+      const int c = gpu::ld_relaxed_sys_s32(p.counts + s * E + e);
       tot += c;
       if (s < p.rank) before += c;
     }
@@ -97,7 +97,7 @@ __device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeL
       __syncwarp();
       if (lane == 0 && pending > 0) {
         const int e = dispatch_block_expert(q, N, el);
-        red_release_sys_add_u64(p.arrive_peer[e / el] + e % el, std::uint64_t(pending));
+        gpu::red_release_sys_add_u64(p.arrive_peer[e / el] + e % el, std::uint64_t(pending));
       }
       pending = 0;
     };

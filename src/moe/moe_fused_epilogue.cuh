@@ -27,6 +27,7 @@
 #include "moe_fused_mainloop.cuh"
 #include "moe_fp8.cuh"
 #include "moe_fused_sync.cuh"
+#include "xstage/gpu/ptx_math.cuh"
 #include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/moe/moe_numerics.hpp"
 
@@ -58,11 +59,10 @@ __device__ __forceinline__ float2 unpack_bf16x2(std::uint32_t p) {
 // silu(g) = -0, as the exact formula's limit). One conversion instruction rounds each pair.
 __device__ __forceinline__ std::uint32_t swiglu_bf16x2_fast(std::uint32_t gate_bf16x2, std::uint32_t up_bf16x2) {
   const float2 g = unpack_bf16x2(gate_bf16x2), u = unpack_bf16x2(up_bf16x2);
-  float e0, e1, r0, r1;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e0) : "f"(g.x * -1.44269504088896341f));
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e1) : "f"(g.y * -1.44269504088896341f));
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(1.f + e0));
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r1) : "f"(1.f + e1));
+  const float e0 = gpu::ex2_approx_ftz(g.x * -1.44269504088896341f);
+  const float e1 = gpu::ex2_approx_ftz(g.y * -1.44269504088896341f);
+  const float r0 = gpu::rcp_approx_ftz(1.f + e0);
+  const float r1 = gpu::rcp_approx_ftz(1.f + e1);
   return pack_bf16x2(g.x * r0 * u.x, g.y * r1 * u.y);
 }
 
@@ -109,8 +109,9 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, typena
         cute::store_shared_remote(__float_as_uint(amax[rs]),
                                   cute::cast_smem_ptr_to_uint(&smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]),
                                   bar, cta ^ 1);
-      moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(&smem.amax_bar[buf], parity)); }, 1,
-                   p.timeout_ns, p.failure, kMoeWaitPeerAmax, p.rank, tile.row);
+      moe_wait_geq(
+          [&] { return std::uint64_t(gpu::mbar_try_wait_parity_acquire_cluster(&smem.amax_bar[buf], parity)); }, 1,
+          p.timeout_ns, p.failure, kMoeWaitPeerAmax, p.rank, tile.row);
       CUTE_UNROLL
       for (int rs = 0; rs < 2; ++rs) amax[rs] = fmaxf(amax[rs], smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]);
     }
@@ -155,7 +156,8 @@ __device__ __forceinline__ void moe_combine_store_chunk(const MoeFusedParams& p,
   const int idx = it * 128 + t;
   const int r = wg * 64 + idx / kChunks, ch = idx % kChunks;
   if (r >= valid) return;
-  const int origin = ld_after_acquire_s32(p.origin + (long long)row * T::kBlockM + r);  // acquired with the tile's rows
+  // Acquired with the tile's rows.
+  const int origin = gpu::ld_after_acquire_s32(p.origin + (long long)row * T::kBlockM + r);
   const int src = moe_origin_rank(origin);
   const long long slot = moe_origin_slot(origin);
   const uint4 v = *reinterpret_cast<const uint4*>(stage + r * T::kEpiPitch + ch * 8);
@@ -191,13 +193,13 @@ __device__ __forceinline__ void moe_store_combine(const MoeFusedParams& p, typen
   const int wg = mma_thread_idx / 128;
   std::uint16_t* stage = reinterpret_cast<std::uint16_t*>(smem.epi.data());
   if (piggyback) moe_combine_issue_pending<T>(p, smem, pending, kCombineChunksPerThread<T>, mma_thread_idx);
-  cutlass::arch::NamedBarrier::sync(128, kBarWarpgroup0 + wg);  // this warpgroup's previous copy-out is done
+  gpu::named_barrier_sync(128, MoeNamedBarrier::kWarpgroup0, wg);  // this warpgroup's previous copy-out is done
   CUTE_UNROLL
   for (int i = 0; i < decltype(size(acc))::value; i += 2) {
     const int r = acc_row(mma_thread_idx, i), c = acc_col(mma_thread_idx, i);
     *reinterpret_cast<std::uint32_t*>(stage + r * T::kEpiPitch + c) = pack_bf16x2(acc(i), acc(i + 1));
   }
-  cutlass::arch::NamedBarrier::sync(128, kBarWarpgroup0 + wg);
+  gpu::named_barrier_sync(128, MoeNamedBarrier::kWarpgroup0, wg);
 #if defined(XSTAGE_MOE_FUSED_TRACE)
   if (t_store != nullptr && mma_thread_idx == 0) t_store[0] = gpu::globaltimer_ns();
 #endif
@@ -210,7 +212,7 @@ __device__ __forceinline__ void moe_store_combine(const MoeFusedParams& p, typen
   }
 #if defined(XSTAGE_MOE_FUSED_TRACE)
   if (t_store != nullptr) {
-    if (!piggyback) cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);  // all issued
+    if (!piggyback) gpu::named_barrier_sync(T::kNumMmaThreads, MoeNamedBarrier::kConsumers);  // all issued
     if (mma_thread_idx == 0) t_store[1] = piggyback ? t_store[0] : gpu::globaltimer_ns();
   }
 #endif

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstddef>
-#include <mutex>
 #include <new>
 
 #include <cute/tensor.hpp>
@@ -15,6 +14,7 @@
 #include "moe_fused_kernel.hpp"
 #include "moe_fused_mainloop.cuh"
 #include "moe_fused_sync.cuh"
+#include "xstage/gpu/launch_attr.hpp"
 #include "xstage/gpu/tma_pipeline.cuh"
 #include "xstage/moe/moe_numerics.hpp"
 #include "xstage/sched/moe_schedule.hpp"
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
     }
     cutlass::arch::fence_barrier_init();
   }
-  moe_cluster_sync();  // the partner's barriers are initialized before any multicast or remote release
+  gpu::cluster_sync_all_threads();  // the partner's barriers are initialized before any multicast or remote release
 
   moe_exchange_counts(p, smem.layout);  // ends with __syncthreads (barriers initialized too)
 
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
       };
       auto release = [&] {
         gpu::arrive_counter_release_gpu(p.l1_done + tile.row, 1);
-        moe_mbar_arrive(&smem.main.l1_rel_bar[n & 1]);
+        gpu::mbar_arrive_cta(&smem.main.l1_rel_bar[n & 1]);
         ++n;
         next_l1();
       };
@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
         moe_dispatch(p, smem.layout, int(blockIdx.x) * kDispatchWarps + warp_idx - 1, int(gridDim.x) * kDispatchWarps,
                      [&] {
                        if (releaser) {
-                         while (have && moe_mbar_try_wait_acquire_cluster</*kNeverSuspend=*/true>(
+                         while (have && gpu::mbar_try_wait_parity_acquire_cluster</*kNeverSuspend=*/true>(
                                             &smem.main.l1_epi_bar[n & 1], (n >> 1) & 1))
                            release();
                        }
@@ -150,8 +150,8 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
       if (releaser) {
         while (have) {
           const std::uint64_t* handed = &smem.main.l1_epi_bar[n & 1];
-          moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(handed, (n >> 1) & 1)); }, 1,
-                       p.timeout_ns, p.failure, kMoeWaitL1Handoff, p.rank, tile.row);
+          moe_wait_geq([&] { return std::uint64_t(gpu::mbar_try_wait_parity_acquire_cluster(handed, (n >> 1) & 1)); },
+                       1, p.timeout_ns, p.failure, kMoeWaitL1Handoff, p.rank, tile.row);
           release();
         }
       }
@@ -174,7 +174,8 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
           } else if (tile.stage == sched::MoeStage::kLinear1) {
             const std::uint64_t* c = p.arrive + tile.expert;
             const std::uint64_t target = p.arrive_base[tile.expert] + std::uint64_t(smem.layout.tot[p.rank * el + tile.expert]);
-            moe_wait_geq([&] { return ld_acquire_sys_u64(c); }, target, p.timeout_ns, p.failure, kMoeWaitArrival, p.rank, tile.expert);
+            moe_wait_geq([&] { return gpu::ld_acquire_sys_u64(c); }, target, p.timeout_ns, p.failure, kMoeWaitArrival,
+                         p.rank, tile.expert);
           } else {
             const std::uint32_t* c = p.l1_done + tile.row;
             moe_wait_geq([&] { return std::uint64_t(gpu::load_counter_acquire_gpu(c)); }, std::uint64_t(n1),
@@ -255,11 +256,12 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
         const std::uint32_t slot = l1_count & 1, use = l1_count >> 1;
         if (use > 0) {
           const std::uint64_t* published = &smem.main.l1_rel_bar[slot];
-          moe_wait_geq([&] { return std::uint64_t(moe_mbar_try_wait_acquire_cluster(published, (use - 1) & 1)); }, 1,
-                       p.timeout_ns, p.failure, kMoeWaitL1Published, p.rank, tile.row);
+          moe_wait_geq(
+              [&] { return std::uint64_t(gpu::mbar_try_wait_parity_acquire_cluster(published, (use - 1) & 1)); }, 1,
+              p.timeout_ns, p.failure, kMoeWaitL1Published, p.rank, tile.row);
         }
         __syncwarp();
-        if (mma_thread_idx % 32 == 0) moe_mbar_arrive(&smem.main.l1_epi_bar[slot]);
+        if (mma_thread_idx % 32 == 0) gpu::mbar_arrive_cta(&smem.main.l1_epi_bar[slot]);
         ++l1_count;
         trace_end();
       } else {
@@ -290,13 +292,13 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
 #endif
     // The last Linear-2 tile's piggybacked stores have no next tile: issued before the completion flags.
     if (piggyback) moe_combine_issue_pending<T>(p, smem.main, pending, kCombineChunksPerThread<T>, mma_thread_idx);
-    cutlass::arch::NamedBarrier::sync(T::kNumMmaThreads, kBarConsumers);
+    gpu::named_barrier_sync(T::kNumMmaThreads, MoeNamedBarrier::kConsumers);
     if (mma_thread_idx < p.ranks) {
       gpu::publish_flag_release(p.done_flag_peer[mma_thread_idx] + p.rank * kFusedMaxGrid + blockIdx.x, p.epoch);
     }
   }
   // Neither CTA of the pair exits while the other may still multicast into it or release its stages.
-  moe_cluster_sync();
+  gpu::cluster_sync_all_threads();
 #else
   __trap();  // built for another architecture: the launcher refuses devices other than sm_90a
 #endif
@@ -304,20 +306,15 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
 
 template <class T, class Schedule>
 cudaError_t launch_fused(const MoeFusedParams& p, int grid, cudaStream_t stream) {
-  auto kernel = moe_fused_kernel<T, Schedule>;
   constexpr int smem_bytes = int(sizeof(MoeFusedKernelStorage<T>));
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
-  static std::once_flag once[64];
-  static cudaError_t attr_error[64] = {};
-  std::call_once(once[device % 64], [&] {
-    attr_error[device % 64] = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-  });
-  if (attr_error[device % 64] != cudaSuccess) return attr_error[device % 64];
+  if ((e = gpu::set_max_dynamic_shared_memory_once<moe_fused_kernel<T, Schedule>>(device, smem_bytes)) != cudaSuccess)
+    return e;
   const MoeFusedTmaT<T> tma = make_moe_fused_tma<T>(p);
   if (p.kernel_begin != nullptr && (e = cudaEventRecord(p.kernel_begin, stream)) != cudaSuccess) return e;
-  kernel<<<grid, T::kNumThreads, smem_bytes, stream>>>(p, tma);
+  moe_fused_kernel<T, Schedule><<<grid, T::kNumThreads, smem_bytes, stream>>>(p, tma);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
   if (p.kernel_end != nullptr && (e = cudaEventRecord(p.kernel_end, stream)) != cudaSuccess) return e;
   return launch_moe_fused_finish(p, grid, stream);

@@ -21,6 +21,8 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "moe_fused_sync.cuh"
+#include "xstage/gpu/bounded_wait.cuh"
+#include "xstage/gpu/named_barrier.cuh"
 #include "xstage/gpu/timer.cuh"
 #include "xstage/sched/moe_schedule.hpp"
 
@@ -130,9 +132,14 @@ inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedParams& p) {
   return t;
 }
 
-// Named barriers (CUTLASS adds its reserved count): 0 all consumers; 1, 2 one warpgroup each.
-inline constexpr int kBarConsumers = 0;
-inline constexpr int kBarWarpgroup0 = 1;
+// The named barriers of the fused MoE kernel (gpu::named_barrier_sync; CUTLASS adds its reserved count).
+enum class MoeNamedBarrier : std::uint32_t {
+  kConsumers = 0,   // both consumer warpgroups (kNumMmaThreads)
+  kWarpgroup0 = 1,  // + consumer warpgroup index: one warpgroup (staging, drained stages)
+  kWarpgroup1 = 2,
+  kCount
+};
+static_assert(gpu::kNamedBarriersFit<MoeNamedBarrier>);
 
 // The first MMA thread of the calling consumer warpgroup (0 or 128), warp-uniform: the warpgroup index
 // comes from a shuffle of lane 0's (cutlass::canonical_warp_group_idx), which the compiler knows to be
@@ -141,21 +148,18 @@ __device__ __forceinline__ int moe_mma_wg_thread() {
   return (cutlass::canonical_warp_group_idx() - 1) * cutlass::NumThreadsPerWarpGroup;
 }
 
-// A pipeline barrier wait with a bound: try(), spinning while it says WaitAgain, then commit(token). Past
-// p.timeout_ns it records the wait (failure code `code`, index = the stage, target = its phase, seen = the
-// count of the State) and traps.
+// A pipeline barrier wait with a bound: try() until its token says the phase is complete
+// (gpu::bounded_wait, no back-off: try_wait suspends by itself), then commit(token). Past p.timeout_ns it
+// records the wait (failure code `code`, index = the stage, target = its phase, seen = the count of the
+// State) and traps.
 template <class State, class Try, class Commit>
 __device__ __forceinline__ void moe_pipe_wait_bounded(Try&& try_wait, Commit&& commit, State const& s,
                                                       MoeFusedParams const& p, std::uint32_t code) {
-  auto token = try_wait();
-  if (token == cutlass::BarrierStatus::WaitAgain) {
-    const std::uint64_t t0 = gpu::globaltimer_ns();
-    do {
-      token = try_wait();
-      if (token == cutlass::BarrierStatus::WaitAgain && gpu::globaltimer_ns() - t0 > p.timeout_ns)
+  const auto token = gpu::bounded_wait<0>(
+      try_wait, [](auto t) { return !(t == cutlass::BarrierStatus::WaitAgain); }, p.timeout_ns,
+      [&p, code, &s](auto const&, std::uint64_t) {
         moe_fail_wait(p.failure, code, p.rank, s.index(), s.phase(), s.count());
-    } while (token == cutlass::BarrierStatus::WaitAgain);
-  }
+      });
   commit(token);
 }
 
@@ -296,10 +300,10 @@ __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, ty
 template <class T, class State>
 __device__ __forceinline__ void moe_drain_tile(typename T::Pipeline& pipe, State& read, int k_tiles,
                                                int mma_wg_thread, MoeFusedParams const& p) {
-  const int bar = kBarWarpgroup0 + mma_wg_thread / cutlass::NumThreadsPerWarpGroup;
+  const int wg = mma_wg_thread / cutlass::NumThreadsPerWarpGroup;
   for (int k = 0; k < k_tiles; ++k) {
     moe_consumer_wait(pipe, read, p);
-    cutlass::arch::NamedBarrier::sync(cutlass::NumThreadsPerWarpGroup, bar);
+    gpu::named_barrier_sync(cutlass::NumThreadsPerWarpGroup, MoeNamedBarrier::kWarpgroup0, wg);
     pipe.consumer_release(read);
     ++read;
   }
@@ -354,8 +358,8 @@ __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem
     float a0[kGroups], a1[kGroups];
     CUTE_UNROLL
     for (int g = 0; g < kGroups; ++g) {
-      a0[g] = ld_after_acquire_f32(sc.a0 + k * kGroups + g);
-      a1[g] = ld_after_acquire_f32(sc.a1 + k * kGroups + g);
+      a0[g] = gpu::ld_after_acquire_f32(sc.a0 + k * kGroups + g);
+      a1[g] = gpu::ld_after_acquire_f32(sc.a1 + k * kGroups + g);
     }
     const int s = read.index();
     CUTE_UNROLL

@@ -4,6 +4,7 @@
 #include "xstage/gpu/check.hpp"
 #include "xstage/gpu/flags.cuh"
 #include "xstage/gpu/mma_gap.cuh"
+#include "xstage/gpu/ptx_memory.cuh"
 #include "xstage/gpu/timer.cuh"
 #include "xstage/probe/burst_kernel.hpp"
 #include "xstage/probe/burst_pattern.hpp"
@@ -19,15 +20,13 @@ using gpu::globaltimer_ns;
 template <int kStoreBytes>
 __device__ __forceinline__ void store_words(char* p, std::uint32_t tag, std::uint32_t w) {
   if constexpr (kStoreBytes == 16) {
-    asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(pattern_word(tag, w)),
-                 "r"(pattern_word(tag, w + 1)), "r"(pattern_word(tag, w + 2)), "r"(pattern_word(tag, w + 3))
-                 : "memory");
+    gpu::st_global_v4_u32(p, pattern_word(tag, w), pattern_word(tag, w + 1), pattern_word(tag, w + 2),
+                          pattern_word(tag, w + 3));
   } else if constexpr (kStoreBytes == 8) {
-    asm volatile("st.global.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(pattern_word(tag, w)), "r"(pattern_word(tag, w + 1))
-                 : "memory");
+    gpu::st_global_v2_u32(p, pattern_word(tag, w), pattern_word(tag, w + 1));
   } else {
     static_assert(kStoreBytes == 4);
-    asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(pattern_word(tag, w)) : "memory");
+    gpu::st_global_u32(p, pattern_word(tag, w));
   }
 }
 

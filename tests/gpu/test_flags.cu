@@ -1,6 +1,6 @@
-// Release/acquire flag ordering and bounded waits (include/xstage/gpu/flags.cuh), on one GPU (two
-// CTAs of one kernel, the same code path as across GPUs) and across two GPUs (peer pointers and NCCL
-// window LSA pointers).
+// Release/acquire flag ordering and bounded waits (include/xstage/gpu/flags.cuh, bounded_wait.cuh), on
+// one GPU (two CTAs of one kernel, the same code path as across GPUs) and across two GPUs (peer pointers
+// and NCCL window LSA pointers).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -79,6 +79,37 @@ __global__ void wait_never_set_kernel(const std::uint32_t* flag, std::uint64_t t
   *result = gpu::wait_flag_geq(flag, 1, timeout_ns, {"flag test: a flag nobody sets (expected timeout)", 0, -1}) ? 1 : 0;
 }
 
+// gpu::bounded_wait on a poll that counts its calls and succeeds at call `succeed_after`.
+struct BoundedWaitRecord {
+  std::uint32_t polls, timeouts, seen_at_timeout, result;
+  std::uint64_t waited_ns;
+};
+__global__ void bounded_wait_kernel(std::uint32_t succeed_after, std::uint64_t timeout_ns, BoundedWaitRecord* out) {
+  BoundedWaitRecord r{};
+  r.result = gpu::bounded_wait<16, gpu::WaitTimeout::kGiveUp>(
+      [&] { return ++r.polls; }, [&](std::uint32_t v) { return v >= succeed_after; }, timeout_ns,
+      [&](std::uint32_t v, std::uint64_t waited_ns) {
+        ++r.timeouts;
+        r.seen_at_timeout = v;
+        r.waited_ns = waited_ns;
+      });
+  *out = r;
+}
+
+BoundedWaitRecord run_bounded_wait(std::uint32_t succeed_after, std::uint64_t timeout_ns) {
+  XSTAGE_CUDA_CHECK(cudaSetDevice(0));
+  BoundedWaitRecord* d;
+  XSTAGE_CUDA_CHECK(cudaMalloc(&d, sizeof(BoundedWaitRecord)));
+  XSTAGE_CUDA_CHECK(cudaMemset(d, 0xff, sizeof(BoundedWaitRecord)));
+  bounded_wait_kernel<<<1, 1>>>(succeed_after, timeout_ns, d);
+  XSTAGE_CUDA_CHECK_LAUNCH();
+  XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
+  BoundedWaitRecord h{};
+  XSTAGE_CUDA_CHECK(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
+  XSTAGE_CUDA_CHECK(cudaFree(d));
+  return h;
+}
+
 __global__ void trap_never_set_kernel(const std::uint32_t* flag) {
   gpu::wait_flag_geq_or_trap(flag, 1, 1'000'000, {"flag test: trap path (expected)", 0, -1});
 }
@@ -113,6 +144,33 @@ TEST(FlagOrdering, CheckerCatchesAStalePayload) {
   REQUIRE_GPUS(1);
   // Round 7's payload is never written: the consumer reads round 6's data under round 7's flag.
   EXPECT_EQ(run_one_gpu_pingpong(1 << 12, 20, 7), static_cast<unsigned long long>(1 << 12));
+}
+
+TEST(BoundedWait, FirstPollSuccessPollsOnce) {
+  REQUIRE_GPUS(1);
+  const BoundedWaitRecord r = run_bounded_wait(1, 1'000'000'000ull);
+  EXPECT_EQ(r.polls, 1u);
+  EXPECT_EQ(r.result, 1u);
+  EXPECT_EQ(r.timeouts, 0u);
+}
+
+TEST(BoundedWait, PollsUntilDoneWithoutRecording) {
+  REQUIRE_GPUS(1);
+  const BoundedWaitRecord r = run_bounded_wait(50, 1'000'000'000ull);
+  EXPECT_EQ(r.polls, 50u);
+  EXPECT_EQ(r.result, 50u);
+  EXPECT_EQ(r.timeouts, 0u);
+}
+
+TEST(BoundedWait, RecordsOnceWithTheLastObservationAndReturnsIt) {
+  REQUIRE_GPUS(1);
+  const BoundedWaitRecord r = run_bounded_wait(0xffffffffu, 2'000'000ull);
+  EXPECT_EQ(r.timeouts, 1u);
+  EXPECT_EQ(r.seen_at_timeout, r.polls);
+  EXPECT_EQ(r.result, r.polls);
+  EXPECT_GT(r.polls, 1u);
+  EXPECT_GT(r.waited_ns, 2'000'000ull);
+  EXPECT_LT(r.waited_ns, 2'000'000'000ull);
 }
 
 TEST(BoundedWait, TimesOutAndReports) {

@@ -6,17 +6,10 @@
 
 #include <cstdint>
 
+#include "xstage/gpu/ptx_math.cuh"
 #include "xstage/gpu/timer.cuh"
 
 namespace xstage::gpu {
-
-__device__ __forceinline__ void mma_bf16_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 // Runs MMAs in chunks of 4 independent accumulators × `kChunk` until clock64() − start_cycles ≥
 // gap_cycles. Returns the number of MMA instructions this warp lane's warp issued (counted once per

@@ -7,16 +7,12 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define XSTAGE_HD __host__ __device__ __forceinline__
-#else
-#define XSTAGE_HD inline
-#endif
+#include "xstage/gpu/host_device.hpp"
 
 namespace xstage::probe {
 
 // murmur3 finaliser: a bijection on 32 bits with good avalanche.
-XSTAGE_HD std::uint32_t mix32(std::uint32_t h) {
+XSTAGE_HOST_DEVICE_INLINE std::uint32_t mix32(std::uint32_t h) {
   h ^= h >> 16;
   h *= 0x85ebca6bu;
   h ^= h >> 13;
@@ -26,13 +22,14 @@ XSTAGE_HD std::uint32_t mix32(std::uint32_t h) {
 }
 
 // Tag of one burst of one producer of one sender in one run.
-XSTAGE_HD std::uint32_t burst_tag(std::uint32_t run_seed, std::uint32_t sender_rank, std::uint32_t producer,
+XSTAGE_HOST_DEVICE_INLINE std::uint32_t burst_tag(std::uint32_t run_seed, std::uint32_t sender_rank,
+                                                 std::uint32_t producer,
                                   std::uint32_t burst) {
   return mix32(run_seed ^ mix32(sender_rank * 0x9e3779b9u ^ mix32(producer * 0x7f4a7c15u ^ mix32(burst + 0x165667b1u))));
 }
 
 // Word `word_index` (counted in 4-byte words from the start of the producer's burst region).
-XSTAGE_HD std::uint32_t pattern_word(std::uint32_t tag, std::uint32_t word_index) {
+XSTAGE_HOST_DEVICE_INLINE std::uint32_t pattern_word(std::uint32_t tag, std::uint32_t word_index) {
   return tag ^ (word_index * 0x9e3779b1u + 0x632be5abu);
 }
 

@@ -13,11 +13,7 @@
 // and the next tiles' Q-loops drain them (a2a_remote_m_blocks).
 #pragma once
 
-#if defined(__CUDACC__)
-#define XSTAGE_ATTN_SCHED_HD __host__ __device__
-#else
-#define XSTAGE_ATTN_SCHED_HD
-#endif
+#include "xstage/gpu/host_device.hpp"
 
 namespace xstage::sched {
 
@@ -34,15 +30,16 @@ struct AttnTileScheduler {
   int first_m_blocks = 0;  // the first phase's m-blocks per (head, batch); 0 (or num_m_blocks): one phase
 
   constexpr AttnTileScheduler() = default;
-  XSTAGE_ATTN_SCHED_HD constexpr AttnTileScheduler(int seq_q, int block_m, int heads, int batch, int first_phase_m_blocks = 0)
+  XSTAGE_HOST_DEVICE constexpr AttnTileScheduler(int seq_q, int block_m, int heads, int batch,
+                                                 int first_phase_m_blocks = 0)
       : num_m_blocks((seq_q + block_m - 1) / block_m), num_heads(heads), num_batch(batch),
         first_m_blocks(first_phase_m_blocks > 0 && first_phase_m_blocks < (seq_q + block_m - 1) / block_m
                            ? first_phase_m_blocks
                            : 0) {}
 
-  XSTAGE_ATTN_SCHED_HD constexpr int num_tiles() const { return num_m_blocks * num_heads * num_batch; }
+  XSTAGE_HOST_DEVICE constexpr int num_tiles() const { return num_m_blocks * num_heads * num_batch; }
 
-  XSTAGE_ATTN_SCHED_HD constexpr AttnTile tile(int linear) const {
+  XSTAGE_HOST_DEVICE constexpr AttnTile tile(int linear) const {
     int m_base = 0, m_count = num_m_blocks;
     if (first_m_blocks > 0) {
       const int first_tiles = first_m_blocks * num_heads * num_batch;
@@ -61,11 +58,11 @@ struct AttnTileScheduler {
 
   // Whether tile number `linear` is the last tile of the CTA that runs it in a persistent grid of `grid`
   // CTAs (the kernel passes it to the epilogue, which finishes its asynchronous stores there).
-  XSTAGE_ATTN_SCHED_HD constexpr bool last_of_cta(int linear, int grid) const { return !valid(next_tile(linear, grid)); }
+  XSTAGE_HOST_DEVICE constexpr bool last_of_cta(int linear, int grid) const { return !valid(next_tile(linear, grid)); }
 
-  XSTAGE_ATTN_SCHED_HD constexpr int first_tile(int cta) const { return cta; }
-  XSTAGE_ATTN_SCHED_HD constexpr int next_tile(int current, int grid) const { return current + grid; }
-  XSTAGE_ATTN_SCHED_HD constexpr bool valid(int linear) const { return linear < num_tiles(); }
+  XSTAGE_HOST_DEVICE constexpr int first_tile(int cta) const { return cta; }
+  XSTAGE_HOST_DEVICE constexpr int next_tile(int current, int grid) const { return current + grid; }
+  XSTAGE_HOST_DEVICE constexpr bool valid(int linear) const { return linear < num_tiles(); }
 
   // Persistent grid: one CTA per SM (the kernel's shared memory allows one), never more CTAs than tiles.
   static constexpr int grid_size(int num_tiles, int num_sms) {

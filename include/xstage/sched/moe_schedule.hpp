@@ -14,24 +14,20 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define XSTAGE_SCHED_HD __host__ __device__
-#else
-#define XSTAGE_SCHED_HD
-#endif
+#include "xstage/gpu/host_device.hpp"
 
 namespace xstage::sched {
 
 // Cursor / pairs. On the GPU a 64-bit division is a subroutine call, which in a GMMA kernel costs
 // spills; the kernels guarantee rows · pairs < 2^31 (checked by their launchers), so 32 bits suffice there.
-XSTAGE_SCHED_HD inline long long cursor_div(long long cursor, int pairs) {
+XSTAGE_HOST_DEVICE inline long long cursor_div(long long cursor, int pairs) {
 #if defined(__CUDA_ARCH__)
   return static_cast<int>(cursor) / pairs;
 #else
   return cursor / pairs;
 #endif
 }
-XSTAGE_SCHED_HD inline int cursor_mod(long long cursor, int pairs) {
+XSTAGE_HOST_DEVICE inline int cursor_mod(long long cursor, int pairs) {
 #if defined(__CUDA_ARCH__)
   return static_cast<int>(cursor) % pairs;
 #else
@@ -56,9 +52,9 @@ struct MoeRowLayout {
   int pairs_l1 = 0;  // P_1 = n1 / 2
   int pairs_l2 = 0;  // P_2 = n2 / 2
 
-  XSTAGE_SCHED_HD int rows() const { return offsets[num_experts]; }
+  XSTAGE_HOST_DEVICE int rows() const { return offsets[num_experts]; }
   // e(p): the expert owning row p (binary search; experts with no rows are skipped).
-  XSTAGE_SCHED_HD int expert_of_row(int p) const {
+  XSTAGE_HOST_DEVICE int expert_of_row(int p) const {
     int lo = 0, hi = num_experts - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
@@ -70,7 +66,7 @@ struct MoeRowLayout {
   // The pair of a cursor is rotated by its row, (cursor mod P + p) mod P: with a stride of instances that
   // is a multiple of P, an unrotated instance would take the same pair in every row, and the CTAs of
   // the last pair would always draw the padding tile of an odd N-tile count (and no work with it).
-  XSTAGE_SCHED_HD MoeTile make_tile(MoeStage stage, long long cursor, int role) const {
+  XSTAGE_HOST_DEVICE MoeTile make_tile(MoeStage stage, long long cursor, int role) const {
     const int pairs = stage == MoeStage::kLinear1 ? pairs_l1 : pairs_l2;
     const int p = static_cast<int>(cursor_div(cursor, pairs));
     const int e = expert_of_row(p);
@@ -90,8 +86,8 @@ struct MoeStreamCursor {
   int p = 0, c_mod = 0, j = 0, expert = 0;
   int pairs = 1, rows_step = 0, mod_step = 0, j_step = 0;  // P, stride / P, stride % P, (stride % P + stride / P) % P
 
-  XSTAGE_SCHED_HD MoeStreamCursor() = default;
-  XSTAGE_SCHED_HD MoeStreamCursor(const MoeRowLayout& layout, MoeStage stage, long long start, int stride)
+  XSTAGE_HOST_DEVICE MoeStreamCursor() = default;
+  XSTAGE_HOST_DEVICE MoeStreamCursor(const MoeRowLayout& layout, MoeStage stage, long long start, int stride)
       : pairs(stage == MoeStage::kLinear1 ? layout.pairs_l1 : layout.pairs_l2) {
     p = static_cast<int>(cursor_div(start, pairs));
     c_mod = cursor_mod(start, pairs);
@@ -104,14 +100,14 @@ struct MoeStreamCursor {
   // The same stage's stream from cursor row_begin · P + start (row_begin: the first row of expert
   // first_expert; start < stride): as the constructor, without its division by the stride or the search
   // for the expert.
-  XSTAGE_SCHED_HD void restart(const MoeRowLayout& layout, int first_expert, int start) {
+  XSTAGE_HOST_DEVICE void restart(const MoeRowLayout& layout, int first_expert, int start) {
     p = layout.offsets[first_expert] + start / pairs;
     c_mod = start % pairs;
     j = (c_mod + p % pairs) % pairs;
     expert = first_expert;
     while (expert + 1 < layout.num_experts && layout.offsets[expert + 1] <= p) ++expert;
   }
-  XSTAGE_SCHED_HD void advance(const MoeRowLayout& layout) {
+  XSTAGE_HOST_DEVICE void advance(const MoeRowLayout& layout) {
     c_mod += mod_step;
     const int carry = c_mod >= pairs ? 1 : 0;
     c_mod -= carry * pairs;
@@ -120,7 +116,7 @@ struct MoeStreamCursor {
     if (j >= pairs) j -= pairs;
     while (expert + 1 < layout.num_experts && layout.offsets[expert + 1] <= p) ++expert;
   }
-  XSTAGE_SCHED_HD MoeTile tile(const MoeRowLayout& layout, MoeStage stage, int role) const {
+  XSTAGE_HOST_DEVICE MoeTile tile(const MoeRowLayout& layout, MoeStage stage, int role) const {
     return MoeTile{stage, expert, p - layout.offsets[expert], 2 * j + role, p};
   }
 };
@@ -136,11 +132,11 @@ struct InterleavedMoeScheduler {
   int lead_rows = 1; // D (the CLI's default: model::moe_default_lead_rows, >= eq. 16's D_knee)
   MoeStreamCursor k1, k2;  // the next Linear-1 and Linear-2 pair cursors
 
-  XSTAGE_SCHED_HD InterleavedMoeScheduler(MoeRowLayout l, int g, int G, int r, int d)
+  XSTAGE_HOST_DEVICE InterleavedMoeScheduler(MoeRowLayout l, int g, int G, int r, int d)
       : layout(l), instance(g), stride(G), role(r), lead_rows(d), k1(l, MoeStage::kLinear1, g, G),
         k2(l, MoeStage::kLinear2, g, G) {}
 
-  XSTAGE_SCHED_HD bool next(MoeTile& out) {
+  XSTAGE_HOST_DEVICE bool next(MoeTile& out) {
     const int rows = layout.rows();
     if (k1.p >= rows && k2.p >= rows) return false;
     const long long p1 = k1.p < rows ? k1.p : (1LL << 62);
@@ -165,13 +161,13 @@ struct ExpertWaveMoeScheduler {
   bool started = false;      // the current (wave, stage) stream has begun
   MoeStreamCursor k1, k2;    // the Linear-1 and Linear-2 streams, restarted at each wave
 
-  XSTAGE_SCHED_HD ExpertWaveMoeScheduler(MoeRowLayout l, int g, int G, int r, int w)
+  XSTAGE_HOST_DEVICE ExpertWaveMoeScheduler(MoeRowLayout l, int g, int G, int r, int w)
       : layout(l), instance(g), stride(G), role(r), experts_per_wave(w),
         num_waves((l.num_experts + w - 1) / w), k1(l, MoeStage::kLinear1, g, G), k2(l, MoeStage::kLinear2, g, G) {}
 
   // The next tile of the current (wave, stage) stream, if it has one; the stream of this wave's rows at
   // this stage begins at cursor row_begin · P + g.
-  XSTAGE_SCHED_HD bool take(MoeStreamCursor& cursor, int first_expert, int last_expert, MoeTile& out) {
+  XSTAGE_HOST_DEVICE bool take(MoeStreamCursor& cursor, int first_expert, int last_expert, MoeTile& out) {
     if (!started) {
       cursor.restart(layout, first_expert, instance);
       started = true;
@@ -182,7 +178,7 @@ struct ExpertWaveMoeScheduler {
     return true;
   }
 
-  XSTAGE_SCHED_HD bool next(MoeTile& out) {
+  XSTAGE_HOST_DEVICE bool next(MoeTile& out) {
     while (wave < num_waves) {
       const int first_expert = wave * experts_per_wave;
       const int last_expert = first_expert + experts_per_wave < layout.num_experts ? first_expert + experts_per_wave
