@@ -42,7 +42,7 @@ void check_nccl_version() {
     throw gpu::DeviceError("NCCL library " + nccl_code_string(code) + " is loaded but xstage was compiled against " +
                            nccl_code_string(NCCL_VERSION_CODE) +
                            " headers; device-API kernels need the same version. Put the matching libnccl first on "
-                           "LD_LIBRARY_PATH (see docs: DEVICE.md)");
+                           "LD_LIBRARY_PATH (torch's nvidia-nccl wheel ships one: docs/python.md)");
   }
 }
 

@@ -14,11 +14,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define XSTAGE_MOE_LAYOUT_HD __host__ __device__ inline
-#else
-#define XSTAGE_MOE_LAYOUT_HD inline
-#endif
+#include "xstage/gpu/host_device.hpp"
 
 namespace xstage::moe {
 
@@ -28,17 +24,17 @@ inline constexpr int kFusedBlockM = 128;
 // model of that issue (sim::moe_producer_schedule) uses the same count.
 inline constexpr int kFusedCombineChunks = 8;
 
-XSTAGE_MOE_LAYOUT_HD int row_blocks(int rows, int block_m) { return (rows + block_m - 1) / block_m; }
+XSTAGE_HOST_DEVICE inline int row_blocks(int rows, int block_m) { return (rows + block_m - 1) / block_m; }
 
 // Rows expert e receives from every source.
-XSTAGE_MOE_LAYOUT_HD int expert_total_rows(const int* counts, int ranks, int experts, int e) {
+XSTAGE_HOST_DEVICE inline int expert_total_rows(const int* counts, int ranks, int experts, int e) {
   int n = 0;
   for (int s = 0; s < ranks; ++s) n += counts[s * experts + e];
   return n;
 }
 
 // Rows of expert e sent by sources below `src` (where src's rows start inside the expert's block).
-XSTAGE_MOE_LAYOUT_HD int rows_before_source(const int* counts, int experts, int src, int e) {
+XSTAGE_HOST_DEVICE inline int rows_before_source(const int* counts, int experts, int src, int e) {
   int n = 0;
   for (int s = 0; s < src; ++s) n += counts[s * experts + e];
   return n;
@@ -46,7 +42,7 @@ XSTAGE_MOE_LAYOUT_HD int rows_before_source(const int* counts, int experts, int 
 
 // Row-block offsets of one owner's local experts from their totals (el values): offsets[l] = O_l,
 // offsets[el] = P (the sched::MoeRowLayout offsets).
-XSTAGE_MOE_LAYOUT_HD void owner_block_offsets(const int* totals, int el, int block_m, int* offsets) {
+XSTAGE_HOST_DEVICE inline void owner_block_offsets(const int* totals, int el, int block_m, int* offsets) {
   int acc = 0;
   for (int l = 0; l < el; ++l) {
     offsets[l] = acc;
@@ -56,7 +52,7 @@ XSTAGE_MOE_LAYOUT_HD void owner_block_offsets(const int* totals, int el, int blo
 }
 
 // Row of the owner's receive buffer for source src's pos-th row to global expert e.
-XSTAGE_MOE_LAYOUT_HD long long recv_row(const int* counts, int ranks, int experts, int block_m, int src, int e,
+XSTAGE_HOST_DEVICE inline long long recv_row(const int* counts, int ranks, int experts, int block_m, int src, int e,
                                         int pos) {
   const int el = experts / ranks, o = e / el;
   long long blocks = 0;
@@ -66,19 +62,19 @@ XSTAGE_MOE_LAYOUT_HD long long recv_row(const int* counts, int ranks, int expert
 
 // Receive-buffer rows an owner may need for any routing: every source sends at most min(top_k, el)
 // rows per token to one owner, plus padding of each expert to whole blocks.
-XSTAGE_MOE_LAYOUT_HD long long recv_capacity_rows(int ranks, int tokens, int top_k, int el, int block_m) {
+XSTAGE_HOST_DEVICE inline long long recv_capacity_rows(int ranks, int tokens, int top_k, int el, int block_m) {
   const int per_token = top_k < el ? top_k : el;
   return (long long)ranks * tokens * per_token + (long long)el * (block_m - 1);
 }
 
 // Dispatch order of one source: block q = l·ranks + o holds its rows for global expert o·el + l.
-XSTAGE_MOE_LAYOUT_HD int dispatch_block_expert(int q, int ranks, int el) { return (q % ranks) * el + q / ranks; }
+XSTAGE_HOST_DEVICE inline int dispatch_block_expert(int q, int ranks, int el) { return (q % ranks) * el + q / ranks; }
 
 // Origin record of a received row: source rank and top-k slot (token·top_k + j) in one int; slots below
 // 2^24 and ranks below 2^7 (checked by the layer).
 inline constexpr int kOriginSlotBits = 24;
-XSTAGE_MOE_LAYOUT_HD int moe_origin(int src, int slot) { return (src << kOriginSlotBits) | slot; }
-XSTAGE_MOE_LAYOUT_HD int moe_origin_rank(int origin) { return origin >> kOriginSlotBits; }
-XSTAGE_MOE_LAYOUT_HD int moe_origin_slot(int origin) { return origin & ((1 << kOriginSlotBits) - 1); }
+XSTAGE_HOST_DEVICE inline int moe_origin(int src, int slot) { return (src << kOriginSlotBits) | slot; }
+XSTAGE_HOST_DEVICE inline int moe_origin_rank(int origin) { return origin >> kOriginSlotBits; }
+XSTAGE_HOST_DEVICE inline int moe_origin_slot(int origin) { return origin & ((1 << kOriginSlotBits) - 1); }
 
 }  // namespace xstage::moe

@@ -10,10 +10,9 @@
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
-#define XSTAGE_MOE_HD __host__ __device__ __forceinline__
-#else
-#define XSTAGE_MOE_HD inline
 #endif
+
+#include "xstage/gpu/host_device.hpp"
 
 namespace xstage::moe {
 
@@ -22,7 +21,7 @@ inline constexpr int kFp8GroupSize = 128;
 // Largest finite e4m3 magnitude (S.1111.110 = 1.75 · 2^8).
 inline constexpr float kE4m3Max = 448.f;
 
-XSTAGE_MOE_HD std::uint32_t moe_float_bits(float f) {
+XSTAGE_HOST_DEVICE_INLINE std::uint32_t moe_float_bits(float f) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(f);
 #else
@@ -32,7 +31,7 @@ XSTAGE_MOE_HD std::uint32_t moe_float_bits(float f) {
 #endif
 }
 
-XSTAGE_MOE_HD float moe_bits_float(std::uint32_t u) {
+XSTAGE_HOST_DEVICE_INLINE float moe_bits_float(std::uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
 #else
@@ -45,7 +44,7 @@ XSTAGE_MOE_HD float moe_bits_float(std::uint32_t u) {
 // float -> bf16 bits, round to nearest even (the rounding of cuBLAS epilogues and __float2bfloat16).
 // In device code the conversion instruction (cvt.rn.bf16.f32) does it: the same bits for every number
 // and infinity; a NaN comes out as the canonical quiet NaN 0x7fff instead of keeping its payload.
-XSTAGE_MOE_HD std::uint16_t float_to_bf16_bits(float f) {
+XSTAGE_HOST_DEVICE_INLINE std::uint16_t float_to_bf16_bits(float f) {
 #if defined(__CUDA_ARCH__)
   return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 #else
@@ -56,23 +55,23 @@ XSTAGE_MOE_HD std::uint16_t float_to_bf16_bits(float f) {
 #endif
 }
 
-XSTAGE_MOE_HD float bf16_bits_to_float(std::uint16_t b) { return moe_bits_float(std::uint32_t(b) << 16); }
+XSTAGE_HOST_DEVICE_INLINE float bf16_bits_to_float(std::uint16_t b) { return moe_bits_float(std::uint32_t(b) << 16); }
 
 // The value a float takes once stored as bf16.
-XSTAGE_MOE_HD float round_bf16(float f) { return bf16_bits_to_float(float_to_bf16_bits(f)); }
+XSTAGE_HOST_DEVICE_INLINE float round_bf16(float f) { return bf16_bits_to_float(float_to_bf16_bits(f)); }
 
 // SiLU as the kernels compute it: x · 1/(1 + e^{-x}) in float.
-XSTAGE_MOE_HD float silu(float x) { return x / (1.f + expf(-x)); }
+XSTAGE_HOST_DEVICE_INLINE float silu(float x) { return x / (1.f + expf(-x)); }
 
 // SwiGLU of one element as the GPU path stores it: gate and up arrive as bf16 (GEMM outputs), the
 // product is computed in float and stored as bf16.
-XSTAGE_MOE_HD float swiglu_bf16(float gate_bf16, float up_bf16) { return round_bf16(silu(gate_bf16) * up_bf16); }
+XSTAGE_HOST_DEVICE_INLINE float swiglu_bf16(float gate_bf16, float up_bf16) { return round_bf16(silu(gate_bf16) * up_bf16); }
 
 // float -> e4m3 bits (1 sign, 4 exponent bits with bias 7, 3 mantissa bits; no infinities), round to
 // nearest even, saturating to ±448 (the "satfinite" conversion); NaN -> 0x7f. Bit arithmetic on the
 // float's encoding (the CPU tests check it against the CUDA toolkit's conversion on a sweep and at
 // every tie).
-XSTAGE_MOE_HD std::uint8_t float_to_e4m3(float f) {
+XSTAGE_HOST_DEVICE_INLINE std::uint8_t float_to_e4m3(float f) {
   const std::uint32_t u = moe_float_bits(f);
   const std::uint8_t sign = std::uint8_t((u >> 24) & 0x80u);
   const std::uint32_t a = u & 0x7fffffffu;
@@ -93,7 +92,7 @@ XSTAGE_MOE_HD std::uint8_t float_to_e4m3(float f) {
   return std::uint8_t(sign | bits);
 }
 
-XSTAGE_MOE_HD float e4m3_to_float(std::uint8_t b) {
+XSTAGE_HOST_DEVICE_INLINE float e4m3_to_float(std::uint8_t b) {
   const std::uint32_t biased = (b >> 3) & 0xfu, m = b & 7u;
   if (biased == 0xf && m == 7) return moe_bits_float(0x7fc00000u);
   const float mag = biased == 0 ? float(m) * 0.001953125f  // m·2^-9
@@ -103,17 +102,17 @@ XSTAGE_MOE_HD float e4m3_to_float(std::uint8_t b) {
 
 // Scale of one quantization group from its largest magnitude: the group's values divided by the scale
 // fill e4m3's range. A group of zeros gets scale 1 (anything would do; 1 keeps decode exact).
-XSTAGE_MOE_HD float fp8_scale_for_amax(float amax) { return amax > 0.f ? amax / kE4m3Max : 1.f; }
+XSTAGE_HOST_DEVICE_INLINE float fp8_scale_for_amax(float amax) { return amax > 0.f ? amax / kE4m3Max : 1.f; }
 
 // Quantize one value with its group's scale: x times the scale's reciprocal (one IEEE division per
 // group, then a multiply per value: host and device compute the same bits, and a kernel quantizing a
 // row pays no division per element).
-XSTAGE_MOE_HD float fp8_inverse_scale(float scale) { return 1.f / scale; }
-XSTAGE_MOE_HD std::uint8_t fp8_quantize_inv(float x, float inv_scale) { return float_to_e4m3(x * inv_scale); }
-XSTAGE_MOE_HD std::uint8_t fp8_quantize(float x, float scale) { return fp8_quantize_inv(x, fp8_inverse_scale(scale)); }
-XSTAGE_MOE_HD float fp8_dequantize(std::uint8_t q, float scale) { return e4m3_to_float(q) * scale; }
+XSTAGE_HOST_DEVICE_INLINE float fp8_inverse_scale(float scale) { return 1.f / scale; }
+XSTAGE_HOST_DEVICE_INLINE std::uint8_t fp8_quantize_inv(float x, float inv_scale) { return float_to_e4m3(x * inv_scale); }
+XSTAGE_HOST_DEVICE_INLINE std::uint8_t fp8_quantize(float x, float scale) { return fp8_quantize_inv(x, fp8_inverse_scale(scale)); }
+XSTAGE_HOST_DEVICE_INLINE float fp8_dequantize(std::uint8_t q, float scale) { return e4m3_to_float(q) * scale; }
 
 // Number of scale groups along a dimension of n channels (the last group may be partial).
-XSTAGE_MOE_HD int fp8_groups(int n, int group = kFp8GroupSize) { return (n + group - 1) / group; }
+XSTAGE_HOST_DEVICE_INLINE int fp8_groups(int n, int group = kFp8GroupSize) { return (n + group - 1) / group; }
 
 }  // namespace xstage::moe
