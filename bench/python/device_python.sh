@@ -25,7 +25,7 @@ if [ -f "$GPUBIN" ]; then
   mkdir -p /tmp/gb && tar xJf "$GPUBIN" -C /tmp/gb && export XSTAGE_CLI=/tmp/gb/xstage
 fi
 if step tests; then
-  timeout 420 python3 -m pytest -q -rs -p no:cacheprovider tests/python 2>&1 | tee "$OUT/python_gpu_tests.txt"
+  timeout 480 python3 -m pytest -q -rs -p no:cacheprovider tests/python 2>&1 | tee "$OUT/python_gpu_tests.txt"
   rc=${PIPESTATUS[0]}; note "pytest exit $rc"; [ "$rc" -eq 0 ] || status=1
 fi
 if step overhead; then
