@@ -156,13 +156,6 @@ int run_bench(const BenchOptions& opt) {
   const bool passed = unwritten == 0 && ours.non_finite == 0 && ours.rel_l2 < 1e-2 &&
                       ours.rel_l2 <= 2.0 * bf16.rel_l2 + 1e-4 && lse_max_abs < 1e-3;
 
-  if (!opt.dump_dir.empty()) {
-    write_raw(opt.dump_dir + "/q.bin", hq.data(), nq * 2, opt.force);
-    write_raw(opt.dump_dir + "/k.bin", hk.data(), nkv * 2, opt.force);
-    write_raw(opt.dump_dir + "/v.bin", hv.data(), nkv * 2, opt.force);
-    write_raw(opt.dump_dir + "/o.bin", ho.data(), nq * 2, opt.force);
-  }
-
   // --- timing ---
   for (int i = 0; i < opt.warmup; ++i) XSTAGE_ATTN_CUDA_CHECK(attn_forward(args_for(i % sets), stream));
   std::vector<cudaEvent_t> ev(2 * size_t(opt.iters));
@@ -228,6 +221,13 @@ int run_bench(const BenchOptions& opt) {
 #endif
 
   xstage::cli::stamp_json(j, "xstage.attn.bench/1");
+  // The dump is written once the whole run has succeeded, beside --out, so a failure leaves neither.
+  if (!opt.dump_dir.empty()) {
+    write_raw(opt.dump_dir + "/q.bin", hq.data(), nq * 2, opt.force);
+    write_raw(opt.dump_dir + "/k.bin", hk.data(), nkv * 2, opt.force);
+    write_raw(opt.dump_dir + "/v.bin", hv.data(), nkv * 2, opt.force);
+    write_raw(opt.dump_dir + "/o.bin", ho.data(), nq * 2, opt.force);
+  }
   if (!opt.out.empty()) xstage::cli::write_file_atomically(opt.out, j.dump(2) + "\n", opt.force);
   if (opt.json) {
     out_printf("%s\n", j.dump(2).c_str());
