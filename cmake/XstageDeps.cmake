@@ -25,21 +25,33 @@ endif()
 
 # CUTLASS 4 / CuTe headers come from the pinned PyPI package nvidia-cutlass (include/ tree under
 # cutlass_library/source/include).
-# A wheel build (pip install .) runs in an isolated environment without that package: scripts pass
-# the path found by the system python3 as the environment variable XSTAGE_CUTLASS_INCLUDE.
+# A wheel build (pip install .) runs in an isolated environment without that package: the path comes
+# from the environment variable XSTAGE_CUTLASS_INCLUDE (scripts/python_package.sh sets it), or from
+# another python3 on PATH that has the package.
 if(XSTAGE_HAS_CUDA)
   if(NOT XSTAGE_CUTLASS_INCLUDE AND DEFINED ENV{XSTAGE_CUTLASS_INCLUDE})
     set(XSTAGE_CUTLASS_INCLUDE "$ENV{XSTAGE_CUTLASS_INCLUDE}" CACHE PATH "CUTLASS/CuTe include directory")
   endif()
   if(NOT XSTAGE_CUTLASS_INCLUDE)
-    find_package(Python3 COMPONENTS Interpreter REQUIRED)
-    execute_process(
-      COMMAND ${Python3_EXECUTABLE} -c
-        "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))"
-      OUTPUT_VARIABLE _cutlass_inc OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _cutlass_rc ERROR_QUIET)
-    if(_cutlass_rc EQUAL 0 AND EXISTS "${_cutlass_inc}/cute/tensor.hpp")
-      set(XSTAGE_CUTLASS_INCLUDE "${_cutlass_inc}" CACHE PATH "CUTLASS/CuTe include directory")
-    endif()
+    # Asked: CMake's Python, then every python3 on PATH. A plain `pip install .` configures inside an
+    # isolated environment without nvidia-cutlass, while the python3 that install_deps.sh installed it
+    # into is further along PATH; each is asked without pip's isolation variables.
+    find_package(Python3 COMPONENTS Interpreter)
+    execute_process(COMMAND sh -c "which -a python3 2>/dev/null" OUTPUT_VARIABLE _pythons
+                    OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    string(REPLACE "\n" ";" _pythons "${_pythons}")
+    set(_candidates ${Python3_EXECUTABLE} ${_pythons})
+    list(REMOVE_DUPLICATES _candidates)
+    foreach(_python IN LISTS _candidates)
+      execute_process(
+        COMMAND ${CMAKE_COMMAND} -E env --unset=PYTHONPATH --unset=PYTHONNOUSERSITE ${_python} -c
+          "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))"
+        OUTPUT_VARIABLE _cutlass_inc OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _cutlass_rc ERROR_QUIET)
+      if(_cutlass_rc EQUAL 0 AND EXISTS "${_cutlass_inc}/cute/tensor.hpp")
+        set(XSTAGE_CUTLASS_INCLUDE "${_cutlass_inc}" CACHE PATH "CUTLASS/CuTe include directory")
+        break()
+      endif()
+    endforeach()
   endif()
   if(NOT XSTAGE_CUTLASS_INCLUDE OR NOT EXISTS "${XSTAGE_CUTLASS_INCLUDE}/cute/tensor.hpp")
     message(FATAL_ERROR "CUTLASS/CuTe headers not found: run scripts/install_deps.sh "
