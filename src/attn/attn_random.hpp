@@ -1,14 +1,3 @@
-// Random inputs for attention tests and benchmarks, generated on the device.
+// Forwarding include for the Ulysses layer (ulysses_layer.cpp); the random fill is the testing library's.
 #pragma once
-
-#include <cstddef>
-#include <cstdint>
-
-#include <cuda_runtime_api.h>
-
-namespace xstage::attn {
-
-// Fills n bf16 values with N(0, stddev^2) draws determined by (seed, index). Asynchronous on stream.
-cudaError_t attn_fill_normal_bf16(void* dst, size_t n, uint64_t seed, float stddev, cudaStream_t stream);
-
-}  // namespace xstage::attn
+#include "xstage/testing/attn_random.hpp"

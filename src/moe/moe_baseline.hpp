@@ -11,7 +11,7 @@
 // Expert e lives on team rank e / (E/N), as local expert e % (E/N).
 //
 // FP8 (MoePrecision::kFp8, W8A8 DeepSeek style, the CPU reference's rule with l2_group 128): the
-// weights are quantized once (after set_weights / fill_random) to e4m3 with one scale per 128×128
+// weights are quantized once (after set_weights or the testing library's random fill) to e4m3 with one scale per 128×128
 // block; each token row is quantized per 128 channels before the dispatch, which then carries the e4m3
 // rows and their scales (about half the bytes of bf16); Linear-1 and Linear-2 are cuBLASLt FP8 GEMMs
 // (VEC128_32F scales for the activations, BLK128x128_32F for the weights, FP32 accumulation, bf16
@@ -25,9 +25,14 @@
 #include <string>
 #include <vector>
 
-#include "moe_reference.hpp"
+#include "xstage/moe/moe_dims.hpp"
+#include "xstage/moe/moe_numerics.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/moe/routing.hpp"
+
+namespace xstage::testing {
+class MoeBaselineHarness;
+}
 
 namespace xstage::moe {
 
@@ -63,11 +68,6 @@ class MoeBaseline {
   // Weights of the rank's local experts: w1 [E/N][2·h_inter][hidden], w2 [E/N][hidden][h_inter].
   void set_weights(int rank, const float* w1, const float* w2);
   void set_routing(int rank, const Routing& r);
-  // Random bf16 inputs made on the device (large shapes): x uniform in ±1, weights in ±weight_scale.
-  void fill_random(std::uint64_t seed, float weight_scale);
-
-  // Output set to NaN, so an element the layer fails to write shows.
-  void poison_output();
   // One forward pass on every local rank; returns when all are done (bounded waits: throws if a rank
   // makes no progress within timeout_s).
   void run(double timeout_s = 60.0);
@@ -82,6 +82,9 @@ class MoeBaseline {
   void expert_weights(int global_expert, std::vector<float>& w1, std::vector<float>& w2) const;
 
  private:
+  // Random fill and output poison are the testing library's (src/testing/moe_layer_harness.hpp); they
+  // reach the state below (moe_baseline_state.hpp).
+  friend class xstage::testing::MoeBaselineHarness;
   struct RankState;
   void run_rank(int local_index, double timeout_s);
   RankState& state_of_rank(int rank) const;

@@ -6,7 +6,7 @@
 //
 // Per run and rank: dispatch plan (the baseline's launch_dispatch_plan) -> fused kernel -> completion
 // kernel, all on the rank's stream (enqueue_moe_fused_run, the launch path the public FusedMoe shares);
-// run() then waits for every rank (a bench and test facility). Same inputs, routing, roundings and output as MoeBaseline; FP8
+// run() then waits for every rank. Same inputs, routing, roundings and output as MoeBaseline; FP8
 // quantizes as the reference with l2_group = 128 does (weights once, when they are set).
 #pragma once
 
@@ -16,9 +16,14 @@
 
 #include "moe_fused_kernel.hpp"
 #include "moe_fused_launch.hpp"
-#include "moe_reference.hpp"
+#include "xstage/moe/moe_dims.hpp"
+#include "xstage/moe/moe_numerics.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/moe/routing.hpp"
+
+namespace xstage::testing {
+class MoeFusedHarness;
+}
 
 namespace xstage::moe {
 
@@ -52,30 +57,18 @@ class MoeFused {
   void set_tokens(int rank, const std::vector<float>& x);  // [tokens][hidden]
   void set_weights(int rank, const float* w1, const float* w2);
   void set_routing(int rank, const Routing& r);
-  // The same values as MoeBaseline::fill_random with the same seed.
-  void fill_random(std::uint64_t seed, float weight_scale);
-  void poison_output();
   void run(double timeout_s = 60.0);
   std::vector<double> last_ms() const;              // per team rank: plan + fused + completion kernels
-  // GEMM phases alone (MoeFusedParams::gemm_only; mode 1: Linear-1 + SwiGLU tiles, mode 2: Linear-2
-  // tiles without the Combine stores) on the operands of the last run(), which must have happened: iters
-  // launches back to back per rank (fused kernel + completion kernel each, no dispatch plan), CUDA events
-  // around the fused kernel alone. Returns per team rank the median ms. Nothing is dispatched or
-  // combined and the arrival bases stay where they were, so run() works afterwards as before.
-  std::vector<double> time_gemm_only(int mode, int iters, double timeout_s = 60.0);
   std::vector<long long> last_received_rows() const;
   std::vector<float> output(int rank) const;
   std::vector<float> tokens(int rank) const;
 
-  // Instrumented builds (moe_fused_trace_built()): record per-tile stamps in the following runs; with
-  // local_store_control the Combine stores go to a local scratch buffer instead of the token's rank (the
-  // output is then wrong by design). Throws xstage::InputError in builds without instrumentation.
-  void set_trace(bool enabled, bool local_store_control);
-  // Tiles of the last traced run of team rank `rank`, CTA by CTA in each CTA's order.
-  std::vector<MoeFusedTileTrace> last_trace(int rank) const;
   void expert_weights(int global_expert, std::vector<float>& w1, std::vector<float>& w2) const;
 
  private:
+  // Random fill, output poison, per-tile traces and GEMM-only timing are the testing library's
+  // (src/testing/moe_layer_harness.hpp); they reach the state below (moe_fused_state.hpp).
+  friend class xstage::testing::MoeFusedHarness;
   struct RankState;
   struct Shared;
   void run_rank(int local_index, double timeout_s);
@@ -92,7 +85,9 @@ class MoeFused {
   long long capacity_rows_ = 0;
   int grid_ = 0;
   std::uint32_t epoch_ = 0;
-  bool ran_ = false;  // run() has completed once (time_gemm_only needs its operands)
+  bool ran_ = false;  // run() has completed once (GEMM-only timing needs its operands)
+  // Set by the harness's set_trace: the following runs record per-tile stamps into the ranks' trace
+  // buffers; local_store_control_ sends the Combine stores to a local scratch buffer.
   bool trace_ = false, local_store_control_ = false;
   int trace_capacity_ = 0;
   std::unique_ptr<Shared> shared_;

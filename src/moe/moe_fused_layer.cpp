@@ -9,6 +9,7 @@
 #include "moe_baseline_kernels.hpp"
 #include "moe_fp8_kernels.hpp"
 #include "moe_fused.hpp"
+#include "moe_fused_state.hpp"
 #include "moe_fused_launch.hpp"
 #include "moe_rank_buffers.hpp"
 #include "xstage/comm/window.hpp"
@@ -20,25 +21,6 @@
 #include "xstage/sim/moe_schedules.hpp"
 
 namespace xstage::moe {
-
-// Peer-reachable buffers (one allocation per rank each); the layout of the control block is sizes_'s.
-struct MoeFused::Shared {
-  std::unique_ptr<comm::PeerBuffers> recv, recv_scale, origin, comb, ctrl;  // recv_scale: FP8 only
-  std::vector<MoeFusedPeerView> views;  // per team rank
-};
-
-// Inputs, routing and output (MoeRankBuffers), work buffers and plan (MoeFusedLocalBuffers).
-struct MoeFused::RankState : MoeRankBuffers {
-  comm::LocalRank* lr = nullptr;
-  int local_index = 0;
-  MoeFusedLocalBuffers local;
-  std::uint8_t *w1q = nullptr, *w2q = nullptr;  // FP8 weights (layout of w1, w2)
-  float *w1s = nullptr, *w2s = nullptr;          // FP8 block scales
-  MoeFusedTileTrace* trace = nullptr;
-  std::uint32_t* trace_count = nullptr;
-  std::uint16_t* comb_local = nullptr;
-  cudaEvent_t ev[2] = {};
-};
 
 MoeFused::MoeFused(comm::Team& team, const MoeDims& dims, const MoeFusedOptions& options, MoePrecision precision)
     : team_(team), dims_(dims), options_(options), precision_(precision) {
@@ -116,49 +98,6 @@ MoeFused::~MoeFused() {
   }
 }
 
-void MoeFused::set_trace(bool enabled, bool local_store_control) {
-  if ((enabled || local_store_control) && !moe_fused_trace_built()) {
-    throw InputError("trace: this build records no fused-kernel traces (configure with -DXSTAGE_MOE_TRACE=ON)");
-  }
-  trace_ = enabled;
-  local_store_control_ = local_store_control;
-  if (!enabled && !local_store_control) return;
-  // Tiles per CTA: each CTA of a pair takes one tile of each of the row's pairs.
-  const long long rows = capacity_rows_ / kFusedBlockM;
-  const long long n1 = dims_.h_inter / 64, n2 = (dims_.hidden / 128 + 1) / 2 * 2;
-  const int cap = int((rows * (n1 + n2) + grid_ - 1) / grid_ + 4);
-  for (auto& p : ranks_) {
-    RankState& s = *p;
-    XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-    if (enabled && cap > trace_capacity_) {
-      if (s.trace) XSTAGE_CUDA_CHECK(cudaFree(s.trace));
-      s.trace = device_alloc_zeroed<MoeFusedTileTrace>(size_t(grid_) * cap);
-    }
-    if (enabled && !s.trace_count) s.trace_count = device_alloc_zeroed<std::uint32_t>(grid_);
-    if (local_store_control && !s.comb_local) {
-      s.comb_local = device_alloc_zeroed<std::uint16_t>(size_t(dims_.tokens) * dims_.top_k * dims_.hidden);
-    }
-  }
-  if (enabled) trace_capacity_ = std::max(trace_capacity_, cap);
-}
-
-std::vector<MoeFusedTileTrace> MoeFused::last_trace(int rank) const {
-  RankState& s = state_of_rank(rank);
-  std::vector<MoeFusedTileTrace> out;
-  if (!s.trace) return out;
-  std::vector<std::uint32_t> count(grid_);
-  std::vector<MoeFusedTileTrace> all(size_t(grid_) * trace_capacity_);
-  XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(count.data(), s.trace_count, count.size() * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
-  XSTAGE_CUDA_CHECK(cudaMemcpy(all.data(), s.trace, all.size() * sizeof(MoeFusedTileTrace), cudaMemcpyDeviceToHost));
-  for (int c = 0; c < grid_; ++c)
-    for (std::uint32_t i = 0; i < std::min<std::uint32_t>(count[c], std::uint32_t(trace_capacity_)); ++i) {
-      out.push_back(all[size_t(c) * trace_capacity_ + i]);
-      out.back().cta = std::uint32_t(c);
-    }
-  return out;
-}
-
 void MoeFused::set_schedule(const MoeFusedOptions& o) {
   if (o.lead_rows < 0) throw InputError("lead_rows: must be >= 0 (0: the default lead), got " + std::to_string(o.lead_rows));
   if (o.experts_per_wave < 0) {
@@ -204,69 +143,10 @@ void MoeFused::set_routing(int rank, const Routing& r) {
   upload_routing(dims_, s.lr->device, rank, s, r);
 }
 
-void MoeFused::fill_random(std::uint64_t seed, float weight_scale) {
-  for (auto& p : ranks_) {
-    fill_random_inputs(dims_, p->lr->device, p->lr->rank, *p, seed, weight_scale, p->lr->stream);
-    quantize_weights(p->local_index);
-  }
-}
-
-void MoeFused::poison_output() {
-  for (auto& p : ranks_) {
-    XSTAGE_CUDA_CHECK(cudaSetDevice(p->lr->device));
-    poison_output_async(dims_, *p);
-    // The combine rows too: a slot the kernel fails to fill shows as NaN in y.
-    XSTAGE_CUDA_CHECK(cudaMemset(shared_->comb->ptr(p->lr->rank), 0xff, shared_->comb->bytes()));
-    XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
-  }
-}
-
 void MoeFused::run(double timeout_s) {
   ++epoch_;
   team_.for_each_local_parallel([&](int li) { run_rank(li, timeout_s); });
   ran_ = true;
-}
-
-std::vector<double> MoeFused::time_gemm_only(int mode, int iters, double timeout_s) {
-  if (mode != 1 && mode != 2) throw InputError("gemm_only: mode 1 (Linear-1) or 2 (Linear-2), got " + std::to_string(mode));
-  if (iters < 1) throw InputError("iters: must be >= 1, got " + std::to_string(iters));
-  if (!ran_) throw InputError("gemm_only: needs one run() first (its operands are the GEMMs' inputs)");
-  const std::uint32_t first_epoch = epoch_ + 1;
-  epoch_ += std::uint32_t(iters);
-  std::vector<double> out(dims_.ranks, 0.0);
-  team_.for_each_local_parallel([&](int li) {
-    RankState& s = *ranks_[li];
-    XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-    cudaStream_t st = s.lr->stream;
-    MoeFusedParams p = params_of(li, timeout_s);
-    p.gemm_only = mode;
-    // Nothing is dispatched: the arrival counters do not move, so neither may their bases. The
-    // completion kernel adds this run's row totals to p.arrive_base; point it (and the totals, which
-    // the kernel rewrites) at scratch copies so the real ones keep the last normal run's values.
-    p.arrive_base = s.local.arrive_base_sink;
-    p.run_totals = s.local.run_totals_sink;
-    std::vector<cudaEvent_t> ev(2 * size_t(iters));
-    for (auto& e : ev) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
-    // Back to back on the stream (no host round trip between launches): each rank's next launch starts
-    // once its completion kernel has seen every rank's CTAs finish, so the ranks stay in step.
-    for (int i = 0; i < iters; ++i) {
-      p.epoch = first_epoch + std::uint32_t(i);
-      p.kernel_begin = ev[2 * i];
-      p.kernel_end = ev[2 * i + 1];
-      XSTAGE_CUDA_CHECK(launch_moe_fused(p, options_.schedule, grid_, st));
-    }
-    XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[1], st));
-    wait_rank(li, s.ev[1], timeout_s);
-    std::vector<double> ms(iters);
-    for (int i = 0; i < iters; ++i) {
-      float v = 0;
-      XSTAGE_CUDA_CHECK(cudaEventElapsedTime(&v, ev[2 * i], ev[2 * i + 1]));
-      ms[i] = v;
-    }
-    for (auto& e : ev) XSTAGE_CUDA_CHECK(cudaEventDestroy(e));
-    out[s.lr->rank] = stats::median(ms);
-  });
-  return out;
 }
 
 MoeFusedParams MoeFused::params_of(int li, double timeout_s) const {

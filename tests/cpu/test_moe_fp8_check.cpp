@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "../gpu/moe_test_support.hpp"
-#include "moe_reference.hpp"
+#include "xstage/testing/moe_reference.hpp"
 #include "xstage/model/error.hpp"
 
 namespace {

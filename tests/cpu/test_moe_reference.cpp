@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "moe_reference.hpp"
+#include "xstage/testing/moe_reference.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/moe/moe_numerics.hpp"
 #include "xstage/moe/routing.hpp"

@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
-#include "attn_check.hpp"
-#include "attn_forward.hpp"
-#include "attn_random.hpp"
-#include "attn_reference.hpp"
+#include "xstage/gpu/check.hpp"
+#include "xstage/attn/forward.hpp"
+#include "xstage/testing/attn_random.hpp"
+#include "xstage/testing/attn_reference.hpp"
 
 namespace xstage::attn {
 namespace {
@@ -53,42 +53,42 @@ DeviceRun run_kernel(const AttnForwardProblem& p, uint64_t seed, bool with_lse, 
   const size_t nl = size_t(p.batch) * p.heads * p.seq_q;
   void *q, *k, *v, *o;
   float* lse = nullptr;
-  XSTAGE_ATTN_CUDA_CHECK(cudaMalloc(&q, nq * 2));
-  XSTAGE_ATTN_CUDA_CHECK(cudaMalloc(&k, nk * 2));
-  XSTAGE_ATTN_CUDA_CHECK(cudaMalloc(&v, nv * 2));
-  XSTAGE_ATTN_CUDA_CHECK(cudaMalloc(&o, no * 2));
-  if (with_lse) XSTAGE_ATTN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&lse), nl * 4));
-  XSTAGE_ATTN_CUDA_CHECK(attn_fill_normal_bf16(q, nq, seed * 3 + 1, 1.f, nullptr));
-  XSTAGE_ATTN_CUDA_CHECK(attn_fill_normal_bf16(k, nk, seed * 3 + 2, 1.f, nullptr));
-  XSTAGE_ATTN_CUDA_CHECK(attn_fill_normal_bf16(v, nv, seed * 3 + 3, 1.f, nullptr));
+  XSTAGE_CUDA_CHECK(cudaMalloc(&q, nq * 2));
+  XSTAGE_CUDA_CHECK(cudaMalloc(&k, nk * 2));
+  XSTAGE_CUDA_CHECK(cudaMalloc(&v, nv * 2));
+  XSTAGE_CUDA_CHECK(cudaMalloc(&o, no * 2));
+  if (with_lse) XSTAGE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&lse), nl * 4));
+  XSTAGE_CUDA_CHECK(attn_fill_normal_bf16(q, nq, seed * 3 + 1, 1.f, nullptr));
+  XSTAGE_CUDA_CHECK(attn_fill_normal_bf16(k, nk, seed * 3 + 2, 1.f, nullptr));
+  XSTAGE_CUDA_CHECK(attn_fill_normal_bf16(v, nv, seed * 3 + 3, 1.f, nullptr));
   AttnForwardArgs a{p, q, k, v, o, lse};
   EXPECT_EQ(attn_forward_can_implement(a), "");
   DeviceRun r;
   for (int i = 0; i < launches; ++i) {
-    XSTAGE_ATTN_CUDA_CHECK(cudaMemset(o, 0xff, no * 2));  // bf16 0xffff is NaN
-    if (lse) XSTAGE_ATTN_CUDA_CHECK(cudaMemset(lse, 0xff, nl * 4));
-    XSTAGE_ATTN_CUDA_CHECK(attn_forward(a, nullptr));
-    XSTAGE_ATTN_CUDA_CHECK(cudaDeviceSynchronize());
+    XSTAGE_CUDA_CHECK(cudaMemset(o, 0xff, no * 2));  // bf16 0xffff is NaN
+    if (lse) XSTAGE_CUDA_CHECK(cudaMemset(lse, 0xff, nl * 4));
+    XSTAGE_CUDA_CHECK(attn_forward(a, nullptr));
+    XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<uint16_t> out(no);
-    XSTAGE_ATTN_CUDA_CHECK(cudaMemcpy(out.data(), o, no * 2, cudaMemcpyDeviceToHost));
+    XSTAGE_CUDA_CHECK(cudaMemcpy(out.data(), o, no * 2, cudaMemcpyDeviceToHost));
     if (i > 0) EXPECT_EQ(out, r.o) << "launch " << i << " differs from launch 0 (race?)";
     r.o = std::move(out);
   }
   r.q.resize(nq);
   r.k.resize(nk);
   r.v.resize(nv);
-  XSTAGE_ATTN_CUDA_CHECK(cudaMemcpy(r.q.data(), q, nq * 2, cudaMemcpyDeviceToHost));
-  XSTAGE_ATTN_CUDA_CHECK(cudaMemcpy(r.k.data(), k, nk * 2, cudaMemcpyDeviceToHost));
-  XSTAGE_ATTN_CUDA_CHECK(cudaMemcpy(r.v.data(), v, nv * 2, cudaMemcpyDeviceToHost));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(r.q.data(), q, nq * 2, cudaMemcpyDeviceToHost));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(r.k.data(), k, nk * 2, cudaMemcpyDeviceToHost));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(r.v.data(), v, nv * 2, cudaMemcpyDeviceToHost));
   if (lse) {
     r.lse.resize(nl);
-    XSTAGE_ATTN_CUDA_CHECK(cudaMemcpy(r.lse.data(), lse, nl * 4, cudaMemcpyDeviceToHost));
-    XSTAGE_ATTN_CUDA_CHECK(cudaFree(lse));
+    XSTAGE_CUDA_CHECK(cudaMemcpy(r.lse.data(), lse, nl * 4, cudaMemcpyDeviceToHost));
+    XSTAGE_CUDA_CHECK(cudaFree(lse));
   }
-  XSTAGE_ATTN_CUDA_CHECK(cudaFree(q));
-  XSTAGE_ATTN_CUDA_CHECK(cudaFree(k));
-  XSTAGE_ATTN_CUDA_CHECK(cudaFree(v));
-  XSTAGE_ATTN_CUDA_CHECK(cudaFree(o));
+  XSTAGE_CUDA_CHECK(cudaFree(q));
+  XSTAGE_CUDA_CHECK(cudaFree(k));
+  XSTAGE_CUDA_CHECK(cudaFree(v));
+  XSTAGE_CUDA_CHECK(cudaFree(o));
   return r;
 }
 

@@ -17,7 +17,8 @@
 #include "gpu_test_support.hpp"
 #include "moe_fused.hpp"
 #include "moe_fused_launch.hpp"
-#include "moe_reference.hpp"
+#include "moe_layer_harness.hpp"
+#include "xstage/testing/moe_reference.hpp"
 #include "moe_test_support.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/gpu/check.hpp"
@@ -226,7 +227,7 @@ TEST_P(FusedMoeApiTest, EqualsTheBenchLayer) {
   MoeFused bench(team, d, opt, fp8 ? MoePrecision::kFp8 : MoePrecision::kBf16);
   std::mt19937_64 rng(std::random_device{}());
   const MoeTestInputs in = load_random_inputs_kept(bench, d, RoutingKind::kSkewed, rng, fp8 ? 3.f : 0.f);
-  bench.poison_output();
+  xstage::testing::poison_output(bench);
   bench.run(20.0);
   const std::vector<float> want = bench.output(0);
 

@@ -13,7 +13,8 @@
 #include "gpu_test_support.hpp"
 #include "moe_test_support.hpp"
 #include "moe_baseline.hpp"
-#include "moe_reference.hpp"
+#include "moe_layer_harness.hpp"
+#include "xstage/testing/moe_reference.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/moe/routing.hpp"
@@ -55,7 +56,7 @@ TEST_P(MoeBaselineTest, MatchesCpuReference) {
 
   std::vector<float> first;
   for (int pass = 0; pass < 2; ++pass) {
-    layer.poison_output();
+    xstage::testing::poison_output(layer);
     layer.run(30.0);
     const std::vector<float> got = all_outputs(layer, d);
     ASSERT_EQ(count_non_finite(got), 0u) << "elements not written (still NaN) or non-finite";

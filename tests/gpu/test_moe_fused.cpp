@@ -16,7 +16,8 @@
 #include "gpu_test_support.hpp"
 #include "moe_test_support.hpp"
 #include "moe_fused.hpp"
-#include "moe_reference.hpp"
+#include "moe_layer_harness.hpp"
+#include "xstage/testing/moe_reference.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/moe/routing.hpp"
@@ -110,7 +111,7 @@ void run_case(const Case& c, int ranks) {
 
   std::vector<float> first;
   for (int pass = 0; pass < 3; ++pass) {
-    layer.poison_output();
+    xstage::testing::poison_output(layer);
     layer.run(20.0);
     const std::vector<float> got = all_outputs(layer, d);
     ASSERT_EQ(count_non_finite(got), 0u) << "elements not written (still NaN) or non-finite, pass " << pass;
@@ -158,7 +159,7 @@ TEST_P(MoeFusedTest, MatchesCpuReferenceOnOneGpu) {
   run_case(GetParam(), 1);
 }
 
-// GEMM-only runs (MoeFused::time_gemm_only, both modes, both precisions) leave the layer consistent:
+// GEMM-only runs (MoeFusedHarness::time_gemm_only, both modes, both precisions) leave the layer consistent:
 // epochs, arrival counters and their bases, so that normal runs afterwards (fresh inputs and routing,
 // so the row totals change) still match the CPU reference. A moved base would make the next run's
 // Linear-1 tiles wait for rows that never arrive (the kernel's bounded wait fails the run).
@@ -170,7 +171,7 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
   MoeDims d{ranks, 300, 384, 256, 8, 3};
   MoeFused layer(team, d, MoeFusedOptions{}, precision);
   std::mt19937_64 rng(std::random_device{}());
-  EXPECT_THROW(layer.time_gemm_only(1, 2), InputError) << "GEMM-only before any run has no operands";
+  EXPECT_THROW(xstage::testing::MoeFusedHarness::time_gemm_only(layer, 1, 2), InputError) << "GEMM-only before any run has no operands";
   Fp8References refs;
   auto load = [&](RoutingKind kind) {
     if (!fp8) return load_random_inputs(layer, d, kind, rng);
@@ -184,7 +185,7 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
     o.schedule = s;
     layer.set_schedule(o);
     for (int mode : {1, 2, 1}) {
-      const std::vector<double> ms = layer.time_gemm_only(mode, 3, 20.0);
+      const std::vector<double> ms = xstage::testing::MoeFusedHarness::time_gemm_only(layer, mode, 3, 20.0);
       ASSERT_EQ(ms.size(), size_t(ranks));
       for (double v : ms) EXPECT_GT(v, 0.0) << "mode " << mode;
       std::printf("[moe fused] gemm-only %s %s mode %d on %d GPU(s): %.4f ms (rank 0)\n", fp8 ? "fp8" : "bf16",
@@ -192,7 +193,7 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
     }
     // The same inputs again, then fresh inputs and routing (other row totals).
     for (RoutingKind next : {RoutingKind::kSkewed, RoutingKind::kBalanced}) {
-      layer.poison_output();
+      xstage::testing::poison_output(layer);
       layer.run(20.0);
       const std::vector<float> got = all_outputs(layer, d);
       ASSERT_EQ(count_non_finite(got), 0u);
@@ -202,8 +203,8 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
       layer.run(20.0);  // the operands of the next GEMM-only runs
     }
   }
-  EXPECT_THROW(layer.time_gemm_only(3, 2), InputError);
-  EXPECT_THROW(layer.time_gemm_only(1, 0), InputError);
+  EXPECT_THROW(xstage::testing::MoeFusedHarness::time_gemm_only(layer, 3, 2), InputError);
+  EXPECT_THROW(xstage::testing::MoeFusedHarness::time_gemm_only(layer, 1, 0), InputError);
 }
 
 TEST_P(MoeFusedGemmOnlyTest, LeavesTheLayerConsistent) {
@@ -236,7 +237,7 @@ void run_liveness_case(int ranks) {
       MoeFusedOptions o;
       o.schedule = s;
       layer.set_schedule(o);
-      layer.poison_output();
+      xstage::testing::poison_output(layer);
       layer.run(20.0);
       const std::vector<float> first = all_outputs(layer, d);
       ASSERT_EQ(count_non_finite(first), 0u) << to_string(s);

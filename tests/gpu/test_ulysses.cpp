@@ -13,8 +13,8 @@
 #include <random>
 #include <vector>
 
-#include "attn_random.hpp"
-#include "attn_reference.hpp"
+#include "xstage/testing/attn_random.hpp"
+#include "xstage/testing/attn_reference.hpp"
 #include "ulysses_kernels.hpp"
 #include "ulysses_layer.hpp"
 #include "xstage/comm/team.hpp"

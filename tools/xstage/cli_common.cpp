@@ -16,6 +16,7 @@
 #include "cli_version.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/testing/bench_host.hpp"
 
 namespace xstage::cli {
 
@@ -24,17 +25,7 @@ thread_local std::ostream* t_out = &std::cout;
 thread_local std::ostream* t_err = &std::cerr;
 thread_local bool t_interactive = true;
 
-void vprint(std::ostream& os, const char* format, va_list args) {
-  va_list copy;
-  va_copy(copy, args);
-  const int n = std::vsnprintf(nullptr, 0, format, copy);
-  va_end(copy);
-  if (n <= 0) return;
-  std::string buf(static_cast<std::size_t>(n) + 1, '\0');
-  std::vsnprintf(buf.data(), buf.size(), format, args);
-  buf.resize(static_cast<std::size_t>(n));
-  os << buf;
-}
+void vprint(std::ostream& os, const char* format, va_list args) { testing::vprint_to(os, format, args); }
 }  // namespace
 
 std::ostream& out_stream() { return *t_out; }

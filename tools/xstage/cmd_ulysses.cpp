@@ -26,9 +26,10 @@
 #include "xstage/gpu/check.hpp"
 #include "xstage/gpu/provenance.hpp"
 #include "xstage/model/audit.hpp"
-#include "xstage/model/stats.hpp"
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/testing/bench_host.hpp"
+#include "xstage/testing/stats.hpp"
 
 namespace xstage::cli {
 void add_attn_ulysses(CLI::App* attn);
@@ -76,8 +77,6 @@ std::vector<UlyssesVariant> parse_variants(const std::string& s) {
   return v;
 }
 
-double median_of(const std::vector<double>& v) { return v.empty() ? std::nan("") : xstage::stats::median(v); }
-
 struct Series {
   std::vector<double> sender_s, iter_s, clock_mhz;
 };
@@ -115,7 +114,7 @@ void run_ulysses(const Options& opt) {
   auto team = xstage::comm::Team::single_process(gpus);
   UlyssesLayer layer(team, cfg);
   const int n = layer.world();
-  const uint64_t seed = opt.seed >= 0 ? uint64_t(opt.seed) : ((uint64_t(std::random_device{}()) << 32) ^ std::random_device{}());
+  const uint64_t seed = xstage::testing::resolve_seed(opt.seed);
   layer.fill_inputs(seed);
   layer.pre_attention_a2a();
   layer.synchronize();
@@ -250,8 +249,8 @@ void run_ulysses(const Options& opt) {
   json jv = json::object();
   std::map<UlyssesVariant, double> med_s, med_i;
   for (auto& [v, s] : series) {
-    med_s[v] = median_of(s.sender_s);
-    med_i[v] = median_of(s.iter_s);
+    med_s[v] = xstage::testing::median(s.sender_s);
+    med_i[v] = xstage::testing::median(s.iter_s);
     json a = json::array(), b = json::array();
     for (double x : s.sender_s) a.push_back(x * 1e6);
     for (double x : s.iter_s) b.push_back(x * 1e6);

@@ -1,6 +1,6 @@
 // Device-side random bf16 inputs: large benchmark tensors are filled on the GPU (a counter-based hash,
 // so any seed gives fresh, reproducible data without a host round trip).
-#include "attn_random.hpp"
+#include "xstage/testing/attn_random.hpp"
 
 #include <cuda_bf16.h>
 

@@ -1,4 +1,4 @@
-#include "moe_reference.hpp"
+#include "xstage/testing/moe_reference.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,27 +10,6 @@
 #include "xstage/moe/moe_numerics.hpp"
 
 namespace xstage::moe {
-
-const char* to_string(MoePrecision p) { return p == MoePrecision::kFp8 ? "fp8" : "bf16"; }
-
-void validate_dims(const MoeDims& d) {
-  auto positive = [](const char* name, long long v) {
-    if (v <= 0) throw InputError(std::string(name) + ": must be > 0, got " + std::to_string(v));
-  };
-  positive("ranks", d.ranks);
-  positive("tokens", d.tokens);
-  positive("hidden", d.hidden);
-  positive("h_inter", d.h_inter);
-  positive("experts", d.experts);
-  positive("top_k", d.top_k);
-  if (d.experts % d.ranks != 0) {
-    throw InputError("experts: " + std::to_string(d.experts) + " is not a multiple of the rank count " +
-                     std::to_string(d.ranks));
-  }
-  if (d.top_k > d.experts) {
-    throw InputError("top_k: " + std::to_string(d.top_k) + " exceeds the expert count " + std::to_string(d.experts));
-  }
-}
 
 void quantize_activation_fp8(const float* x, int n, std::uint8_t* q, float* scales, int group) {
   for (int g = 0; g < fp8_groups(n, group); ++g) {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "attn_forward.hpp"
+#include "xstage/attn/forward.hpp"
 
 namespace xstage::attn {
 

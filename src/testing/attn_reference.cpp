@@ -1,5 +1,5 @@
-// Host reference of attention forward (see attn_reference.hpp).
-#include "attn_reference.hpp"
+// Host reference of attention forward (see xstage/testing/attn_reference.hpp).
+#include "xstage/testing/attn_reference.hpp"
 
 #include <algorithm>
 #include <cmath>
