@@ -9,11 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <fstream>
 #include <map>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,6 +26,7 @@
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/testing/bench_host.hpp"
+#include "xstage/testing/interleaved_timing.hpp"
 #include "xstage/testing/stats.hpp"
 
 namespace xstage::cli {
@@ -154,95 +152,25 @@ void run_ulysses(const Options& opt) {
   }
   check["bit_identical"] = all_ok;
 
-  // Timing. Variants interleave at iteration granularity (v0, v1, ..., v0, v1, ...) so that clock
-  // drift under the power limit falls on every variant alike; each pass rotates (and every other pass
-  // reverses) the order. Events per iteration: start, end of the sender's part, end.
+  // Timing: variants interleaved per iteration, in a rotated order per pass (interleaved_timing.hpp).
   const int iters = opt.iters;
-  auto& locals = team.local_ranks();
-  const size_t nv = variants.size();
-  // ev[local][v][it][0..2]
-  std::vector<std::vector<std::vector<std::array<cudaEvent_t, 3>>>> ev(locals.size());
-  for (size_t i = 0; i < locals.size(); ++i) {
-    XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-    ev[i].assign(nv, std::vector<std::array<cudaEvent_t, 3>>(iters));
-    for (auto& per_v : ev[i])
-      for (auto& e3 : per_v)
-        for (auto& e : e3) XSTAGE_CUDA_CHECK(cudaEventCreate(&e));
-  }
+  std::vector<xstage::testing::TimedStream> streams;
+  for (auto& lr : team.local_ranks()) streams.push_back({lr.device, lr.stream});
+  const std::vector<xstage::testing::InterleavedPass> passes = xstage::testing::time_interleaved(
+      streams, {variants.size(), opt.warmup, iters, opt.passes, opt.graph},
+      [&](size_t k, const std::vector<cudaEvent_t>& sender_done) { layer.enqueue(variants[k], sender_done); },
+      record_timing_event, [&] { layer.synchronize(); });
   std::map<UlyssesVariant, Series> series;
   json order = json::array();
-  for (int pass = 0; pass < opt.passes; ++pass) {
-    std::vector<size_t> ord(nv);
-    for (size_t k = 0; k < nv; ++k) ord[k] = (k + pass) % nv;
-    if (pass % 2 == 1) std::reverse(ord.begin(), ord.end());
+  for (const auto& p : passes) {
     json po = json::array();
-    for (size_t k : ord) po.push_back(to_string(variants[k]));
-    // --graph: the whole pass (warm-up and timed iterations) is captured into one CUDA graph per GPU and
-    // replayed once, so the iterations run back to back without host launches in between; the events
-    // are external record nodes. Otherwise the same launches are queued on the streams directly.
-    if (opt.graph) {
-      for (auto& lr : locals) {
-        XSTAGE_CUDA_CHECK(cudaSetDevice(lr.device));
-        XSTAGE_CUDA_CHECK(cudaStreamBeginCapture(lr.stream, cudaStreamCaptureModeRelaxed));
-      }
-    }
-    for (int w = 0; w < opt.warmup; ++w)
-      for (size_t k : ord) layer.enqueue(variants[k]);
-    for (int it = 0; it < iters; ++it) {
-      for (size_t k : ord) {
-        std::vector<cudaEvent_t> sd(locals.size());
-        for (size_t i = 0; i < locals.size(); ++i) {
-          XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-          XSTAGE_CUDA_CHECK(record_timing_event(ev[i][k][it][0], locals[i].stream));
-          sd[i] = ev[i][k][it][1];
-        }
-        layer.enqueue(variants[k], sd);
-        for (size_t i = 0; i < locals.size(); ++i) {
-          XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-          XSTAGE_CUDA_CHECK(record_timing_event(ev[i][k][it][2], locals[i].stream));
-        }
-      }
-    }
-    if (opt.graph) {
-      std::vector<cudaGraphExec_t> exec(locals.size(), nullptr);
-      for (size_t i = 0; i < locals.size(); ++i) {
-        XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-        cudaGraph_t g = nullptr;
-        XSTAGE_CUDA_CHECK(cudaStreamEndCapture(locals[i].stream, &g));
-        XSTAGE_CUDA_CHECK(cudaGraphInstantiate(&exec[i], g, 0));
-        XSTAGE_CUDA_CHECK(cudaGraphDestroy(g));
-        XSTAGE_CUDA_CHECK(cudaGraphUpload(exec[i], locals[i].stream));
-      }
-      layer.synchronize();  // uploads done: the replays start together
-      for (size_t i = 0; i < locals.size(); ++i) {
-        XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-        XSTAGE_CUDA_CHECK(cudaGraphLaunch(exec[i], locals[i].stream));
-      }
-      layer.synchronize();
-      for (size_t i = 0; i < locals.size(); ++i) {
-        XSTAGE_CUDA_CHECK(cudaSetDevice(locals[i].device));
-        XSTAGE_CUDA_CHECK(cudaGraphExecDestroy(exec[i]));
-      }
-    }
-    layer.synchronize();
-    for (size_t k = 0; k < nv; ++k) {
+    for (size_t k : p.order) po.push_back(to_string(variants[k]));
+    for (size_t k = 0; k < variants.size(); ++k) {
       Series& s = series[variants[k]];
-      for (int it = 0; it < iters; ++it) {
-        double snd = 0, itr = 0;
-        for (size_t i = 0; i < locals.size(); ++i) {
-          float a = 0, b = 0;
-          XSTAGE_CUDA_CHECK(cudaEventElapsedTime(&a, ev[i][k][it][0], ev[i][k][it][1]));
-          XSTAGE_CUDA_CHECK(cudaEventElapsedTime(&b, ev[i][k][it][0], ev[i][k][it][2]));
-          snd = std::max(snd, a * 1e-3);
-          itr = std::max(itr, b * 1e-3);
-        }
-        s.sender_s.push_back(snd);
-        s.iter_s.push_back(itr);
-      }
+      s.sender_s.insert(s.sender_s.end(), p.sender_s[k].begin(), p.sender_s[k].end());
+      s.iter_s.insert(s.iter_s.end(), p.iter_s[k].begin(), p.iter_s[k].end());
     }
-    double mhz = 1e9;
-    for (auto& lr : locals) mhz = std::min(mhz, xstage::gpu::measure_sm_clock_mhz(lr.device));
-    for (size_t k = 0; k < nv; ++k) series[variants[k]].clock_mhz.push_back(mhz);
+    for (size_t k = 0; k < variants.size(); ++k) series[variants[k]].clock_mhz.push_back(p.sm_clock_mhz);
     order.push_back(po);
   }
 
@@ -368,10 +296,6 @@ void run_ulysses(const Options& opt) {
     xstage::cli::print_table({"variant", "sender us", "iteration us"}, rows);
     out_printf("bit-identical: %s\n", all_ok ? "yes" : "NO");
   }
-  for (auto& per_rank : ev)
-    for (auto& per_v : per_rank)
-      for (auto& e3 : per_v)
-        for (auto e : e3) cudaEventDestroy(e);
   if (!all_ok) throw xstage::gpu::DeviceError("ulysses: fused output differs from the serial output (see check)");
 }
 
