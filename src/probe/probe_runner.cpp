@@ -13,6 +13,7 @@
 #include "xstage/probe/burst_pattern.hpp"
 #include "xstage/probe/probe.hpp"
 #include "xstage/probe/verify.hpp"
+#include "xstage/testing/stats.hpp"
 
 namespace xstage::probe {
 
@@ -26,10 +27,8 @@ constexpr std::uint64_t kSlotBudgetBytes = 256ull << 20;
 // is too coarse; the pre-run measurement is used instead.
 constexpr double kInRunClockMinNs = 200e3;
 
-double median_or_nan(std::vector<double> v) {
-  if (v.empty()) return kNaN;
-  return stats::median(v);
-}
+// The bench library's median: NaN for an empty set.
+double median_or_nan(const std::vector<double>& v) { return testing::median(v); }
 
 }  // namespace
 

@@ -171,7 +171,8 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
   MoeDims d{ranks, 300, 384, 256, 8, 3};
   MoeFused layer(team, d, MoeFusedOptions{}, precision);
   std::mt19937_64 rng(std::random_device{}());
-  EXPECT_THROW(xstage::testing::MoeFusedHarness::time_gemm_only(layer, 1, 2), InputError) << "GEMM-only before any run has no operands";
+  using xstage::testing::MoeFusedHarness;
+  EXPECT_THROW(MoeFusedHarness::time_gemm_only(layer, 1, 2), InputError) << "GEMM-only before any run has no operands";
   Fp8References refs;
   auto load = [&](RoutingKind kind) {
     if (!fp8) return load_random_inputs(layer, d, kind, rng);
@@ -185,7 +186,7 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
     o.schedule = s;
     layer.set_schedule(o);
     for (int mode : {1, 2, 1}) {
-      const std::vector<double> ms = xstage::testing::MoeFusedHarness::time_gemm_only(layer, mode, 3, 20.0);
+      const std::vector<double> ms = MoeFusedHarness::time_gemm_only(layer, mode, 3, 20.0);
       ASSERT_EQ(ms.size(), size_t(ranks));
       for (double v : ms) EXPECT_GT(v, 0.0) << "mode " << mode;
       std::printf("[moe fused] gemm-only %s %s mode %d on %d GPU(s): %.4f ms (rank 0)\n", fp8 ? "fp8" : "bf16",
@@ -203,8 +204,8 @@ void run_gemm_only_case(MoePrecision precision, int ranks) {
       layer.run(20.0);  // the operands of the next GEMM-only runs
     }
   }
-  EXPECT_THROW(xstage::testing::MoeFusedHarness::time_gemm_only(layer, 3, 2), InputError);
-  EXPECT_THROW(xstage::testing::MoeFusedHarness::time_gemm_only(layer, 1, 0), InputError);
+  EXPECT_THROW(MoeFusedHarness::time_gemm_only(layer, 3, 2), InputError);
+  EXPECT_THROW(MoeFusedHarness::time_gemm_only(layer, 1, 0), InputError);
 }
 
 TEST_P(MoeFusedGemmOnlyTest, LeavesTheLayerConsistent) {

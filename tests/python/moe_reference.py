@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 E4M3_MAX = 448.0
 GROUP = 128          # activation and weight-block quantization group (kFp8GroupSize, kFusedFp8L2Group)
-# Mirrors src/moe/moe_reference.hpp: kFp8CheckFlips = 4.0, kFp8CheckRel = 1e-2; the p75 bound is
+# Mirrors include/xstage/testing/moe_reference.hpp: kFp8CheckFlips = 4.0, kFp8CheckRel = 1e-2; the p75 bound is
 # tests/gpu/test_moe_fused.cpp's expect_matches (and tests/cpu/test_moe_fp8_check.cpp's kP75).
 FLIPS, REL, P75 = 4.0, 1e-2, 1e-2
 # The p75 part is a statement about most of many rows; with fewer rows it would be a bound of REL on single
@@ -115,7 +115,7 @@ def fp8_reference(x, ids, wts, q1, s1, q2, s2, **kwargs):
 
 
 def check_within_flips(got, want, flip_bound, flips=FLIPS, rel=REL):
-    """check_within_flips of src/moe/moe_reference.cpp: (tokens over their allowance, worst ratio, worst
+    """check_within_flips of src/testing/moe_reference.cpp: (tokens over their allowance, worst ratio, worst
     token, median and p75 of the rows' relative errors; the quantiles at index (n-1)//2 and (n-1)*3//4)."""
     g, r = got.double(), want.double()
     finite = torch.isfinite(g).all(dim=1)
