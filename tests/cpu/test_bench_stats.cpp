@@ -1,11 +1,14 @@
 // The bench library's statistics (xstage/testing/stats.hpp): values on small sets worked by hand, and the
-// one behaviour of an empty set (NaN, written as null in JSON) for every statistic.
+// one behaviour of an empty set (NaN, written as null in JSON) for every statistic; the seed rule and printf
+// of the bench host (bench_host.hpp).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <sstream>
 #include <vector>
 
+#include "xstage/testing/bench_host.hpp"
 #include "xstage/testing/stats.hpp"
 
 namespace t = xstage::testing;
@@ -56,4 +59,12 @@ TEST(BenchStats, MeanStdevMinMax) {
   EXPECT_DOUBLE_EQ(s.median, 4.5);
   EXPECT_DOUBLE_EQ(s.p90, 7.0);  // sorted[round(6.3)]
   EXPECT_DOUBLE_EQ(s.p10, 4.0);  // sorted[round(0.7)]
+}
+
+TEST(BenchHost, SeedAndPrintf) {
+  EXPECT_EQ(t::resolve_seed(0), 0u);
+  EXPECT_EQ(t::resolve_seed(12345), 12345u);
+  std::ostringstream out;
+  t::print_to(out, "%s %.2e %d", "rel_l2", 1.5e-3, 7);
+  EXPECT_EQ(out.str(), "rel_l2 1.50e-03 7");
 }
