@@ -11,9 +11,9 @@
 // Expert e lives on team rank e / (E/N), as local expert e % (E/N).
 //
 // FP8 (MoePrecision::kFp8, W8A8 DeepSeek style, the CPU reference's rule with l2_group 128): the
-// weights are quantized once (after set_weights or the testing library's random fill) to e4m3 with one scale per 128×128
-// block; each token row is quantized per 128 channels before the dispatch, which then carries the e4m3
-// rows and their scales (about half the bytes of bf16); Linear-1 and Linear-2 are cuBLASLt FP8 GEMMs
+// weights are quantized once (after set_weights or the testing library's random fill) to e4m3 with one
+// scale per 128×128 block; each token row is quantized per 128 channels before the dispatch, which then
+// carries the e4m3 rows and their scales (about half the bytes of bf16); Linear-1 and Linear-2 are cuBLASLt FP8 GEMMs
 // (VEC128_32F scales for the activations, BLK128x128_32F for the weights, FP32 accumulation, bf16
 // output), one cublasLtMatmul per (source rank, local expert) group; the SwiGLU kernel also quantizes
 // its output per 128 channels. Combine and reduction are the bf16 path's.

@@ -159,7 +159,9 @@ AttnBenchResult run_attn_bench(const AttnBenchOptions& opt) {
            ours.rel_l2, bf16.rel_l2, rows.size(), unwritten);
   result.summary = line.str();
   if (opt.keep_inputs) {
-    auto bytes = [](const std::vector<uint16_t>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 2); };
+    auto bytes = [](const std::vector<uint16_t>& v) {
+      return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 2);
+    };
     result.dumps = {{"q.bin", bytes(hq)}, {"k.bin", bytes(hk)}, {"v.bin", bytes(hv)}, {"o.bin", bytes(ho)}};
   }
   for (auto& s : dev) {

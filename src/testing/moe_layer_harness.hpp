@@ -41,7 +41,9 @@ class MoeBaselineHarness {
   static void poison_output(moe::MoeBaseline& layer);  // output set to NaN
 };
 
-inline void fill_random(moe::MoeFused& l, std::uint64_t seed, float scale) { MoeFusedHarness::fill_random(l, seed, scale); }
+inline void fill_random(moe::MoeFused& l, std::uint64_t seed, float scale) {
+  MoeFusedHarness::fill_random(l, seed, scale);
+}
 inline void fill_random(moe::MoeBaseline& l, std::uint64_t seed, float scale) {
   MoeBaselineHarness::fill_random(l, seed, scale);
 }

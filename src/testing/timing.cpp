@@ -27,7 +27,8 @@ std::vector<double> EventSeries::elapsed_ms(int from, int to) const {
   return ms;
 }
 
-std::vector<double> time_launches(cudaStream_t stream, int warmup, int iters, const std::function<void(int i)>& launch) {
+std::vector<double> time_launches(cudaStream_t stream, int warmup, int iters,
+                                  const std::function<void(int i)>& launch) {
   for (int i = 0; i < warmup; ++i) launch(i);
   EventSeries ev(iters);
   for (int i = 0; i < iters; ++i) {

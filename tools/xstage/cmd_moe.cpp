@@ -29,7 +29,8 @@ void run_bench(const testing::MoeBenchOptions& o) {
   host.require_devices = cli::require_cuda_devices;
   testing::MoeBenchResult r = testing::run_moe_bench(o, host);
   if (!r.trace_dump.is_null()) {
-    cli::write_file_atomically(o.trace_dump, r.trace_dump.dump() + "\n", o.force, {o.platform, o.routing}, "--trace-dump");
+    cli::write_file_atomically(o.trace_dump, r.trace_dump.dump() + "\n", o.force, {o.platform, o.routing},
+                               "--trace-dump");
   }
   cli::stamp_json(r.json, "xstage.moe.bench/1", o.platform, model::load_platform_or_default(o.platform));
   if (!o.out.empty()) cli::write_file_atomically(o.out, r.json.dump(2) + "\n", o.force, {o.platform, o.routing});

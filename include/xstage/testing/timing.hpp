@@ -31,6 +31,7 @@ class EventSeries {
 
 // `warmup` untimed calls launch(0 .. warmup-1), then `iters` calls launch(0 .. iters-1), each between its
 // own pair of events on `stream`; waits for the stream and returns the per-call milliseconds.
-std::vector<double> time_launches(cudaStream_t stream, int warmup, int iters, const std::function<void(int i)>& launch);
+std::vector<double> time_launches(cudaStream_t stream, int warmup, int iters,
+                                  const std::function<void(int i)>& launch);
 
 }  // namespace xstage::testing
