@@ -33,28 +33,43 @@ double rel(double pred, double meas) { return std::fabs(pred - meas) / meas; }
 }  // namespace
 
 TEST(Fidelity, EveryPeriodicRecordIsPredicted) {
+  // The bar: every periodic remote record's T_iss and T_period within 5 %, closed form and simulator.
   const auto& rep = h200_report();
   EXPECT_EQ(rep.periodic_model_t_iss.points, 45);
-  int outside = 0;
   for (const auto& p : rep.points) {
     if (p.record.mode != model::BurstMode::kPeriodic) continue;
     const auto& r = p.record;
     const std::string at = "K " + std::to_string(r.producers) + " B " + std::to_string(r.bytes_per_producer) + " G " +
                            std::to_string(r.gap_s * 1e6);
-    // Period: closed form and simulator within 5 % of every record.
     EXPECT_LT(rel(p.model_t_period_s, r.t_period_s), 0.05) << at;
     EXPECT_LT(rel(p.sim_t_period_s, r.t_period_s), 0.05) << at;
-    // Issue time: within 11 % everywhere; within 5 % except two records (the first gap past G*, where
-    // the corner is rounded and T_iss small, and K = 16 at 32 KiB, where R(16) through the origin
-    // misses the period by 4.9 %).
-    const double e = std::max(rel(p.model_t_iss_s, r.t_iss_s), rel(p.sim_t_iss_s, r.t_iss_s));
-    EXPECT_LT(e, 0.11) << at;
-    if (e >= 0.05) {
-      ++outside;
-      EXPECT_TRUE((r.producers == 16 && r.bytes_per_producer == 32768) || (r.gap_s > 10e-6 && r.gap_s < 11e-6)) << at;
-    }
+    EXPECT_LT(rel(p.model_t_iss_s, r.t_iss_s), 0.05) << at;
+    EXPECT_LT(rel(p.sim_t_iss_s, r.t_iss_s), 0.05) << at;
   }
-  EXPECT_LE(outside, 2);
+  EXPECT_LT(rep.periodic_model_t_iss.max_rel, 0.05);
+  EXPECT_LT(rep.periodic_sim_t_iss.max_rel, 0.05);
+}
+
+TEST(Fidelity, RobustSlopeMissesTheCornerThatTheMinimaxRateMeets) {
+  // Why R(K) is the Chebyshev rate of the period law: with the robust slope through the origin of the
+  // zero-gap periods (377.5 GB/s at K = 132), the first gap past G* (T_iss 0.94 µs, period 11.56 µs) is
+  // missed by 10 % in T_iss although its period is within 1 %.
+  model::Platform p = model::load_platform_file(src("platforms/h200_x2_measured.json"));
+  model::FitOptions fo;
+  fo.zero_gap_loops = model::load_zero_gap_loops(src(kCalib + "raw.json"));
+  const model::FitResult fit = model::fit_platform(model::load_records_csv(src(kCalib + "records.csv")), fo);
+  for (auto& d : p.drain_rate_by_producers)
+    for (const auto& rp : fit.rate_by_producers)
+      if (rp.producers == d.producers) d.bytes_per_s = rp.fit.drain_rate_bytes_per_s;
+  sim::FidelityOptions o;
+  o.zero_gap_loops = fo.zero_gap_loops;
+  const sim::FidelityReport robust = sim::fidelity_report(p, model::load_records_csv(src(kCalib + "records.csv")), o);
+  EXPECT_GT(robust.periodic_model_t_iss.max_rel, 0.09);
+  EXPECT_LT(robust.periodic_model_t_period.max_rel, 0.05);
+  for (const auto& rp : fit.rate_by_producers) {
+    EXPECT_LT(rp.max_rel_error, 0.05) << rp.producers;
+    EXPECT_NEAR(rp.bytes_per_s / rp.fit.drain_rate_bytes_per_s, 1.0, 0.02) << rp.producers;  // a small correction
+  }
 }
 
 TEST(Fidelity, GapSweepMedians) {
@@ -101,7 +116,11 @@ TEST(Fidelity, LocalControlIsReportedNotFitted) {
 }
 
 TEST(Fidelity, CommittedPlatformIsTheFitOfTheCommittedRecords) {
-  const model::FitResult fit = model::fit_platform(model::load_records_csv(src(kCalib + "records.csv")));
+  // The committed platform is `xstage fit --records records.csv --raw raw.json`: R(K) sees the zero-gap
+  // records through their measured loop gaps.
+  model::FitOptions fo;
+  fo.zero_gap_loops = model::load_zero_gap_loops(src(kCalib + "raw.json"));
+  const model::FitResult fit = model::fit_platform(model::load_records_csv(src(kCalib + "records.csv")), fo);
   const model::Platform p = model::load_platform_file(src("platforms/h200_x2_measured.json"));
   EXPECT_NEAR(fit.platform.drain_rate_bytes_per_s / p.drain_rate_bytes_per_s, 1.0, 1e-9);
   ASSERT_EQ(fit.platform.drain_rate_by_producers.size(), p.drain_rate_by_producers.size());

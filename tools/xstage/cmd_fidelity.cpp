@@ -44,7 +44,11 @@ void run_fidelity(const FidelityOptions& o) {
     const auto rows = sim::tile_stall_rows(f);
     stalls.insert(stalls.end(), rows.begin(), rows.end());
   }
-  if (!o.traces.empty()) j["tile_stalls"] = sim::to_json(stalls);
+  const std::vector<sim::GemmRateFit> gemm = sim::fit_gemm_rates(stalls);
+  if (!o.traces.empty()) {
+    j["tile_stalls"] = sim::to_json(stalls);
+    j["gemm_rate_per_sm"] = sim::to_json(gemm);
+  }
   std::vector<sim::UlyssesRow> uly;
   if (!o.ulysses.empty()) {
     uly = sim::ulysses_rows(platform, o.ulysses);
@@ -80,6 +84,15 @@ void run_fidelity(const FidelityOptions& o) {
                       r.layer_local_s < 0 ? "" : fmt_num(100.0 * r.residual_s / r.layer_remote_s, 2) + " %"});
     out_stream() << "per-tile stall (eq. 15) of the traced MoE kernels\n";
     print_table({"shape", "precision", "order", "T_RS us", "cover us", "predicted us", "measured us", "residual"}, rows);
+    rows.clear();
+    for (const auto& g : gemm) {
+      const model::GemmRate on = platform.gemm_rate_at(g.precision);
+      rows.push_back({g.precision, std::to_string(g.schedules), fmt_num(g.flop_per_s_per_sm / 1e12, 2),
+                      fmt_num(g.min_flop_per_s_per_sm / 1e12, 2) + " - " + fmt_num(g.max_flop_per_s_per_sm / 1e12, 2),
+                      fmt_num(on.flop_per_s_per_sm / 1e12, 2) + " (" + on.source + ")"});
+    }
+    out_stream() << "sustained per-SM GEMM rate of the traced kernels (tile FLOP / Linear-2 mainloop + staging)\n";
+    print_table({"precision", "schedules", "median TFLOP/s/SM", "range", "platform"}, rows);
   }
   if (!uly.empty()) {
     std::vector<std::vector<std::string>> rows;
