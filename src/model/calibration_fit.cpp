@@ -252,7 +252,8 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
   if (static_cast<int>(zero_gap.size()) < options.min_points_for_rate)
     throw InputError("records: need at least " + std::to_string(options.min_points_for_rate) +
                      " zero-gap periodic remote records to fit the drain rate R, got " + std::to_string(zero_gap.size()));
-  if (local > 0) out.warnings.push_back(std::to_string(local) + " local-target records are controls: not fitted");
+  if (local > 0)
+    out.warnings.push_back(std::to_string(local) + " local-target records are controls: only local memory's own drain is fitted from them");
 
   // R and T_iss0 depend on each other only through which points are drain-dominated or recovered;
   // two passes settle both.
@@ -431,6 +432,30 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
     }
   }
 
+  // Local drain (a control, never used for remote stores): local stores issue at a per-SM rate that does
+  // not depend on K until local memory's own drain binds, so a zero-gap local record is drain-dominated
+  // where its T_iss exceeds 1.1 × the smallest K's local T_iss at the same B.
+  {
+    std::map<double, const CalibrationRecord*> floor_at_b;
+    std::vector<const CalibrationRecord*> local_zero;
+    for (const auto& r : records) {
+      if (r.mode != BurstMode::kPeriodic || r.target != StoreTarget::kLocal || !is_zero_gap(r)) continue;
+      local_zero.push_back(&r);
+      auto& f = floor_at_b[r.bytes_per_producer];
+      if (!f || r.producers < f->producers) f = &r;
+    }
+    std::vector<const CalibrationRecord*> bound;
+    for (const auto* r : local_zero) {
+      const auto* f = floor_at_b[r->bytes_per_producer];
+      if (f->producers < r->producers && r->t_iss_s > 1.1 * f->t_iss_s) bound.push_back(r);
+    }
+    if (bound.size() >= 2) {
+      FitOptions lo = options;
+      lo.min_points_for_rate = 2;
+      out.local_rate = fit_rate(bound, lo);
+    }
+  }
+
   Platform& p = out.platform;
   p.name = "fitted";
   p.description = "Fitted by xstage fit from calibration records";
@@ -448,6 +473,7 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
   p.knee_ramp_s = out.knee_ramp_s;
   p.burst_overhead_s = out.burst_overhead_s;
   p.zero_gap_overhead_s = out.zero_gap_overhead_s;
+  p.local_drain_rate_bytes_per_s = out.local_rate.drain_rate_bytes_per_s;
   p.provenance = {{"fit",
                    {{"records", records.size()},
                     {"rate_points_used", out.rate.points_used},

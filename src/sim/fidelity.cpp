@@ -309,6 +309,7 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
   rep.isolated_past_knee_sim_t_iss = summarize(ks);
 
   // Local control: the plateau over G > 0 of the swept (K, B), and the zero-gap point against it.
+  rep.local_drain_rate_bytes_per_s = platform.local_drain_rate_bytes_per_s;
   std::map<std::pair<int, double>, std::vector<double>> flat;
   for (const auto& r : rep.local_controls)
     if (r.mode == BurstMode::kPeriodic && r.gap_s > 0.0) flat[{r.producers, r.bytes_per_producer}].push_back(r.t_iss_s);
@@ -316,7 +317,16 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
     rep.local_flat_t_iss_s = stats::median(ts);
     for (const auto& r : rep.local_controls)
       if (r.mode == BurstMode::kPeriodic && r.gap_s <= 0.0 && r.producers == key.first && r.bytes_per_producer == key.second)
+      {
         rep.local_zero_gap_ratio = std::max(rep.local_zero_gap_ratio, r.t_iss_s / rep.local_flat_t_iss_s);
+        // Local memory's own drain: eq. 3 with the platform's local rate and the gap the model sees.
+        if (platform.local_drain_rate_bytes_per_s > 0.0) {
+          const double pred = model::issue_time_s(rep.local_flat_t_iss_s, r.volume_bytes(), platform.local_drain_rate_bytes_per_s,
+                                                  model::probe_model_gap_s(platform, r, options.zero_gap_loops));
+          rep.local_zero_gap_model_t_iss_s = pred;
+          rep.local_zero_gap_model_rel_error = std::max(rep.local_zero_gap_model_rel_error, rel_error(pred, r.t_iss_s));
+        }
+      }
     break;  // the calibration sweeps one (K, B) over gaps
   }
   return rep;
@@ -324,6 +334,7 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
 
 nlohmann::json to_json(const FidelityReport& rep) {
   using units::s_to_us;
+  const double platform_local_gbps = units::bytes_per_s_to_gbps(rep.local_drain_rate_bytes_per_s);
   auto sum = [](const ErrorSummary& s) {
     return nlohmann::json{{"points", s.points}, {"median_rel_error", s.median_rel}, {"max_rel_error", s.max_rel}};
   };
@@ -338,7 +349,10 @@ nlohmann::json to_json(const FidelityReport& rep) {
                       {"past_knee_model_t_iss", sum(rep.isolated_past_knee_model_t_iss)},
                       {"past_knee_sim_t_iss", sum(rep.isolated_past_knee_sim_t_iss)}}},
         {"local_control", {{"flat_t_iss_us", s_to_us(rep.local_flat_t_iss_s)}, {"zero_gap_ratio", rep.local_zero_gap_ratio},
-                           {"note", "controls, not predicted: local memory has its own drain, met with no gap"}}}}},
+                           {"local_drain_rate_gbps", platform_local_gbps},
+                           {"zero_gap_model_t_iss_us", s_to_us(rep.local_zero_gap_model_t_iss_s)},
+                           {"zero_gap_model_rel_error", rep.local_zero_gap_model_rel_error},
+                           {"note", "local memory's own drain, met with no gap: T_iss = max(plateau, V/R_local - G - h)"}}}}},
       {"points", nlohmann::json::array()},
       {"local_controls", nlohmann::json::array()}};
   for (const auto& p : rep.points) {

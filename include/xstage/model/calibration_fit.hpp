@@ -5,7 +5,8 @@
 //    surely recovered), as a median;
 //  - Q(K) from the knee of the isolated-burst issue time vs V: a two-segment fit
 //    T = max(a + b·V, (V − Q)/R) with R fixed from the periodic fit; Q = V_knee − R·T_iss0 (eq. 6–7).
-// Local-target records are controls and never fitted.
+// Local-target records are controls: they enter no remote parameter; only local memory's own drain
+// (local_drain_rate) is fitted from them.
 #pragma once
 
 #include <optional>
@@ -79,6 +80,9 @@ struct FitResult {
   double knee_ramp_s = 0.0;          // τ shared by the knees
   double burst_overhead_s = 0.0;     // h: median T_period − T_iss − G over recovered gap-sweep points
   double zero_gap_overhead_s = 0.0;  // h at G = 0: median T_period − T_iss over floor-dominated zero-gap points
+  // Local memory's own drain, from the local control's zero-gap records that its drain binds (T_iss above
+  // 1.1 × the per-SM issue floor at their B: the smallest K's local T_iss there); 0 with fewer than 2.
+  RateFit local_rate;
   std::vector<std::string> warnings;
   Platform platform;  // ready to write: drain rate, issue floors, capacities (knees found only)
 };

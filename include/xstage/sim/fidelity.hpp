@@ -38,6 +38,9 @@ struct FidelityReport {
   ErrorSummary isolated_past_knee_model_t_iss, isolated_past_knee_sim_t_iss;  // V > Q(K)
   double local_flat_t_iss_s = 0.0;    // median local T_iss over G > 0 (the control's plateau)
   double local_zero_gap_ratio = 0.0;  // local T_iss at G = 0 over that plateau (same K, B)
+  double local_drain_rate_bytes_per_s = 0.0;     // the platform's local drain (0: none stated)
+  double local_zero_gap_model_t_iss_s = 0.0;     // eq. 3 at G = 0 with the local drain (0: none stated)
+  double local_zero_gap_model_rel_error = 0.0;
 };
 
 // The probe's zero-gap loop gaps (raw.json), shared with the fit: xstage/model/records.hpp.
