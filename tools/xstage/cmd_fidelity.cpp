@@ -76,6 +76,15 @@ void run_fidelity(const FidelityOptions& o) {
                row("isolated T_iss, simulator", rep.isolated_sim_t_iss),
                row("isolated past the knee, smooth knee", rep.isolated_past_knee_model_t_iss),
                row("isolated past the knee, simulator", rep.isolated_past_knee_sim_t_iss)});
+  if (rep.local_flat_t_iss_s > 0.0) {
+    out_stream() << "local control at G = 0: T_iss " << fmt_num(100.0 * (rep.local_zero_gap_ratio - 1.0), 1)
+                 << " % above its plateau " << fmt_us(rep.local_flat_t_iss_s, 3) << " us";
+    if (rep.local_drain_rate_bytes_per_s > 0.0)
+      out_stream() << "; local memory's own drain " << fmt_num(rep.local_drain_rate_bytes_per_s / 1e9, 0)
+                   << " GB/s predicts " << fmt_us(rep.local_zero_gap_model_t_iss_s, 3) << " us ("
+                   << pct(rep.local_zero_gap_model_rel_error) << ")";
+    out_stream() << "\n";
+  }
   if (!stalls.empty()) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& r : stalls)
