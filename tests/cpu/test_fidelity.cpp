@@ -113,6 +113,10 @@ TEST(Fidelity, LocalControlIsReportedNotFitted) {
   EXPECT_GT(rep.local_controls.size(), 40u);
   EXPECT_NEAR(rep.local_flat_t_iss_s, 0.547e-6, 0.01e-6);
   EXPECT_NEAR(rep.local_zero_gap_ratio, 1.22, 0.02);  // local memory's own drain at G = 0
+  // ... which the platform's local drain (fitted from the local zero-gap records) predicts.
+  EXPECT_NEAR(rep.local_drain_rate_bytes_per_s, 4.51e12, 0.05e12);
+  EXPECT_LT(rep.local_zero_gap_model_rel_error, 0.01);
+  EXPECT_GT(rep.local_zero_gap_model_t_iss_s, 0.0);
 }
 
 TEST(Fidelity, CommittedPlatformIsTheFitOfTheCommittedRecords) {
