@@ -15,51 +15,15 @@ struct, and a small PyTorch launch for reference). Writes JSON with provenance a
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from provenance import provenance  # noqa: E402
 
-def git_revision() -> str:
-    if os.environ.get("XSTAGE_GIT_REVISION"):
-        return os.environ["XSTAGE_GIT_REVISION"]
-    try:
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        return subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def nvidia_smi(fields: str) -> list[str]:
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, check=True, timeout=30).stdout
-        return [line.strip() for line in out.splitlines() if line.strip()]
-    except (OSError, subprocess.SubprocessError):
-        return []
-
-
-def provenance(torch, xstage, device: int) -> dict:
-    props = torch.cuda.get_device_properties(device)
-    smi = nvidia_smi("index,name,driver_version,clocks.sm,clocks.max.sm,clocks.mem")
-    return {
-        "git_revision": git_revision(),
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": [sys.executable, *sys.argv],
-        "device": {"index": device, "name": props.name, "sms": props.multi_processor_count,
-                   "capability": f"{props.major}.{props.minor}"},
-        "nvidia_smi_index_name_driver_sm_clock_max_sm_clock_mem_clock": smi,
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "python": sys.version.split()[0],
-        "xstage": {"version": xstage.__version__, "build": xstage.build_info(), "file": xstage.__file__},
-    }
 
 
 def median(xs):
@@ -215,7 +179,7 @@ def main() -> int:
         row["tflops_graph"] = 4.0 * args.batch * args.heads * s * s * args.head_dim / (row["graph_gpu_us_median"] * 1e6)
         results.append(row)
         del q, k, v
-    doc = {"schema": "xstage.bench.attn_overhead/2", "provenance": provenance(torch, xstage, args.device),
+    doc = {"schema": "xstage.bench.attn_overhead/2", "provenance": provenance(torch, args.device),
            "goal_eager_host_us_per_call": 5.0, "breakdown": BREAKDOWN, "results": results}
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:

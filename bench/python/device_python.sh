@@ -11,7 +11,7 @@
 #   XSTAGE_GIT_REVISION  (environment) recorded in the benchmarks' JSON (the device has no .git)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-source bench/device_env.sh
+source bench/common/device_env.sh
 WHEELS=${WHEELS:-.whl-dif} GPUBIN=${GPUBIN:-.gpubin/gpubin.tar.xz} STEPS=${STEPS:-tests,overhead,moe,cpp}
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \

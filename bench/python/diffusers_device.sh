@@ -9,7 +9,7 @@
 #   XSTAGE_GIT_REVISION  recorded in the benchmark's JSON (the device has no .git)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-source bench/device_env.sh   # multicast off; NCCL / cuBLAS library paths
+source bench/common/device_env.sh   # multicast off; NCCL / cuBLAS library paths
 WHEELS=${WHEELS:-/tmp/difw} FA4A=${FA4A:-/tmp/fa4a} FA4B=${FA4B:-.fa4/b}
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \

@@ -21,13 +21,10 @@ JSON (provenance, raw samples) to --out; a table on stdout. Exit code 1 when a c
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import json
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import time
 
@@ -37,50 +34,14 @@ import torch.nn.functional as F
 import xstage
 from xstage import moe
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from provenance import provenance  # noqa: E402
+
 E4M3_MAX = 448.0
 # FP8 against the bf16 layer: e4m3 keeps 3 mantissa bits (relative rounding error about 2.4% RMS per value),
 # and x, W1, the SwiGLU output and W2 are each quantized, so a right FP8 layer lands some 5% from the bf16
 # one on random data; a wrong one (a misplaced scale, a wrong expert) lands near 100%.
 FP8_LIMIT = 0.12
-
-
-def git_revision() -> str:
-    root = os.path.dirname(os.path.abspath(__file__))
-    try:
-        rev = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True)
-        return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("XSTAGE_GIT_REVISION", "unknown")
-
-
-def nvidia_smi(query: str) -> str:
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader", "-i", "0"],
-                             capture_output=True, text=True, check=True, timeout=20)
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unavailable"
-
-
-def provenance() -> dict:
-    props = torch.cuda.get_device_properties(0)
-    return {
-        "git_revision": git_revision(),
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]),
-        "device": torch.cuda.get_device_name(0),
-        "sm_count": props.multi_processor_count,
-        "memory_bytes": props.total_memory,
-        "driver": nvidia_smi("driver_version"),
-        "sm_clock_mhz": nvidia_smi("clocks.sm"),
-        "max_sm_clock_mhz": nvidia_smi("clocks.max.sm"),
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "xstage_build": xstage.build_info(),
-        "python": sys.version.split()[0],
-    }
 
 
 # --- the PyTorch layer ------------------------------------------------------------------------------
@@ -303,7 +264,7 @@ def main() -> int:
     for shape in shapes:
         results += bench_shape(shape, args, gen)
         torch.cuda.empty_cache()
-    doc = {"schema": "xstage.bench.moe_vs_torch/1", "provenance": provenance(), "elapsed_s": time.time() - t0,
+    doc = {"schema": "xstage.bench.moe_vs_torch/1", "provenance": provenance(torch), "elapsed_s": time.time() - t0,
            "config": {"tokens": args.tokens, "iters": args.iters, "warmup": args.warmup, "schedule": args.schedule,
                       "seed": args.seed, "ep": 1, "timed": "one layer call each (CUDA events), alternating"},
            "results": results}

@@ -4,7 +4,7 @@ whiskers) and the two attention calls alone."""
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "common"))
 from plot_common import load_rows, plot_args, save_figure, title_note  # noqa: E402
 
 SCHEMA = "xstage.wan_e2e"

@@ -14,21 +14,18 @@ alone (same inputs for all three). Writes JSON with provenance and raw samples t
 """
 import argparse
 import contextlib
-import datetime
-import importlib.metadata
 import json
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-from attn_vs_cudnn import nvidia_smi_field, sm_clock_mhz  # noqa: E402  (one home for the nvidia-smi readings)
+sys.path.insert(0, str(HERE.parent / "common"))
+from provenance import dist_version, provenance, sm_clock_mhz  # noqa: E402
 
 IMPLS = ("xstage", "cudnn", "fa4")
 LABELS = {"xstage": "xstage", "cudnn": "cuDNN (diffusers _native_cudnn)", "fa4": "FlashAttention-4 (flash_attn.cute)"}
@@ -67,25 +64,6 @@ def to_bf16_as_loaded(model):
         if keep.intersection(name.split(".")):
             t.data = t.data.float()
     return model
-
-
-def dist_version(*names):
-    for n in names:
-        try:
-            return importlib.metadata.version(n)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return None
-
-
-def git_revision(given):
-    if given:
-        return given
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or None
-    except Exception:
-        return None
 
 
 def agreement(a, b):
@@ -269,14 +247,12 @@ def main(argv=None):
                      "latent_grid": list(grid), "video_tokens": tokens, "text_tokens": args.text_tokens,
                      "dtype": "bfloat16", "batch": 1, "iters": args.iters, "warmup": args.warmup},
         "provenance": {
-            "git_revision": git_revision(args.git_revision), "command": " ".join(sys.argv if argv is None else ["wan_e2e.py", *argv]),
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            **provenance(torch, git_revision_given=args.git_revision,
+                         argv=sys.argv if argv is None else ["wan_e2e.py", *argv]),
             "device": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu",
-            "nvidia_driver": nvidia_smi_field("driver_version"),
-            "torch": torch.__version__, "torch_cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-            "diffusers": diffusers.__version__, "xstage": dist_version("xstage"),
+            "diffusers": diffusers.__version__,
             "flash_attn_4": dist_version("flash-attn-4", "flash_attn_4", "flash-attn"),
-            "cutlass_dsl": dist_version("nvidia-cutlass-dsl"), "max_sm_clock_mhz": nvidia_smi_field("clocks.max.sm"),
+            "cutlass_dsl": dist_version("nvidia-cutlass-dsl"),
             "sm_clock_mhz_timed_start": clock_start, "sm_clock_mhz_timed_end": clock_end,
         },
         "rows": rows, "agreement": agree, "errors": errors, "summary": summary,

@@ -90,8 +90,8 @@ std::string find_plot_script(const std::string& given) {
   namespace fs = std::filesystem;
   if (!given.empty()) return given;
   if (const char* env = std::getenv("XSTAGE_PLOT_SCRIPT")) return env;
-  for (const std::string& cand : {std::string("bench/plot_calibration.py"),
-                                 std::string(XSTAGE_SOURCE_DIR_FOR_SCRIPTS) + "/bench/plot_calibration.py"})
+  for (const std::string& cand : {std::string("bench/calibration/plot_calibration.py"),
+                                 std::string(XSTAGE_SOURCE_DIR_FOR_SCRIPTS) + "/bench/calibration/plot_calibration.py"})
     if (!cand.empty() && fs::exists(cand)) return cand;
   return "";
 }
@@ -337,7 +337,7 @@ int run_calibrate(const CalibrateOptions& o) {
   if (o.plots) {
     const std::string script = find_plot_script(o.plot_script);
     if (script.empty()) {
-      std::fprintf(stderr, "xstage calibrate: plots not made: bench/plot_calibration.py not found (set XSTAGE_PLOT_SCRIPT)\n");
+      std::fprintf(stderr, "xstage calibrate: plots not made: bench/calibration/plot_calibration.py not found (set XSTAGE_PLOT_SCRIPT)\n");
     } else {
       const std::string cmd = "python3 '" + script + "' --dir '" + o.out_dir + "'";
       const int rc = std::system(cmd.c_str());

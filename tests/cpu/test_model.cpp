@@ -171,11 +171,11 @@ TEST(Equations, MoeDefaultLeadOfBuiltInShapes) {
   }
 }
 
-// The PyTorch GEMM baseline (bench/moe_grouped_mm.py) repeats the built-in MoE shapes in its SHAPES table:
+// The PyTorch GEMM baseline (bench/moe/moe_grouped_mm.py) repeats the built-in MoE shapes in its SHAPES table:
 // every built-in shape is there with the same hidden, h_inter, experts and top-k.
 TEST(Workloads, TorchGemmBaselineKnowsEveryBuiltInMoeShape) {
-  std::ifstream in(std::string(XSTAGE_SOURCE_DIR) + "/bench/moe_grouped_mm.py");
-  ASSERT_TRUE(in) << "bench/moe_grouped_mm.py not found";
+  std::ifstream in(std::string(XSTAGE_SOURCE_DIR) + "/bench/moe/moe_grouped_mm.py");
+  ASSERT_TRUE(in) << "bench/moe/moe_grouped_mm.py not found";
   std::stringstream text;
   text << in.rdbuf();
   const std::string py = text.str();
@@ -183,7 +183,7 @@ TEST(Workloads, TorchGemmBaselineKnowsEveryBuiltInMoeShape) {
     const std::string entry = "\"" + std::string(shape.name) + "\": (" + std::to_string(shape.hidden) + ", " +
                               std::to_string(shape.h_inter) + ", " + std::to_string(shape.experts) + ", " +
                               std::to_string(shape.top_k) + ")";
-    EXPECT_NE(py.find(entry), std::string::npos) << "missing or different in bench/moe_grouped_mm.py: " << entry;
+    EXPECT_NE(py.find(entry), std::string::npos) << "missing or different in bench/moe/moe_grouped_mm.py: " << entry;
   }
 }
 

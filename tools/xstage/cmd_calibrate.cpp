@@ -39,7 +39,7 @@ void add_calibrate(CLI::App& root) {
   cmd->add_option("--buffer-mib", st->buffer_mib, "destination buffer per GPU, MiB (bounds the largest V)")
       ->capture_default_str();
   cmd->add_option("--threads", st->opt.threads_per_producer, "threads per producer CTA")->capture_default_str();
-  cmd->add_flag("!--no-plots", st->opt.plots, "skip bench/plot_calibration.py");
+  cmd->add_flag("!--no-plots", st->opt.plots, "skip bench/calibration/plot_calibration.py");
   cmd->add_option("--plot-script", st->opt.plot_script, "path of plot_calibration.py");
   cmd->callback([st] {
     auto& o = st->opt;

@@ -1,5 +1,5 @@
 // `xstage calibrate`: the standard sweep on real GPUs → records.csv, platform.json, report.json,
-// raw.json and the Figure-3-style plots (bench/plot_calibration.py reads the JSON/CSV files).
+// raw.json and the Figure-3-style plots (bench/calibration/plot_calibration.py reads the JSON/CSV files).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ struct CalibrateOptions {
   std::uint64_t buffer_bytes = 2ull << 30;
   int threads_per_producer = 512;
   bool plots = true;
-  std::string plot_script;         // empty: bench/plot_calibration.py found from the cwd or the source tree
+  std::string plot_script;         // empty: bench/calibration/plot_calibration.py found from the cwd or the source tree
   int argc = 0;
   char** argv = nullptr;
 };

@@ -3,7 +3,7 @@ cuDNN SDPA (torch.nn.functional.scaled_dot_product_attention pinned to the cuDNN
 heads over the full sequence, then torch.distributed.all_to_all_single (NCCL) of the output to the
 sequence owners and the permute into [local_seq, heads_total, d]. Times SDPA alone, A2A alone and
 both in series (CUDA events, warm-up, median; max over ranks). Rank 0 writes JSON.
-  torchrun --nproc_per_node 2 bench/ulysses_torch.py --out x.json --points 8192:4 16384:4 ...
+  torchrun --nproc_per_node 2 bench/ulysses/ulysses_torch.py --out x.json --points 8192:4 16384:4 ...
 """
 import argparse, json, os, statistics
 import torch

@@ -1,5 +1,5 @@
-# Sourced by the device scripts (bench/moe_device.sh, bench/moe_matrix.sh, bench/moe_ab.sh,
-# bench/moe_gemm_alone.sh): the environment of a run on the
+# Sourced by the device scripts (bench/moe/moe_device.sh, bench/moe/moe_matrix.sh, bench/moe/moe_ab.sh,
+# bench/moe/moe_gemm_alone.sh): the environment of a run on the
 # GPU machine. NVLink SHARP / multicast off; the NCCL library matching the headers (2.28.9): PyTorch's, first
 # on the library path; cuBLAS 13: the toolkit's, else the wheel's (no empty path entry: it would mean the
 # current folder). BUILD (build folder carried from the development machine) and OUT (results) keep a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Two builds of the fused MoE side by side, from bench/moe_ab.sh's JSON: B's speed over A's.
+"""Two builds of the fused MoE side by side, from bench/moe/moe_ab.sh's JSON: B's speed over A's.
 
 One panel per mode the JSON holds: `layer` (whole layers: the separate-kernel baseline, which both builds
 share and which so shows the run's drift, the fused layer in expert-wave and in interleaved order) and
@@ -12,6 +12,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import os
+import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from plot_common import load_rows, plot_args, save_figure, title_note  # noqa: E402
 
 SERIES = {

@@ -4,10 +4,10 @@
 # run and one interleaved run per D of its list, in an order rotated from one configuration to the next.
 # One JSON, $OUT/moe_lead.json (median ms per run, interleaved / wave time ratios, provenance of every run).
 #   SWEEP="dit-moe-g2-16e2a 4 9
-#   qwen3-235b-a22b 8 10" BUILD=build-ab/M GIT_REV=$(git rev-parse HEAD) GPUS=0 TOKENS=16384 bench/moe_lead_sweep.sh
+#   qwen3-235b-a22b 8 10" BUILD=build-ab/M GIT_REV=$(git rev-parse HEAD) GPUS=0 TOKENS=16384 bench/moe/moe_lead_sweep.sh
 # Knobs: SWEEP (lines "shape D1 D2 ..."), PRECISIONS, TOKENS, ROUTING, ITERS, WARMUP, GPUS, BUDGET_S.
 set -uo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common/device_env.sh"
 SWEEP=${SWEEP:?SWEEP: lines of \"shape D1 D2 ...\"}
 PRECISIONS=${PRECISIONS:-"fp8 bf16"}
 TOKENS=${TOKENS:-8192}

@@ -4,14 +4,14 @@
 # runs of each order (wave and interleaved alternate), each launch guarded by the kernel's bounded waits:
 # a hang fails its process after --timeout-s with the wait that fired (rank, block, thread, what it waited
 # for). Speed is not the point here (long runs heat the GPU); use moe_ab.sh or moe_device.sh for that.
-#   BUILD=build GIT_REV=$(git rev-parse --short HEAD) GPUS=0 bench/moe_stress.sh
+#   BUILD=build GIT_REV=$(git rev-parse --short HEAD) GPUS=0 bench/moe/moe_stress.sh
 # Knobs: SHAPES, PRECISIONS, ROUTINGS, TOKENS, ITERS, GPUS, TIMEOUT_S (per wait), BUDGET_S (wall seconds for
 # the whole script; each run's timeout is cut to what is left, so the merge always runs).
 # Writes $OUT/moe_stress.txt (log) and $OUT/moe_stress.json (one row per process: launches, exit code, the
 # failure line if any, the fused layers' medians, --schedule auto's prediction and regret, and the run's
 # provenance).
 set -uo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common/device_env.sh"
 XSTAGE=${XSTAGE:-$BUILD/xstage}
 SHAPES=${SHAPES:-$MOE_BUILTIN_SHAPES}
 PRECISIONS=${PRECISIONS:-"fp8 bf16"}

@@ -2,8 +2,8 @@
 # On the GPU machine, from the repository root with build/ carried from the development machine:
 # the probe/comm/flag GPU tests, then `xstage calibrate` on every GPU present (two: rank 0 → rank 1;
 # one: the local-target control sweep). Outputs under $OUT; a short table last.
-#   QUICK=1 bench/calibrate_device.sh     (the --quick sweep)
-#   GPUS=0,3 bench/calibrate_device.sh    (another pair; default 0,1 when two or more GPUs are present)
+#   QUICK=1 bench/calibration/calibrate_device.sh     (the --quick sweep)
+#   GPUS=0,3 bench/calibration/calibrate_device.sh    (another pair; default 0,1 when two or more GPUs are present)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # Device-API kernels need the NCCL library matching the headers (2.28.9): PyTorch's, first.

@@ -2,15 +2,15 @@
 # On the GPU machine (two GPUs, or one with GPUS=0), from the repository root with the build folder carried from the
 # development machine: Linear-1 and Linear-2 alone, the fused kernel's GEMM-only mode
 # (`xstage moe bench --impl fused --gemm-alone`, per-rank medians of the fused kernel launch alone) beside
-# torch._grouped_mm (bench/moe_grouped_mm.py: bf16, and torch._scaled_grouped_mm for FP8 where torch has
+# torch._grouped_mm (bench/moe/moe_grouped_mm.py: bf16, and torch._scaled_grouped_mm for FP8 where torch has
 # it) on the same per-GPU shapes: T tokens per rank, balanced routing, the ranks of GPUS (2 unless set); balanced routing gives
 # every expert T·k·ranks/E rows (the torch script's rows per expert; the merge checks it against the
 # rows each rank received). One JSON, $OUT/moe_gemm_alone.json, with provenance.
-#   BUILD=build-ga-dev GIT_REV=$(git rev-parse HEAD) bench/moe_gemm_alone.sh
+#   BUILD=build-ga-dev GIT_REV=$(git rev-parse HEAD) bench/moe/moe_gemm_alone.sh
 # Knobs: SHAPES, TOKENS, PRECISIONS, ITERS, WARMUP, SCHEDULE, GPUS, BUDGET_S (wall seconds for the whole script;
 # every step's timeout is cut to what is left, so the merge always runs).
 set -uo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common/device_env.sh"
 SHAPES=${SHAPES:-"qwen3-235b-a22b deepseek-v3 dit-moe-g2-16e2a"}
 TOKENS=${TOKENS:-8192}
 PRECISIONS=${PRECISIONS:-"bf16 fp8"}
@@ -30,7 +30,7 @@ for prec in $PRECISIONS; do
     echo "xstage $s $prec rc=$?" >> "$log"
   done
   if [ "$prec" = bf16 ]; then  # torch after the bf16 runs: its numbers come back even if fp8 runs out of time
-    PYTHONUNBUFFERED=1 timeout $(left 60) python3 bench/moe_grouped_mm.py --ranks $(echo "$GPUS" | tr , "\n" | wc -l) --tokens $TOKENS --shapes $SHAPES \
+    PYTHONUNBUFFERED=1 timeout $(left 60) python3 bench/moe/moe_grouped_mm.py --ranks $(echo "$GPUS" | tr , "\n" | wc -l) --tokens $TOKENS --shapes $SHAPES \
       $([[ " $PRECISIONS " == *" fp8 "* ]] && echo --fp8) --out "$OUT/ga/torch.json" >> "$log" 2>&1
     echo "torch rc=$?" >> "$log"
   fi

@@ -4,8 +4,8 @@
 # choice, when it writes one). One `xstage moe bench --impl fused --schedule both` process per
 # (shape, tokens per rank, routing), plus `--impl both` runs for shapes that have no baseline figure yet;
 # each run's JSON lands in $OUT/matrix/run_<i>.json, the plan and every run's status in
-# $OUT/matrix/manifest.tsv, then bench/moe_matrix_merge.py writes $OUT/moe_matrix.{json,md,png}.
-#   BUILD=build-moe bench/moe_matrix.sh
+# $OUT/matrix/manifest.tsv, then bench/moe/moe_matrix_merge.py writes $OUT/moe_matrix.{json,md,png}.
+#   BUILD=build-moe bench/moe/moe_matrix.sh
 # Knobs (environment): SHAPES, TOKENS ("1024 8192"), BASELINE_SHAPES (empty: none), BASELINE_TOKENS (8192),
 # PRECISION (bf16 or fp8; fp8 results are named moe_matrix_fp8.*),
 # GPUS (0,1), ITERS (20), WARMUP (2), CHECK_TOKENS (2), RUN_TIMEOUT (90 s per run), MATRIX_BUDGET_S (300):
@@ -13,7 +13,7 @@
 # script takes at most MATRIX_BUDGET_S + RUN_TIMEOUT plus the merge.
 set -uo pipefail
 here=$(dirname "${BASH_SOURCE[0]}")
-source "$here/device_env.sh"
+source "$here/../common/device_env.sh"
 SHAPES=${SHAPES:-$MOE_BUILTIN_SHAPES}
 TOKENS=${TOKENS:-"1024 8192"}
 # Shapes not in results/h200-x2/moe_wave.json: one fused-vs-baseline run each, so that figure exists for all.

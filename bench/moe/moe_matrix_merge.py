@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Merge the fused-MoE configuration matrix (bench/moe_matrix.sh) into one JSON, a markdown table and a plot.
+"""Merge the fused-MoE configuration matrix (bench/moe/moe_matrix.sh) into one JSON, a markdown table and a plot.
 
-    bench/moe_matrix_merge.py OUT_DIR RESULT_JSON TABLE_MD [PNG]
+    bench/moe/moe_matrix_merge.py OUT_DIR RESULT_JSON TABLE_MD [PNG]
 
 Reads OUT_DIR/matrix/run_*.json (`xstage moe bench` results, schema xstage.moe_bench version 2) and, when
 present, OUT_DIR/matrix/manifest.tsv (the script's plan and each run's status). A configuration is

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fused MoE GEMM tiles alone against torch's grouped GEMMs, from bench/moe_gemm_alone.sh's JSON.
+"""Fused MoE GEMM tiles alone against torch's grouped GEMMs, from bench/moe/moe_gemm_alone.sh's JSON.
 
 Two panels (Linear-1, Linear-2), one group of bars per shape: TFLOP/s per GPU of the fused kernel's tiles
 and of torch (torch._grouped_mm for bf16, torch._scaled_grouped_mm for FP8) per precision, with the
@@ -11,6 +11,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import os
+import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from plot_common import load_rows, plot_args, save_figure, title_note  # noqa: E402
 
 

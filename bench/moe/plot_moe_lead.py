@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Interleaved / expert-wave layer time per shape and precision at each lead D of a lead sweep.
 
-Reads the JSON written by bench/moe_lead_sweep.sh (schema xstage.moe_lead) and draws one group of bars per
+Reads the JSON written by bench/moe/moe_lead_sweep.sh (schema xstage.moe_lead) and draws one group of bars per
 (shape, precision), one bar per D (ratio < 1: the interleaved order is faster), with a line at 1.
 
 usage: plot_moe_lead.py MOE_LEAD_JSON OUT_PNG [--note TEXT]
@@ -10,6 +10,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import os
+import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from plot_common import load_rows, plot_args, save_figure, title_note  # noqa: E402
 
 

@@ -4,7 +4,7 @@
 # `xstage moe bench --impl both --schedule both` (baseline, fused expert-wave, fused interleaved, timed in
 # alternation in one process run) over the built-in shapes and token counts, merged into
 # $OUT/moe_wave.json; a short table last.
-#   BUILD=build-moe bench/moe_device.sh        (PRECISION=fp8: the FP8 W8A8 layers, results in moe_wave_fp8.json)
+#   BUILD=build-moe bench/moe/moe_device.sh        (PRECISION=fp8: the FP8 W8A8 layers, results in moe_wave_fp8.json)
 # Knobs: RUNS (one "shape tokens routing check-tokens" per line; default the list below), TESTS=0 skips the
 # GPU tests, TORCH=0 skips the torch grouped GEMMs, ITERS, WARMUP, RUN_TIMEOUT, BENCH_ARGS (appended to
 # every `xstage moe bench`, e.g. "--combine both").
@@ -15,7 +15,7 @@ case $PRECISION in
   fp8) result=moe_wave_fp8.json ;;
   *) echo "moe_device: PRECISION must be bf16 or fp8, got '$PRECISION'" >&2; exit 2 ;;
 esac
-source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common/device_env.sh"
 mkdir -p "$OUT/runs"
 {
   echo "== $(date -u +%FT%TZ)"; nvidia-smi -L
@@ -61,7 +61,7 @@ PY
 [ -s "$OUT/$result" ] && rm -rf "$OUT/runs"
 # The grouped GEMMs alone in PyTorch (torch._grouped_mm), same shapes, for the GEMM-efficiency context.
 if [ "${TORCH:-1}" != 0 ]; then
-  PYTHONUNBUFFERED=1 timeout ${TORCH_TIMEOUT:-90} python3 bench/moe_grouped_mm.py --out "$OUT/moe_grouped_mm.json" \
+  PYTHONUNBUFFERED=1 timeout ${TORCH_TIMEOUT:-90} python3 bench/moe/moe_grouped_mm.py --out "$OUT/moe_grouped_mm.json" \
     > "$OUT/moe_grouped_mm.txt" 2>&1
   echo "torch grouped_mm rc=$?" >> "$OUT/moe_device.txt"
   cat "$OUT/moe_grouped_mm.txt" | tail -8

@@ -2,7 +2,7 @@
 # On the 2-GPU machine, from the repository root with build/ carried: the Ulysses GPU tests, then
 # `xstage attn ulysses` at every sweep point (all variants, rotated order, JSON per point), then the
 # PyTorch cuDNN SDPA + NCCL all_to_all_single baseline under torchrun, then the merged results
-# (bench/ulysses_merge.py) and a short table last. Outputs under $OUT.
+# (bench/ulysses/ulysses_merge.py) and a short table last. Outputs under $OUT.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nccl_lib=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],"lib"))' 2>/dev/null)
@@ -50,9 +50,9 @@ if command -v cuobjdump > /dev/null; then
 fi
 torch_points=""
 for p in $POINTS; do torch_points="$torch_points $p"; done
-timeout 150 torchrun --nproc_per_node "$ngpu" bench/ulysses_torch.py --iters ${ITERS:-20} --out "$OUT/points/torch.json" --points $torch_points >> "$log" 2>&1
+timeout 150 torchrun --nproc_per_node "$ngpu" bench/ulysses/ulysses_torch.py --iters ${ITERS:-20} --out "$OUT/points/torch.json" --points $torch_points >> "$log" 2>&1
 echo "torch rc=$?" | tee -a "$log"
-python3 bench/ulysses_merge.py "$OUT/points" "$OUT/ulysses.json" "$OUT/ulysses_table.md" >> "$log" 2>&1
+python3 bench/ulysses/ulysses_merge.py "$OUT/points" "$OUT/ulysses.json" "$OUT/ulysses_table.md" >> "$log" 2>&1
 echo "merge rc=$?" | tee -a "$log"
 (cd "$OUT" && tar -czf points.tgz points && rm -rf points)
 cat "$OUT/ulysses_table.md" 2>/dev/null

@@ -1,6 +1,6 @@
 """Merges the per-point JSON of `xstage attn ulysses` and the PyTorch baseline into one results file and
 Table-3-like markdown tables (sender-side boundary, medians).
-  python3 bench/ulysses_merge.py POINTS_DIR OUT_JSON OUT_MD
+  python3 bench/ulysses/ulysses_merge.py POINTS_DIR OUT_JSON OUT_MD
 Tables: times per variant; metrics per fused epilogue (E_res, H and speedup vs both serials); the
 completion-coupled slope test per like-for-like pair (staged: fused / completion-coupled, TMA bulk:
 fused-tma / coupled-tma) beside the model's E_cc; the TMA pair like for like (against fa-only-tma and

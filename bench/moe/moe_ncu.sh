@@ -6,12 +6,12 @@
 # per (shape, precision) after SKIP: with `--iters 1 --warmup 1` the first four are layer runs, the next
 # two Linear-1-only, then two Linear-2-only (SKIP=4 COUNT=1: the first Linear-1-only launch); the text
 # report goes to $OUT/ncu_<shape>_<precision>.txt. About 10-40 s per shape with SKIP=4 COUNT=1 SOURCE=1.
-#   BUILD=build-ab/F GPUS=0 TOKENS=16384 SHAPES=deepseek-v3 SKIP=4 COUNT=1 SOURCE=1 bench/moe_ncu.sh
+#   BUILD=build-ab/F GPUS=0 TOKENS=16384 SHAPES=deepseek-v3 SKIP=4 COUNT=1 SOURCE=1 bench/moe/moe_ncu.sh
 # Knobs: SHAPES, PRECISIONS, TOKENS, GPUS, SKIP (kernel launches skipped first), COUNT (launches profiled),
 # SECTIONS, BUDGET_S, SOURCE (1: also warp-stall sampling per SASS instruction: the report is kept as
 # $OUT/ncu_<shape>_<precision>.ncu-rep and its source page printed, gzipped, to ...sass.csv.gz).
 set -uo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common/device_env.sh"
 SHAPES=${SHAPES:-"dit-moe-g2-16e2a deepseek-v3"}
 PRECISIONS=${PRECISIONS:-"fp8"}
 TOKENS=${TOKENS:-16384}

@@ -3,12 +3,12 @@
 # alternating order (A B B A ...): the fused MoE kernel's GEMMs alone (`--gemm-alone`) and/or the whole
 # layer (`--impl both --schedule both`: separate-kernel baseline, fused wave, fused interleaved).
 # For a kernel change: A = the build before it, B = the build with it. One JSON, $OUT/moe_ab.json; its
-# figure (B over A per shape, precision and order): bench/plot_moe_ab.py moe_ab.json moe_ab.png.
-#   A=build-dev/xstage_prev B=build-dev/xstage GIT_REV_A=... GIT_REV_B=... bench/moe_ab.sh
+# figure (B over A per shape, precision and order): bench/moe/plot_moe_ab.py moe_ab.json moe_ab.png.
+#   A=build-dev/xstage_prev B=build-dev/xstage GIT_REV_A=... GIT_REV_B=... bench/moe/moe_ab.sh
 # Knobs: SHAPES, TOKENS, PRECISIONS, MODES ("gemm layer"), ROUTING, ITERS, WARMUP, GPUS, BUDGET_S (wall seconds
 # for the whole script; each run's timeout is cut to what is left, so the merge always runs).
 set -uo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common/device_env.sh"
 A=${A:?A: path of the first xstage binary}
 B=${B:?B: path of the second xstage binary}
 SHAPES=${SHAPES:-"qwen3-235b-a22b deepseek-v3 dit-moe-g2-16e2a"}
