@@ -230,6 +230,14 @@ RampFit fit_ramp_one(const std::vector<std::pair<double, double>>& pts, const Kn
 }
 }  // namespace
 
+double probe_model_gap_s(const Platform& p, const CalibrationRecord& r, const std::vector<ZeroGapLoop>& loops) {
+  if (r.gap_s > 0.0) return effective_gap_s(r.gap_s, p.burst_overhead_s);
+  for (const auto& l : loops)
+    if (l.target == r.target && l.producers == r.producers && l.bytes_per_producer == r.bytes_per_producer)
+      return effective_gap_s(l.gap_s, p.burst_overhead_s);
+  return effective_gap_s(0.0, p.zero_gap_overhead_s);
+}
+
 FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitOptions& options) {
   FitResult out;
   std::vector<const CalibrationRecord*> zero_gap;
@@ -244,7 +252,8 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
   if (static_cast<int>(zero_gap.size()) < options.min_points_for_rate)
     throw InputError("records: need at least " + std::to_string(options.min_points_for_rate) +
                      " zero-gap periodic remote records to fit the drain rate R, got " + std::to_string(zero_gap.size()));
-  if (local > 0) out.warnings.push_back(std::to_string(local) + " local-target records are controls: not fitted");
+  if (local > 0)
+    out.warnings.push_back(std::to_string(local) + " local-target records are controls: only local memory's own drain is fitted from them");
 
   // R and T_iss0 depend on each other only through which points are drain-dominated or recovered;
   // two passes settle both.
@@ -332,7 +341,10 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
         by_k[r->producers].push_back(r);
     }
     for (const auto& [k, pts] : by_k)
-      if (static_cast<int>(pts.size()) >= 2) out.rate_by_producers.push_back({k, fit_rate(pts, options)});
+      if (static_cast<int>(pts.size()) >= 2) {
+        const RateFit f = fit_rate(pts, options);
+        out.rate_by_producers.push_back({k, f, f.drain_rate_bytes_per_s});
+      }
   }
 
   // Probe bookkeeping per burst: h from the recovered gap-sweep points, h at G = 0 from the
@@ -340,7 +352,7 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
   {
     Platform rk;
     rk.drain_rate_bytes_per_s = rate;
-    for (const auto& rp : out.rate_by_producers) rk.drain_rate_by_producers.push_back({rp.producers, rp.fit.drain_rate_bytes_per_s});
+    for (const auto& rp : out.rate_by_producers) rk.drain_rate_by_producers.push_back({rp.producers, rp.bytes_per_s});
     std::vector<double> h, h0;
     for (const auto& r : records) {
       if (r.mode != BurstMode::kPeriodic || r.target != StoreTarget::kRemote) continue;
@@ -377,6 +389,73 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
     }
   }
 
+  // R(K), second step: the Chebyshev rate of the period law over every periodic remote record at K, with
+  // the final floors and h. The robust slope weighs every drain-dominated period alike; the records' T_iss
+  // is T_period − G − h, so near G* (T_iss small) a 0.5 % error of the period is a 10 % error of T_iss,
+  // and only a fit of the issue time itself bounds that error.
+  {
+    Platform pk = floors_only_platform(out.floors, rate);
+    for (const auto& rp : out.rate_by_producers) pk.drain_rate_by_producers.push_back({rp.producers, rp.bytes_per_s});
+    pk.burst_overhead_s = out.burst_overhead_s;
+    pk.zero_gap_overhead_s = out.zero_gap_overhead_s;
+    for (auto& rp : out.rate_by_producers) {
+      std::vector<const CalibrationRecord*> at_k;
+      for (const auto& r : records)
+        if (r.mode == BurstMode::kPeriodic && r.target == StoreTarget::kRemote && r.producers == rp.producers)
+          at_k.push_back(&r);
+      auto worst = [&](double rate_k) {
+        double e = 0.0;
+        for (const auto* r : at_k) {
+          const double t0 = pk.issue_floor_s(r->producers, r->bytes_per_producer).value;
+          const double g = probe_model_gap_s(pk, *r, options.zero_gap_loops);
+          const double v = r->volume_bytes();
+          e = std::max({e, std::fabs(issue_time_s(t0, v, rate_k, g) - r->t_iss_s) / r->t_iss_s,
+                        std::fabs(period_s(t0, v, rate_k, g) - r->t_period_s) / r->t_period_s});
+        }
+        return e;
+      };
+      // Grid of 0.01 % steps over ±10 % of the robust rate (the error is a maximum of quasi-convex
+      // functions of R, so the grid's minimum is within a step of the optimum); ties keep the robust rate.
+      const double r0 = rp.fit.drain_rate_bytes_per_s;
+      double best_rate = r0, best = worst(r0);
+      for (int step = -1000; step <= 1000; ++step) {
+        const double rk = r0 * (1.0 + 1e-4 * step);
+        const double e = worst(rk);
+        if (e < best - 1e-12) {
+          best = e;
+          best_rate = rk;
+        }
+      }
+      rp.bytes_per_s = best_rate;
+      rp.periodic_points = static_cast<int>(at_k.size());
+      rp.max_rel_error = best;
+    }
+  }
+
+  // Local drain (a control, never used for remote stores): local stores issue at a per-SM rate that does
+  // not depend on K until local memory's own drain binds, so a zero-gap local record is drain-dominated
+  // where its T_iss exceeds 1.1 × the smallest K's local T_iss at the same B.
+  {
+    std::map<double, const CalibrationRecord*> floor_at_b;
+    std::vector<const CalibrationRecord*> local_zero;
+    for (const auto& r : records) {
+      if (r.mode != BurstMode::kPeriodic || r.target != StoreTarget::kLocal || !is_zero_gap(r)) continue;
+      local_zero.push_back(&r);
+      auto& f = floor_at_b[r.bytes_per_producer];
+      if (!f || r.producers < f->producers) f = &r;
+    }
+    std::vector<const CalibrationRecord*> bound;
+    for (const auto* r : local_zero) {
+      const auto* f = floor_at_b[r->bytes_per_producer];
+      if (f->producers < r->producers && r->t_iss_s > 1.1 * f->t_iss_s) bound.push_back(r);
+    }
+    if (bound.size() >= 2) {
+      FitOptions lo = options;
+      lo.min_points_for_rate = 2;
+      out.local_rate = fit_rate(bound, lo);
+    }
+  }
+
   Platform& p = out.platform;
   p.name = "fitted";
   p.description = "Fitted by xstage fit from calibration records";
@@ -390,16 +469,19 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
       else
         p.capacity.push_back({kf.producers, kf.capacity_bytes});
     }
-  for (const auto& rp : out.rate_by_producers) p.drain_rate_by_producers.push_back({rp.producers, rp.fit.drain_rate_bytes_per_s});
+  for (const auto& rp : out.rate_by_producers) p.drain_rate_by_producers.push_back({rp.producers, rp.bytes_per_s});
   p.knee_ramp_s = out.knee_ramp_s;
   p.burst_overhead_s = out.burst_overhead_s;
   p.zero_gap_overhead_s = out.zero_gap_overhead_s;
+  p.local_drain_rate_bytes_per_s = out.local_rate.drain_rate_bytes_per_s;
   p.provenance = {{"fit",
                    {{"records", records.size()},
                     {"rate_points_used", out.rate.points_used},
                     {"rate_points_rejected", out.rate.points_rejected},
                     {"rate_median_rel_residual", out.rate.median_rel_residual},
-                    {"rate_max_rel_residual", out.rate.max_rel_residual}}}};
+                    {"rate_max_rel_residual", out.rate.max_rel_residual},
+                    {"rate_by_producers", "minimax relative error of T_iss and T_period over every periodic remote record at K"},
+                    {"zero_gap_loops", options.zero_gap_loops.empty() ? "zero_gap_overhead_us" : "raw.json gap_us"}}}};
   return out;
 }
 

@@ -143,13 +143,22 @@ double Platform::isolated_drain_rate_at(int producers) const {
   return pts.empty() ? drain_rate_at(producers) : lerp_in_producers(pts, producers);
 }
 
+GemmRate Platform::gemm_rate_at(std::string_view precision) const {
+  if (precision != "bf16" && precision != "fp8")
+    throw InputError("precision: must be bf16 or fp8, got \"" + std::string(precision) + "\"");
+  for (const auto& g : gemm_rate_per_sm)
+    if (g.precision == precision) return {g.flop_per_s_per_sm, "measured"};
+  return {precision == "bf16" ? kDatasheetSmFlopPerS : kDatasheetFp8SmFlopPerS, "datasheet"};
+}
+
 Platform platform_from_json(const json& j, std::string_view origin) {
   if (!j.is_object()) fail(origin, "(top level)", "must be a JSON object, got " + show(j));
   const json& schema = require(j, "schema", origin, "schema");
   if (!schema.is_string() || schema.get<std::string>() != kPlatformSchema)
     fail(origin, "schema", "unknown schema " + show(schema) + " (expected \"" + std::string(kPlatformSchema) + "\")");
   reject_unknown_keys(j, {"schema", "name", "description", "drain_rate_gbps", "issue_floor", "capacity", "provenance",
-                          "drain_rate_by_producers", "knee_ramp_us", "burst_overhead_us", "zero_gap_overhead_us"},
+                          "drain_rate_by_producers", "knee_ramp_us", "burst_overhead_us", "zero_gap_overhead_us",
+                          "local_drain_rate_gbps", "gemm_rate_per_sm"},
                       origin, "");
   Platform p;
   const json& name = require(j, "name", origin, "name");
@@ -223,6 +232,31 @@ Platform platform_from_json(const json& j, std::string_view origin) {
   p.burst_overhead_s = optional_us("burst_overhead_us");
   p.zero_gap_overhead_s = optional_us("zero_gap_overhead_us");
 
+  if (j.contains("local_drain_rate_gbps"))
+    p.local_drain_rate_bytes_per_s =
+        units::gbps_to_bytes_per_s(number(j, "local_drain_rate_gbps", origin, "local_drain_rate_gbps", ranges::kRateGbps));
+  if (auto it = j.find("gemm_rate_per_sm"); it != j.end()) {
+    if (!it->is_array()) fail(origin, "gemm_rate_per_sm", "must be an array, got " + show(*it));
+    constexpr Range kTflopsPerSm{0.0, 1000.0, true, false, "TFLOP/s"};
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const std::string where = "gemm_rate_per_sm[" + std::to_string(i) + "]";
+      const json& e = (*it)[i];
+      if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
+      reject_unknown_keys(e, {"precision", "tflops_per_sm", "provenance"}, origin, where);
+      const json& prec = require(e, "precision", origin, where + ".precision");
+      if (!prec.is_string() || (prec.get<std::string>() != "bf16" && prec.get<std::string>() != "fp8"))
+        fail(origin, where + ".precision", "must be \"bf16\" or \"fp8\", got " + show(prec));
+      GemmRatePoint g{prec.get<std::string>(), 1e12 * number(e, "tflops_per_sm", origin, where + ".tflops_per_sm", kTflopsPerSm)};
+      if (auto pv = e.find("provenance"); pv != e.end()) {
+        if (!pv->is_object()) fail(origin, where + ".provenance", "must be an object, got " + show(*pv));
+        g.provenance = *pv;
+      }
+      for (const auto& x : p.gemm_rate_per_sm)
+        if (x.precision == g.precision) fail(origin, where, "duplicate precision \"" + g.precision + "\"");
+      p.gemm_rate_per_sm.push_back(std::move(g));
+    }
+  }
+
   if (auto it = j.find("provenance"); it != j.end()) {
     if (!it->is_object()) fail(origin, "provenance", "must be an object, got " + show(*it));
     p.provenance = *it;
@@ -258,6 +292,13 @@ json platform_to_json(const Platform& p) {
   if (p.knee_ramp_s > 0.0) j["knee_ramp_us"] = units::s_to_us(p.knee_ramp_s);
   if (p.burst_overhead_s > 0.0) j["burst_overhead_us"] = units::s_to_us(p.burst_overhead_s);
   if (p.zero_gap_overhead_s > 0.0) j["zero_gap_overhead_us"] = units::s_to_us(p.zero_gap_overhead_s);
+  if (p.local_drain_rate_bytes_per_s > 0.0) j["local_drain_rate_gbps"] = units::bytes_per_s_to_gbps(p.local_drain_rate_bytes_per_s);
+  if (!p.gemm_rate_per_sm.empty()) {
+    j["gemm_rate_per_sm"] = json::array();
+    for (const auto& g : p.gemm_rate_per_sm)
+      j["gemm_rate_per_sm"].push_back({{"precision", g.precision}, {"tflops_per_sm", g.flop_per_s_per_sm / 1e12},
+                                       {"provenance", g.provenance}});
+  }
   j["provenance"] = p.provenance;
   return j;
 }

@@ -1,6 +1,9 @@
 #include "xstage/model/records.hpp"
 
 #include <charconv>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 #include <cmath>
 #include <istream>
 #include <ostream>
@@ -143,6 +146,34 @@ void write_records_csv(std::ostream& out, const std::vector<CalibrationRecord>& 
     }
     out << '\n';
   }
+}
+
+std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open raw calibration file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(path + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object() || j.value("schema", "") != "xstage.calibration_raw/1" || !j.contains("points") || !j["points"].is_array())
+    throw InputError(path + ": schema: expected an \"xstage.calibration_raw/1\" object with a points array");
+  std::vector<ZeroGapLoop> out;
+  for (std::size_t i = 0; i < j["points"].size(); ++i) {
+    const auto& p = j["points"][i];
+    if (!p.is_object() || p.value("mode", "") != "periodic" || p.value("phase", "") != "zero-gap") continue;
+    const std::string where = path + ": points[" + std::to_string(i) + "]";
+    try {
+      const double gap_us = p.at("gap_us").get<double>();
+      if (!(gap_us >= 0.0) || !std::isfinite(gap_us)) throw InputError(where + ".gap_us: must be >= 0, got " + p.at("gap_us").dump());
+      out.push_back({p.at("target").get<std::string>() == "local" ? StoreTarget::kLocal : StoreTarget::kRemote,
+                     p.at("producers").get<int>(), p.at("bytes_per_producer").get<double>(), units::us_to_s(gap_us)});
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(where + ": " + e.what());
+    }
+  }
+  return out;
 }
 
 }  // namespace xstage::model

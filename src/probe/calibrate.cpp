@@ -188,6 +188,7 @@ int run_calibrate(const CalibrateOptions& o) {
     write_file_atomic((fs::path(o.out_dir) / "records.csv").string(), records_csv_text(fit_records(points)));
   };
 
+  std::vector<model::ZeroGapLoop> zero_gap_loops;
   auto run_point = [&](const PlannedPoint& p, std::size_t index, std::size_t count) {
     bar.update(done_est, static_cast<int>(index), static_cast<int>(count), point_label(p), seconds_since(t_start));
     if (p.other_path && !other_runner)
@@ -205,6 +206,11 @@ int run_calibrate(const CalibrateOptions& o) {
       return false;
     }
     points.push_back({res.to_record(), p.phase, p.mma_gap});
+    // The zero-gap records' measured loop gaps (records.csv writes G = 0): the fit's R(K) sees them, as
+    // `xstage fit --raw raw.json` does.
+    if (p.phase == SweepPhase::kZeroGap && points.back().record.mode == model::BurstMode::kPeriodic)
+      zero_gap_loops.push_back({points.back().record.target, points.back().record.producers,
+                                points.back().record.bytes_per_producer, res.gap_s()});
     done_est += p.est_seconds;
     return true;
   };
@@ -266,8 +272,13 @@ int run_calibrate(const CalibrateOptions& o) {
   // Fit once, on exactly the records written to records.csv.
   std::vector<model::CalibrationRecord> fit_in = fit_records(points);
   rin.fit_is_local_control = !remote;
-  if (!remote) fit_in = relabel_local_as_fit_input(fit_in);
-  rin.fit = model::fit_platform(fit_in);
+  model::FitOptions fit_options;
+  fit_options.zero_gap_loops = zero_gap_loops;
+  if (!remote) {
+    fit_in = relabel_local_as_fit_input(fit_in);
+    for (auto& l : fit_options.zero_gap_loops) l.target = model::StoreTarget::kRemote;
+  }
+  rin.fit = model::fit_platform(fit_in, fit_options);
   if (remote && o.path_check) {
     // Like for like: R through the other path vs R through the main path from the same (K, B) points
     // (R depends a little on K, so the all-points R is not the comparison).

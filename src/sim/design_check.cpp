@@ -29,9 +29,12 @@ RecurringBurstCheck recurring_burst_check(const model::Platform& platform, int p
   c.first_burst_stall_s = stats::median(first);
   c.steady_stall_s = stats::median(later);
   const double tolerance = 0.01 * (t0 + gap_s);
+  c.tolerance_s = tolerance;
   const bool steady = c.steady_stall_s > tolerance;
   c.action = steady ? model::DesignAction::kReshape : model::DesignAction::kPiggyback;
-  c.binding_bound = steady ? "rate" : c.first_burst_stall_s > tolerance ? "capacity (first aligned burst only)" : "none";
+  // The first burst's stall is set against its own floor: a long gap must not hide a stall of microseconds.
+  const bool first_stalls = c.first_burst_stall_s > 0.01 * t0;
+  c.binding_bound = steady ? "rate" : first_stalls ? "capacity (first aligned burst only)" : "none";
   return c;
 }
 

@@ -1,14 +1,17 @@
 #include "xstage/sim/fidelity.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
 
 #include "xstage/model/burst_gap.hpp"
+#include "xstage/model/calibration_fit.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/stats.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/sim/design_check.hpp"
 #include "xstage/sim/simulator.hpp"
 
@@ -30,21 +33,11 @@ ErrorSummary summarize(const std::vector<double>& errs) {
   return s;
 }
 
-// The probe's gap as the model sees it: the recorded gap plus the per-burst bookkeeping h; a
-// zero-gap record's loop gap is taken from raw.json where given.
-double probe_gap_s(const model::Platform& p, const model::CalibrationRecord& r, const std::vector<ZeroGapLoop>& loops) {
-  if (r.gap_s > 0.0) return model::effective_gap_s(r.gap_s, p.burst_overhead_s);
-  for (const auto& l : loops)
-    if (l.target == r.target && l.producers == r.producers && l.bytes_per_producer == r.bytes_per_producer)
-      return model::effective_gap_s(l.gap_s, p.burst_overhead_s);
-  return model::effective_gap_s(0.0, p.zero_gap_overhead_s);
-}
-
 void predict_periodic(const model::Platform& p, FidelityPoint& pt, int bursts, const std::vector<ZeroGapLoop>& loops) {
   const auto& r = pt.record;
   const double v = r.volume_bytes(), rate = p.drain_rate_at(r.producers);
   const double t0 = p.issue_floor_s(r.producers, r.bytes_per_producer).value;
-  const double g = probe_gap_s(p, r, loops);
+  const double g = model::probe_model_gap_s(p, r, loops);
   pt.model_gap_s = g;
   pt.model_t_iss_s = model::issue_time_s(t0, v, rate, g);
   pt.model_t_period_s = model::period_s(t0, v, rate, g);
@@ -96,26 +89,9 @@ double median_us_of(const nlohmann::json& trace, const char* key, const std::str
 }
 }  // namespace
 
-std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& path) {
-  const nlohmann::json j = read_json_file(path, "raw calibration file");
-  if (!j.is_object() || j.value("schema", "") != "xstage.calibration_raw/1" || !j.contains("points") || !j["points"].is_array())
-    throw InputError(path + ": schema: expected an \"xstage.calibration_raw/1\" object with a points array");
-  std::vector<ZeroGapLoop> out;
-  for (std::size_t i = 0; i < j["points"].size(); ++i) {
-    const auto& p = j["points"][i];
-    if (!p.is_object() || p.value("mode", "") != "periodic" || p.value("phase", "") != "zero-gap") continue;
-    const std::string where = path + ": points[" + std::to_string(i) + "]";
-    try {
-      const double gap_us = p.at("gap_us").get<double>();
-      if (!(gap_us >= 0.0) || !std::isfinite(gap_us)) throw InputError(where + ".gap_us: must be >= 0, got " + p.at("gap_us").dump());
-      out.push_back({p.at("target").get<std::string>() == "local" ? model::StoreTarget::kLocal : model::StoreTarget::kRemote,
-                     p.at("producers").get<int>(), p.at("bytes_per_producer").get<double>(), units::us_to_s(gap_us)});
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(where + ": " + e.what());
-    }
-  }
-  return out;
-}
+// The fused MoE kernel's tiles, which the traced files do not record: b_m = moe::kFusedBlockM, b_n = 128.
+constexpr double kTracedTileM = moe::kFusedBlockM;
+constexpr double kTracedTileN = 128.0;
 
 std::vector<TileStallRow> tile_stall_rows(const std::string& path) {
   const nlohmann::json j = read_json_file(path, "MoE bench file");
@@ -149,6 +125,7 @@ std::vector<TileStallRow> tile_stall_rows(const std::string& path) {
         row.wait_remote_s = median_us_of(t, "linear2_mma_wait_at_entry", where);
         row.layer_remote_s = t.at("layer_median_ms").get<double>() * 1e-3;
         row.measured_stall_s = row.wait_remote_s;
+        row.tile_flop = 2.0 * kTracedTileM * kTracedTileN * run.at("shape").at("h_inter").get<double>();
         for (std::size_t ci = 0; ci < traces.size(); ++ci) {
           const auto& c = traces[ci];
           if (c.at("schedule") != t.at("schedule") || c.at("combine_stores").get<std::string>().rfind("local", 0) != 0) continue;
@@ -187,6 +164,38 @@ nlohmann::json to_json(const std::vector<TileStallRow>& rows) {
     }
     a.push_back(e);
   }
+  return a;
+}
+
+std::vector<GemmRateFit> fit_gemm_rates(const std::vector<TileStallRow>& rows) {
+  std::vector<GemmRateFit> out;
+  for (const char* precision : {"bf16", "fp8"}) {
+    GemmRateFit f;
+    f.precision = precision;
+    std::vector<double> rates;
+    for (const auto& r : rows) {
+      if (r.precision != precision || !(r.cover_s > 0.0) || !(r.tile_flop > 0.0)) continue;
+      rates.push_back(r.tile_flop / r.cover_s);
+      if (std::find(f.sources.begin(), f.sources.end(), r.source) == f.sources.end()) f.sources.push_back(r.source);
+    }
+    if (rates.empty()) continue;
+    f.flop_per_s_per_sm = stats::median(rates);
+    f.min_flop_per_s_per_sm = *std::min_element(rates.begin(), rates.end());
+    f.max_flop_per_s_per_sm = *std::max_element(rates.begin(), rates.end());
+    f.schedules = static_cast<int>(rates.size());
+    out.push_back(f);
+  }
+  return out;
+}
+
+nlohmann::json to_json(const std::vector<GemmRateFit>& fits) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& f : fits)
+    a.push_back({{"precision", f.precision}, {"tflops_per_sm", f.flop_per_s_per_sm / 1e12},
+                 {"min_tflops_per_sm", f.min_flop_per_s_per_sm / 1e12}, {"max_tflops_per_sm", f.max_flop_per_s_per_sm / 1e12},
+                 {"schedules", f.schedules}, {"sources", f.sources},
+                 {"formula", "median over traced schedules with remote Combine stores of 2*128*128*h_inter / "
+                             "median(linear2_mainloop_and_staging)"}});
   return a;
 }
 
@@ -300,6 +309,7 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
   rep.isolated_past_knee_sim_t_iss = summarize(ks);
 
   // Local control: the plateau over G > 0 of the swept (K, B), and the zero-gap point against it.
+  rep.local_drain_rate_bytes_per_s = platform.local_drain_rate_bytes_per_s;
   std::map<std::pair<int, double>, std::vector<double>> flat;
   for (const auto& r : rep.local_controls)
     if (r.mode == BurstMode::kPeriodic && r.gap_s > 0.0) flat[{r.producers, r.bytes_per_producer}].push_back(r.t_iss_s);
@@ -307,7 +317,16 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
     rep.local_flat_t_iss_s = stats::median(ts);
     for (const auto& r : rep.local_controls)
       if (r.mode == BurstMode::kPeriodic && r.gap_s <= 0.0 && r.producers == key.first && r.bytes_per_producer == key.second)
+      {
         rep.local_zero_gap_ratio = std::max(rep.local_zero_gap_ratio, r.t_iss_s / rep.local_flat_t_iss_s);
+        // Local memory's own drain: eq. 3 with the platform's local rate and the gap the model sees.
+        if (platform.local_drain_rate_bytes_per_s > 0.0) {
+          const double pred = model::issue_time_s(rep.local_flat_t_iss_s, r.volume_bytes(), platform.local_drain_rate_bytes_per_s,
+                                                  model::probe_model_gap_s(platform, r, options.zero_gap_loops));
+          rep.local_zero_gap_model_t_iss_s = pred;
+          rep.local_zero_gap_model_rel_error = std::max(rep.local_zero_gap_model_rel_error, rel_error(pred, r.t_iss_s));
+        }
+      }
     break;  // the calibration sweeps one (K, B) over gaps
   }
   return rep;
@@ -315,6 +334,7 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
 
 nlohmann::json to_json(const FidelityReport& rep) {
   using units::s_to_us;
+  const double platform_local_gbps = units::bytes_per_s_to_gbps(rep.local_drain_rate_bytes_per_s);
   auto sum = [](const ErrorSummary& s) {
     return nlohmann::json{{"points", s.points}, {"median_rel_error", s.median_rel}, {"max_rel_error", s.max_rel}};
   };
@@ -329,7 +349,10 @@ nlohmann::json to_json(const FidelityReport& rep) {
                       {"past_knee_model_t_iss", sum(rep.isolated_past_knee_model_t_iss)},
                       {"past_knee_sim_t_iss", sum(rep.isolated_past_knee_sim_t_iss)}}},
         {"local_control", {{"flat_t_iss_us", s_to_us(rep.local_flat_t_iss_s)}, {"zero_gap_ratio", rep.local_zero_gap_ratio},
-                           {"note", "controls, not predicted: local memory has its own drain, met with no gap"}}}}},
+                           {"local_drain_rate_gbps", platform_local_gbps},
+                           {"zero_gap_model_t_iss_us", s_to_us(rep.local_zero_gap_model_t_iss_s)},
+                           {"zero_gap_model_rel_error", rep.local_zero_gap_model_rel_error},
+                           {"note", "local memory's own drain, met with no gap: T_iss = max(plateau, V/R_local - G - h)"}}}}},
       {"points", nlohmann::json::array()},
       {"local_controls", nlohmann::json::array()}};
   for (const auto& p : rep.points) {

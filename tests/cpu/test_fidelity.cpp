@@ -33,28 +33,43 @@ double rel(double pred, double meas) { return std::fabs(pred - meas) / meas; }
 }  // namespace
 
 TEST(Fidelity, EveryPeriodicRecordIsPredicted) {
+  // The bar: every periodic remote record's T_iss and T_period within 5 %, closed form and simulator.
   const auto& rep = h200_report();
   EXPECT_EQ(rep.periodic_model_t_iss.points, 45);
-  int outside = 0;
   for (const auto& p : rep.points) {
     if (p.record.mode != model::BurstMode::kPeriodic) continue;
     const auto& r = p.record;
     const std::string at = "K " + std::to_string(r.producers) + " B " + std::to_string(r.bytes_per_producer) + " G " +
                            std::to_string(r.gap_s * 1e6);
-    // Period: closed form and simulator within 5 % of every record.
     EXPECT_LT(rel(p.model_t_period_s, r.t_period_s), 0.05) << at;
     EXPECT_LT(rel(p.sim_t_period_s, r.t_period_s), 0.05) << at;
-    // Issue time: within 11 % everywhere; within 5 % except two records (the first gap past G*, where
-    // the corner is rounded and T_iss small, and K = 16 at 32 KiB, where R(16) through the origin
-    // misses the period by 4.9 %).
-    const double e = std::max(rel(p.model_t_iss_s, r.t_iss_s), rel(p.sim_t_iss_s, r.t_iss_s));
-    EXPECT_LT(e, 0.11) << at;
-    if (e >= 0.05) {
-      ++outside;
-      EXPECT_TRUE((r.producers == 16 && r.bytes_per_producer == 32768) || (r.gap_s > 10e-6 && r.gap_s < 11e-6)) << at;
-    }
+    EXPECT_LT(rel(p.model_t_iss_s, r.t_iss_s), 0.05) << at;
+    EXPECT_LT(rel(p.sim_t_iss_s, r.t_iss_s), 0.05) << at;
   }
-  EXPECT_LE(outside, 2);
+  EXPECT_LT(rep.periodic_model_t_iss.max_rel, 0.05);
+  EXPECT_LT(rep.periodic_sim_t_iss.max_rel, 0.05);
+}
+
+TEST(Fidelity, RobustSlopeMissesTheCornerThatTheMinimaxRateMeets) {
+  // Why R(K) is the Chebyshev rate of the period law: with the robust slope through the origin of the
+  // zero-gap periods (377.5 GB/s at K = 132), the first gap past G* (T_iss 0.94 µs, period 11.56 µs) is
+  // missed by 10 % in T_iss although its period is within 1 %.
+  model::Platform p = model::load_platform_file(src("platforms/h200_x2_measured.json"));
+  model::FitOptions fo;
+  fo.zero_gap_loops = model::load_zero_gap_loops(src(kCalib + "raw.json"));
+  const model::FitResult fit = model::fit_platform(model::load_records_csv(src(kCalib + "records.csv")), fo);
+  for (auto& d : p.drain_rate_by_producers)
+    for (const auto& rp : fit.rate_by_producers)
+      if (rp.producers == d.producers) d.bytes_per_s = rp.fit.drain_rate_bytes_per_s;
+  sim::FidelityOptions o;
+  o.zero_gap_loops = fo.zero_gap_loops;
+  const sim::FidelityReport robust = sim::fidelity_report(p, model::load_records_csv(src(kCalib + "records.csv")), o);
+  EXPECT_GT(robust.periodic_model_t_iss.max_rel, 0.09);
+  EXPECT_LT(robust.periodic_model_t_period.max_rel, 0.05);
+  for (const auto& rp : fit.rate_by_producers) {
+    EXPECT_LT(rp.max_rel_error, 0.05) << rp.producers;
+    EXPECT_NEAR(rp.bytes_per_s / rp.fit.drain_rate_bytes_per_s, 1.0, 0.02) << rp.producers;  // a small correction
+  }
 }
 
 TEST(Fidelity, GapSweepMedians) {
@@ -98,10 +113,18 @@ TEST(Fidelity, LocalControlIsReportedNotFitted) {
   EXPECT_GT(rep.local_controls.size(), 40u);
   EXPECT_NEAR(rep.local_flat_t_iss_s, 0.547e-6, 0.01e-6);
   EXPECT_NEAR(rep.local_zero_gap_ratio, 1.22, 0.02);  // local memory's own drain at G = 0
+  // ... which the platform's local drain (fitted from the local zero-gap records) predicts.
+  EXPECT_NEAR(rep.local_drain_rate_bytes_per_s, 4.51e12, 0.05e12);
+  EXPECT_LT(rep.local_zero_gap_model_rel_error, 0.01);
+  EXPECT_GT(rep.local_zero_gap_model_t_iss_s, 0.0);
 }
 
 TEST(Fidelity, CommittedPlatformIsTheFitOfTheCommittedRecords) {
-  const model::FitResult fit = model::fit_platform(model::load_records_csv(src(kCalib + "records.csv")));
+  // The committed platform is `xstage fit --records records.csv --raw raw.json`: R(K) sees the zero-gap
+  // records through their measured loop gaps.
+  model::FitOptions fo;
+  fo.zero_gap_loops = model::load_zero_gap_loops(src(kCalib + "raw.json"));
+  const model::FitResult fit = model::fit_platform(model::load_records_csv(src(kCalib + "records.csv")), fo);
   const model::Platform p = model::load_platform_file(src("platforms/h200_x2_measured.json"));
   EXPECT_NEAR(fit.platform.drain_rate_bytes_per_s / p.drain_rate_bytes_per_s, 1.0, 1e-9);
   ASSERT_EQ(fit.platform.drain_rate_by_producers.size(), p.drain_rate_by_producers.size());
@@ -241,6 +264,25 @@ TEST(Fidelity, OptionalPlatformFieldsAreRangeChecked) {
   a = j;
   a["capacity"][0]["drain_rate_gbps"] = "fast";
   fails_naming(a, "capacity[0].drain_rate_gbps");
+  a = j;
+  a["gemm_rate_per_sm"][0]["precision"] = "fp16";
+  fails_naming(a, "gemm_rate_per_sm[0].precision");
+  a = j;
+  a["gemm_rate_per_sm"][1]["tflops_per_sm"] = 0.0;
+  fails_naming(a, "gemm_rate_per_sm[1].tflops_per_sm");
+  a = j;
+  a["gemm_rate_per_sm"].push_back(a["gemm_rate_per_sm"][0]);
+  fails_naming(a, "gemm_rate_per_sm[2]");
+  a = j;
+  a["gemm_rate_per_sm"][0]["tflops"] = 1.0;
+  fails_naming(a, "tflops");
+  a = j;
+  a["local_drain_rate_gbps"] = -1.0;
+  fails_naming(a, "local_drain_rate_gbps");
+  // The round trip keeps both.
+  const model::Platform back = model::platform_from_json(model::platform_to_json(ok), "round trip");
+  EXPECT_EQ(back.gemm_rate_per_sm.size(), 2u);
+  EXPECT_EQ(back.local_drain_rate_bytes_per_s, ok.local_drain_rate_bytes_per_s);
   // Old files (no optional field) still load and keep the paper's model.
   const model::Platform paper = model::load_platform_file(src("platforms/paper_8gpu_148sm.json"));
   EXPECT_EQ(paper.drain_rate_at(148), paper.drain_rate_bytes_per_s);
@@ -250,8 +292,8 @@ TEST(Fidelity, OptionalPlatformFieldsAreRangeChecked) {
 
 TEST(Fidelity, PlanAsBuiltVerdictOfTheBuiltInWorkloads) {
   // The embedded platform (the H200 pair): the kernels as built measured no backpressure; the as-built
-  // verdict says piggyback for every attention workload and every bf16 MoE shape, and the aligned worst
-  // case (eq. 10) is still shown as reshape (capacity).
+  // verdict says piggyback for every attention workload and every MoE shape in both precisions (mainloops
+  // at the platform's traced GEMM rates), and the aligned worst case (eq. 10) is still shown as reshape.
   const xstage::test::CliRun r = xstage::test::run_cli("plan --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -263,11 +305,10 @@ TEST(Fidelity, PlanAsBuiltVerdictOfTheBuiltInWorkloads) {
     EXPECT_EQ(w["points"][0]["action"], "reshape") << w["name"];  // aligned, capacity
     EXPECT_FALSE(w["points"][0]["capacity_bound_ok"].get<bool>()) << w["name"];
   }
-  int bf16 = 0;
+  int shapes = 0;
   for (const auto& m : j["moe"]) {
-    if (m["precision"] != "bf16") continue;
-    EXPECT_EQ(m["wave_as_built"]["action"], "piggyback") << m["name"];
-    ++bf16;
+    EXPECT_EQ(m["wave_as_built"]["action"], "piggyback") << m["name"] << " " << m["precision"];
+    ++shapes;
   }
-  EXPECT_EQ(bf16, 7);
+  EXPECT_EQ(shapes, 14);
 }

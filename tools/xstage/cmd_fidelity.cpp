@@ -44,7 +44,11 @@ void run_fidelity(const FidelityOptions& o) {
     const auto rows = sim::tile_stall_rows(f);
     stalls.insert(stalls.end(), rows.begin(), rows.end());
   }
-  if (!o.traces.empty()) j["tile_stalls"] = sim::to_json(stalls);
+  const std::vector<sim::GemmRateFit> gemm = sim::fit_gemm_rates(stalls);
+  if (!o.traces.empty()) {
+    j["tile_stalls"] = sim::to_json(stalls);
+    j["gemm_rate_per_sm"] = sim::to_json(gemm);
+  }
   std::vector<sim::UlyssesRow> uly;
   if (!o.ulysses.empty()) {
     uly = sim::ulysses_rows(platform, o.ulysses);
@@ -72,6 +76,15 @@ void run_fidelity(const FidelityOptions& o) {
                row("isolated T_iss, simulator", rep.isolated_sim_t_iss),
                row("isolated past the knee, smooth knee", rep.isolated_past_knee_model_t_iss),
                row("isolated past the knee, simulator", rep.isolated_past_knee_sim_t_iss)});
+  if (rep.local_flat_t_iss_s > 0.0) {
+    out_stream() << "local control at G = 0: T_iss " << fmt_num(100.0 * (rep.local_zero_gap_ratio - 1.0), 1)
+                 << " % above its plateau " << fmt_us(rep.local_flat_t_iss_s, 3) << " us";
+    if (rep.local_drain_rate_bytes_per_s > 0.0)
+      out_stream() << "; local memory's own drain " << fmt_num(rep.local_drain_rate_bytes_per_s / 1e9, 0)
+                   << " GB/s predicts " << fmt_us(rep.local_zero_gap_model_t_iss_s, 3) << " us ("
+                   << pct(rep.local_zero_gap_model_rel_error) << ")";
+    out_stream() << "\n";
+  }
   if (!stalls.empty()) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& r : stalls)
@@ -80,6 +93,15 @@ void run_fidelity(const FidelityOptions& o) {
                       r.layer_local_s < 0 ? "" : fmt_num(100.0 * r.residual_s / r.layer_remote_s, 2) + " %"});
     out_stream() << "per-tile stall (eq. 15) of the traced MoE kernels\n";
     print_table({"shape", "precision", "order", "T_RS us", "cover us", "predicted us", "measured us", "residual"}, rows);
+    rows.clear();
+    for (const auto& g : gemm) {
+      const model::GemmRate on = platform.gemm_rate_at(g.precision);
+      rows.push_back({g.precision, std::to_string(g.schedules), fmt_num(g.flop_per_s_per_sm / 1e12, 2),
+                      fmt_num(g.min_flop_per_s_per_sm / 1e12, 2) + " - " + fmt_num(g.max_flop_per_s_per_sm / 1e12, 2),
+                      fmt_num(on.flop_per_s_per_sm / 1e12, 2) + " (" + on.source + ")"});
+    }
+    out_stream() << "sustained per-SM GEMM rate of the traced kernels (tile FLOP / Linear-2 mainloop + staging)\n";
+    print_table({"precision", "schedules", "median TFLOP/s/SM", "range", "platform"}, rows);
   }
   if (!uly.empty()) {
     std::vector<std::vector<std::string>> rows;

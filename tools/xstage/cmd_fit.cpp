@@ -13,6 +13,7 @@ namespace {
 
 struct FitCliOptions {
   std::string records;
+  std::string raw;  // optional raw.json: the zero-gap records' measured loop gaps
   std::string out;
   std::string name = "fitted";
   bool force = false;
@@ -22,17 +23,22 @@ struct FitCliOptions {
 void run_fit(const FitCliOptions& o) {
   if (o.name.empty() || o.name.find_first_not_of(" \t") == std::string::npos)
     throw InputError("--name: must not be empty, got \"" + o.name + "\"");
-  check_output_path("--out", o.out, o.force, {o.records});
+  std::vector<std::string> inputs = {o.records};
+  if (!o.raw.empty()) inputs.push_back(o.raw);
+  check_output_path("--out", o.out, o.force, inputs);
   const auto records = model::load_records_csv(o.records);
-  model::FitResult fit = model::fit_platform(records);
+  model::FitOptions fo;
+  if (!o.raw.empty()) fo.zero_gap_loops = model::load_zero_gap_loops(o.raw);
+  model::FitResult fit = model::fit_platform(records, fo);
   if (fit.platform.issue_floor.empty())
     throw InputError(o.records + ": no periodic gap sweep with gap > 0 and no isolated points: cannot fit T_iss0");
   fit.platform.name = o.name;
   fit.platform.provenance["records_file"] = o.records;
+  if (!o.raw.empty()) fit.platform.provenance["raw_file"] = o.raw;
   const nlohmann::json platform_json = model::platform_to_json(fit.platform);
   // The file must load with the tool's own loader; a fit it would reject is refused, not written.
   model::platform_from_json(platform_json, o.out);
-  write_file_atomically(o.out, platform_json.dump(2) + "\n", o.force, {o.records});
+  write_file_atomically(o.out, platform_json.dump(2) + "\n", o.force, inputs);
 
   nlohmann::json j;
   stamp_json(j, "xstage.fit/1");
@@ -49,6 +55,13 @@ void run_fit(const FitCliOptions& o) {
                                 {"t_iss0_us", units::s_to_us(f.t_iss0_s)},
                                 {"points", f.points_used},
                                 {"mad_us", units::s_to_us(f.mad_s)}});
+  j["drain_rate_by_producers"] = nlohmann::json::array();
+  for (const auto& rp : fit.rate_by_producers)
+    j["drain_rate_by_producers"].push_back({{"producers", rp.producers},
+                                            {"drain_rate_gbps", units::bytes_per_s_to_gbps(rp.bytes_per_s)},
+                                            {"robust_slope_gbps", units::bytes_per_s_to_gbps(rp.fit.drain_rate_bytes_per_s)},
+                                            {"periodic_points", rp.periodic_points},
+                                            {"max_rel_error", rp.max_rel_error}});
   j["knees"] = nlohmann::json::array();
   for (const auto& k : fit.knees)
     j["knees"].push_back({{"producers", k.producers},
@@ -84,6 +97,8 @@ void add_fit(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand("fit", "Fit a platform (R, T_iss0, Q) from calibration records");
   cmd->add_option("--records", o->records, "Records CSV (" + std::string(model::kRecordsHeader) + ")")
       ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--raw", o->raw, "raw.json of the same calibration: the zero-gap records' measured loop gaps")
+      ->check(CLI::ExistingFile);
   add_out_option(cmd, o->out, "Platform JSON to write")->required();
   cmd->add_option("--name", o->name, "Platform name written into the file")->capture_default_str();
   add_force_option(cmd, o->force);

@@ -44,7 +44,8 @@ struct MoeOptions {
   std::string shape;
   double tile_bytes = 0, t_l1_us = 0, t_l2_us = 0, n1 = 0, n2 = 0, staging_us = 0;
   int block_m = 128, block_n = 128, out_bytes = 2, h_inter = 0;
-  double sm_tflops = kDefaultSmTflops;
+  std::string precision = "bf16";  // with --shape: which of the platform's per-SM GEMM rates estimates the mainloops
+  double sm_tflops = 0;            // 0: the platform's rate at --precision (Platform::gemm_rate_at)
   // --simulate: both tile orders through the event simulator for one routing.
   bool simulate = false;
   int ranks = 2;
@@ -116,7 +117,14 @@ void run_attn(const PlanCommon& c, const AttnOptions& o) {
   print_attention(a, in);
 }
 
-model::MoeInput moe_input(const MoeOptions& o, int producers) {
+// Per-SM GEMM rate of a built-in shape's mainloop estimate: --sm-tflops, else the platform's measured rate
+// at the precision (its datasheet fallback where the platform states none).
+model::GemmRate shape_gemm_rate(const model::Platform& platform, const MoeOptions& o) {
+  if (o.sm_tflops > 0) return {o.sm_tflops * 1e12, "--sm-tflops"};
+  return platform.gemm_rate_at(o.precision);
+}
+
+model::MoeInput moe_input(const model::Platform& platform, const MoeOptions& o, int producers) {
   if (!o.shape.empty()) {
     const model::MoeShape* s = model::find_moe_shape(o.shape);
     if (!s) {
@@ -124,7 +132,8 @@ model::MoeInput moe_input(const MoeOptions& o, int producers) {
       for (const auto& x : model::builtin_moe_shapes()) known += std::string(known.empty() ? "" : ", ") + x.name;
       throw InputError("--shape: unknown shape \"" + o.shape + "\" (known: " + known + ")");
     }
-    model::MoeInput in = model::moe_input_for_shape(*s, producers, o.sm_tflops * 1e12, o.block_m, o.block_n, o.out_bytes);
+    model::MoeInput in = model::moe_input_for_shape(*s, producers, shape_gemm_rate(platform, o).flop_per_s_per_sm,
+                                                    o.block_m, o.block_n, o.out_bytes);
     in.staging_s = us_to_s(o.staging_us);
     return in;
   }
@@ -142,6 +151,15 @@ model::MoeInput moe_input(const MoeOptions& o, int producers) {
   return in;
 }
 
+// Eq. 10's verdict with the bound(s) that fail, so a reshape is never printed without its reason.
+std::string verdict_text(const model::DesignVerdict& v) {
+  const char* why = !v.rate_bound_ok && !v.capacity_bound_ok ? " (rate, capacity)"
+                    : !v.rate_bound_ok                       ? " (rate)"
+                    : !v.capacity_bound_ok                   ? " (capacity)"
+                                                             : "";
+  return std::string(model::to_string(v.action)) + why;
+}
+
 std::vector<std::string> moe_row(const std::string& name, const model::MoeInput& in, const model::MoeAudit& a) {
   return {name,
           fmt_mib(a.volume_bytes, 2),
@@ -152,8 +170,7 @@ std::vector<std::string> moe_row(const std::string& name, const model::MoeInput&
           fmt_us(a.wave_tile_stall_s, 2) + "/" + fmt_us(a.interleaved_tile_stall_s, 2),
           a.interleaving_sufficient ? "yes" : "no",
           std::to_string(a.lead_knee_rows),
-          std::string(model::to_string(a.wave_verdict.action)) + " -> " + model::to_string(a.interleaved_verdict.action) +
-              (a.interleaved_verdict.capacity_bound_ok ? "" : " (capacity)")};
+          verdict_text(a.wave_verdict) + " -> " + verdict_text(a.interleaved_verdict)};
 }
 const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT wave us", "dT int us",
                                              "stall w/i us", "eq.14", "D_knee", "wave -> int"};
@@ -214,7 +231,7 @@ nlohmann::json simulate_orders(const model::Platform& platform, const model::Moe
 
 void run_moe(const PlanCommon& c, const MoeOptions& o) {
   const model::Platform platform = model::load_platform_or_default(c.platform);
-  const model::MoeInput in = moe_input(o, producers_or_default(c, platform));
+  const model::MoeInput in = moe_input(platform, o, producers_or_default(c, platform));
   const model::MoeAudit a = model::audit_moe(platform, in);
   nlohmann::json simulated;
   if (o.simulate) {
@@ -229,10 +246,21 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
                   {"t_l1_mma_us", units::s_to_us(in.t_l1_mma_s)}, {"t_l2_mma_us", units::s_to_us(in.t_l2_mma_s)},
                   {"n1", in.n1}, {"n2", in.n2}, {"block_n", in.block_n}, {"sm_count", in.sm_count},
                   {"h_inter", in.h_inter}, {"staging_us", units::s_to_us(in.staging_s)}};
+    if (!o.shape.empty()) {
+      const model::GemmRate g = shape_gemm_rate(platform, o);
+      j["input"]["precision"] = o.precision;
+      j["input"]["sm_tflops"] = g.flop_per_s_per_sm / 1e12;
+      j["input"]["sm_tflops_source"] = g.source;
+    }
     print_json(j);
     return;
   }
   out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
+  if (!o.shape.empty()) {
+    const model::GemmRate g = shape_gemm_rate(platform, o);
+    out_stream() << o.precision << " mainloops estimated at " << fmt_num(g.flop_per_s_per_sm / 1e12, 2)
+                 << " TFLOP/s per SM (" << g.source << ")\n";
+  }
   print_table(kMoeHeader, {moe_row(o.shape.empty() ? "custom" : o.shape, in, a)});
   if (o.simulate) {
     out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << o.tokens_per_rank
@@ -250,6 +278,13 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
     out_stream() << "predicted speedup interleaved/wave " << fmt_num(simulated["predicted_speedup"].get<double>(), 3)
               << ": choose " << simulated["choice"].get<std::string>() << "\n";
   }
+}
+
+// The as-built verdict with the stalls it rests on (first aligned burst / steady state, per burst): reshape
+// exactly when the steady stall exceeds the check's tolerance, so the verdict and the number agree.
+std::string as_built_text(const sim::RecurringBurstCheck& b) {
+  return std::string(model::to_string(b.action)) + " (" + b.binding_bound + "; stall " + fmt_us(b.first_burst_stall_s, 2) +
+         "/" + fmt_us(b.steady_stall_s, 2) + " us)";
 }
 
 // `xstage plan` with no kernel: every built-in workload on the platform.
@@ -286,38 +321,45 @@ void run_default(const PlanCommon& c) {
     wj["source"] = w.source;
     wj["as_built"] = {{"action", model::to_string(built.action)}, {"binding_bound", built.binding_bound},
                       {"first_burst_stall_us", units::s_to_us(built.first_burst_stall_s)},
-                      {"steady_stall_us", units::s_to_us(built.steady_stall_s)}};
+                      {"steady_stall_us", units::s_to_us(built.steady_stall_s)},
+                      {"stall_tolerance_us", units::s_to_us(built.tolerance_s)}};
     j["attention"].push_back(wj);
     rows.push_back({w.name, std::to_string(w.seq_len), std::to_string(o.heads_per_gpu), fmt_us(a.recovery_gap_s, 2),
                     fmt_mib(a.burst.q_peak0_bytes, 2), std::to_string(a.sufficient_seq_len_tokens),
                     fmt_us(p.issue_backpressure_s, 2), fmt_us(p.completion_coupled_exposed_s, 1),
-                    std::string(model::to_string(p.verdict.action)) + (p.verdict.capacity_bound_ok ? "" : " (capacity)"),
-                    std::string(model::to_string(built.action)) + " (" + built.binding_bound + ")"});
+                    verdict_text(p.verdict),
+                    as_built_text(built)});
   }
   if (!c.json)
     print_table({"workload", "M", "heads/GPU", "G* us", "q_peak0 MiB", "M_ub*", "dt(M) us", "E_cc us", "aligned (eq. 10)",
-                 "as built (simulated)"},
+                 "as built (simulated; stall first/steady)"},
                 rows);
 
-  // bf16 (W16A16) at the datasheet per-SM rate, FP8 W8A8 at twice it; Combine output is bf16 in both.
+  // Mainloops at the platform's per-SM GEMM rate of each precision (measured by the traced kernels where
+  // the platform states it, else the datasheet); Combine output is bf16 in both.
+  const model::GemmRate rate_bf16 = platform.gemm_rate_at("bf16"), rate_fp8 = platform.gemm_rate_at("fp8");
+  j["gemm_rate_per_sm"] = {{"bf16", {{"tflops_per_sm", rate_bf16.flop_per_s_per_sm / 1e12}, {"source", rate_bf16.source}}},
+                           {"fp8", {{"tflops_per_sm", rate_fp8.flop_per_s_per_sm / 1e12}, {"source", rate_fp8.source}}}};
   MoeOptions mo;
-  mo.sm_tflops = model::kDatasheetSmFlopPerS / 1e12;
   if (!c.json)
     out_stream() << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << mo.block_n
-              << ", bf16 Combine; mainloops estimated at " << fmt_num(mo.sm_tflops, 2)
-              << " TFLOP/s per SM for bf16 and twice that for FP8: datasheet, not measured)\n";
+              << ", bf16 Combine; mainloops estimated at " << fmt_num(rate_bf16.flop_per_s_per_sm / 1e12, 2)
+              << " TFLOP/s per SM bf16 (" << rate_bf16.source << "), " << fmt_num(rate_fp8.flop_per_s_per_sm / 1e12, 2)
+              << " FP8 (" << rate_fp8.source << "))\n";
   rows.clear();
-  for (const auto& [precision, rate_factor] : {std::pair<const char*, double>{"bf16", 1.0}, {"fp8", 2.0}}) {
+  for (const char* precision : {"bf16", "fp8"}) {
     MoeOptions po = mo;
-    po.sm_tflops = mo.sm_tflops * rate_factor;
+    po.precision = precision;
     for (const auto& s : model::builtin_moe_shapes()) {
       po.shape = s.name;
-      const model::MoeInput in = moe_input(po, k);
+      const model::MoeInput in = moe_input(platform, po, k);
       const model::MoeAudit a = model::audit_moe(platform, in);
       nlohmann::json mj = model::to_json(a);
       mj["name"] = s.name;
       mj["precision"] = precision;
       mj["source"] = s.source;
+      mj["t_l1_mma_us"] = units::s_to_us(in.t_l1_mma_s);
+      mj["t_l2_mma_us"] = units::s_to_us(in.t_l2_mma_s);
       // As built (wave order, the worst): on the two ranks of the default plan half of a tile's Combine is
       // remote, issued in moe::kFusedCombineChunks chunks over the next tile's k-steps.
       const double chunk = sim::moe_remote_share(2) * in.tile_bytes / moe::kFusedCombineChunks;
@@ -326,10 +368,11 @@ void run_default(const PlanCommon& c) {
           platform, k, chunk, std::max(0.0, step - platform.issue_floor_s(k, chunk).value), 24);
       mj["wave_as_built"] = {{"action", model::to_string(built.action)}, {"binding_bound", built.binding_bound},
                              {"chunk_bytes", chunk}, {"steady_stall_us", units::s_to_us(built.steady_stall_s)},
-                             {"first_burst_stall_us", units::s_to_us(built.first_burst_stall_s)}};
+                             {"first_burst_stall_us", units::s_to_us(built.first_burst_stall_s)},
+                             {"stall_tolerance_us", units::s_to_us(built.tolerance_s)}};
       j["moe"].push_back(mj);
       rows.push_back(moe_row(std::string(s.name) + " " + precision, in, a));
-      rows.back().push_back(std::string(model::to_string(built.action)) + " (" + built.binding_bound + ")");
+      rows.back().push_back(as_built_text(built));
     }
   }
   if (c.json) {
@@ -337,12 +380,14 @@ void run_default(const PlanCommon& c) {
     return;
   }
   std::vector<std::string> header = kMoeHeader;
-  header.push_back("wave as built (simulated)");
+  header.push_back("wave as built (simulated; stall first/steady)");
   print_table(header, rows);
   out_stream() << "\nM_ub*: sequence length from which the Q-loop alone hides the burst (eq. 20). E_cc: exposed time if the\n"
-               "issuer waited for remote completion (eq. 17). (capacity): the aligned burst's q_peak0 exceeds Q (eq. 10),\n"
-               "so an aligned burst stalls on Q. As built (simulated): the bursts recur from an aligned start with\n"
-               "first-come service; only the first burst meets Q, and reshape means the steady state stalls (rate).\n"
+               "issuer waited for remote completion (eq. 17). Aligned (eq. 10), the worst case: (rate) V/R > T_iss0 + G,\n"
+               "(capacity) the aligned burst's q_peak0 exceeds Q, so an aligned burst stalls on Q. As built (simulated):\n"
+               "the bursts recur from an aligned start with first-come service; stall: the median producer's stall of\n"
+               "the first burst / per later burst; reshape means the steady state stalls (rate). Mainloops at the\n"
+               "platform's per-SM GEMM rates (measured: the traced kernels; docs/platform.md).\n"
                "Details: xstage plan attn|moe --help.\n";
 }
 
@@ -380,7 +425,9 @@ void add_plan(CLI::App& root) {
 
   CLI::App* m = plan->add_subcommand("moe", "MoE Combine audit, expert-wave vs interleaved (eq. 12-16)");
   add_common(m, *moe_common);
-  m->add_option("--shape", moe->shape, "built-in shape (mainloops estimated from --sm-tflops)");
+  m->add_option("--shape", moe->shape, "built-in shape (mainloops estimated from the platform's GEMM rate or --sm-tflops)");
+  m->add_option("--precision", moe->precision, "bf16 or fp8: which of the platform's per-SM GEMM rates (with --shape)")
+      ->capture_default_str();
   m->add_option("--tile-bytes", moe->tile_bytes, "V_t: Combine bytes per Linear-2 tile per producer")->check(kPositive);
   m->add_option("--t-l1-us", moe->t_l1_us, "T_L1^mma (us)")->check(kPositive);
   m->add_option("--t-l2-us", moe->t_l2_us, "T_L2^mma (us)")->check(kPositive);
@@ -390,7 +437,9 @@ void add_plan(CLI::App& root) {
   m->add_option("--block-m", moe->block_m, "b_m (with --shape)")->check(kPositive);
   m->add_option("--block-n", moe->block_n, "b_n: N-tile width")->check(kPositive);
   m->add_option("--out-bytes", moe->out_bytes, "bytes per Combine element (with --shape)")->check(kPositive);
-  add_sm_tflops_option(m, moe->sm_tflops);
+  m->add_option("--sm-tflops", moe->sm_tflops,
+                "per-SM TFLOP/s of the estimated mainloops (with --shape; default: the platform's rate at --precision)")
+      ->check(in_range(0.01, 1000));
   m->add_option("--staging-us", moe->staging_us, "fixed staging term of T_RS (us)")->check(kNonNegative);
   m->add_flag("--simulate", moe->simulate, "simulate the expert-wave and interleaved orders for one routing (needs --shape)");
   m->add_option("--ranks", moe->ranks, "expert-parallel ranks (--simulate)")->check(kPositive);
@@ -403,6 +452,8 @@ void add_plan(CLI::App& root) {
                 "how the simulated kernel issues a Linear-2 tile's Combine: piggyback (the fused kernel's default: "
                 "one chunk per k-step of the next tiles) or epilogue (one burst after the tile) (--simulate)");
   m->callback([moe, moe_common, m] {
+    if (moe->precision != "bf16" && moe->precision != "fp8")
+      throw InputError("--precision: must be bf16 or fp8, got \"" + moe->precision + "\"");
     if (moe->combine != "piggyback" && moe->combine != "epilogue")
       throw InputError("--combine: must be piggyback or epilogue, got \"" + moe->combine + "\"");
     if (moe->shape.empty()) {

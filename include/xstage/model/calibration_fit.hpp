@@ -5,7 +5,8 @@
 //    surely recovered), as a median;
 //  - Q(K) from the knee of the isolated-burst issue time vs V: a two-segment fit
 //    T = max(a + b·V, (V − Q)/R) with R fixed from the periodic fit; Q = V_knee − R·T_iss0 (eq. 6–7).
-// Local-target records are controls and never fitted.
+// Local-target records are controls: they enter no remote parameter; only local memory's own drain
+// (local_drain_rate) is fitted from them.
 #pragma once
 
 #include <optional>
@@ -20,6 +21,9 @@ namespace xstage::model {
 struct FitOptions {
   double outlier_mad_threshold = 3.5;  // points beyond this many scaled MADs are rejected
   int min_points_for_rate = 3;
+  // The probe's zero-gap loop gaps (raw.json); without them a zero-gap record's gap is the fitted
+  // zero_gap_overhead. They enter R(K) through the gap the model sees (probe_model_gap_s).
+  std::vector<ZeroGapLoop> zero_gap_loops;
 };
 
 struct RateFit {
@@ -56,9 +60,16 @@ struct KneeFit {
   double ramped_max_rel_residual = 0.0;
 };
 
+// R(K) (docs/model.md, "Fidelity"): the rate of the period law at K. Started from the robust slope through
+// the origin of K's drain-dominated zero-gap periods, then the rate within ±10 % of it that minimises the
+// largest relative error of T_iss and T_period over every periodic remote record at K (eq. 3 and the period
+// law with the gap G + h the model sees): a Chebyshev fit of the two quantities the model predicts.
 struct RatePerProducers {
   int producers;
-  RateFit fit;
+  RateFit fit;                       // the robust slope (fit.drain_rate_bytes_per_s: its rate)
+  double bytes_per_s = 0.0;          // R(K) written to the platform (the minimax rate)
+  int periodic_points = 0;           // periodic remote records at K in the minimax
+  double max_rel_error = 0.0;        // their largest relative error of T_iss or T_period at R(K)
 };
 
 struct FitResult {
@@ -69,9 +80,17 @@ struct FitResult {
   double knee_ramp_s = 0.0;          // τ shared by the knees
   double burst_overhead_s = 0.0;     // h: median T_period − T_iss − G over recovered gap-sweep points
   double zero_gap_overhead_s = 0.0;  // h at G = 0: median T_period − T_iss over floor-dominated zero-gap points
+  // Local memory's own drain, from the local control's zero-gap records that its drain binds (T_iss above
+  // 1.1 × the per-SM issue floor at their B: the smallest K's local T_iss there); 0 with fewer than 2.
+  RateFit local_rate;
   std::vector<std::string> warnings;
   Platform platform;  // ready to write: drain rate, issue floors, capacities (knees found only)
 };
+
+// The gap a probe record's producers spent, as the model sees it: the recorded gap plus the platform's
+// per-burst bookkeeping h; a zero-gap record takes its measured loop gap from `loops` (+ h) where given,
+// else the platform's zero-gap overhead. One rule for the fit and the fidelity report.
+double probe_model_gap_s(const Platform& p, const CalibrationRecord& r, const std::vector<ZeroGapLoop>& loops);
 
 // Throws xstage::InputError when the records cannot determine R (too few zero-gap periodic remote points).
 FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitOptions& options = {});

@@ -38,6 +38,23 @@ struct DrainRatePoint {
   double bytes_per_s;
 };
 
+// Sustained per-SM Tensor Core rate of the fused kernels' 128 × 128 GEMM tiles at one precision, as the
+// traced kernels ran on this platform (optional table, docs/platform.md): FLOP/s per SM, with where it
+// comes from (which traced runs, which formula; free-form).
+struct GemmRatePoint {
+  std::string precision;  // "bf16" or "fp8"
+  double flop_per_s_per_sm;
+  nlohmann::json provenance = nlohmann::json::object();
+};
+// The datasheet fallback where a platform states no measured rate: the H100/H200 SXM dense Tensor Core
+// rates over 132 SMs, 989.4 TFLOP/s bf16 and twice that FP8 (an upper bound a kernel does not reach).
+inline constexpr double kDatasheetSmFlopPerS = 989.4e12 / 132.0;
+inline constexpr double kDatasheetFp8SmFlopPerS = 2.0 * kDatasheetSmFlopPerS;
+struct GemmRate {
+  double flop_per_s_per_sm;
+  const char* source;  // "measured" (the platform's table) or "datasheet"
+};
+
 // How a T_iss0 or Q value was obtained from the measured points.
 enum class LookupSource { kMeasured, kInterpolated, kExtrapolated, kScaled, kOverride };
 const char* to_string(LookupSource s);
@@ -58,6 +75,10 @@ struct Platform {
   double knee_ramp_s = 0.0;            // τ of the isolated knee (burst_gap.hpp); 0: eq. 7's corner
   double burst_overhead_s = 0.0;       // h: probe time per burst outside issue and recorded gap
   double zero_gap_overhead_s = 0.0;    // h at a zero-gap record (includes the loop's own cycles)
+  // Local memory's own drain: what back-to-back local stores of the calibration's local control meet
+  // (fitted from its zero-gap records); 0: not measured. Never used for remote stores.
+  double local_drain_rate_bytes_per_s = 0.0;
+  std::vector<GemmRatePoint> gemm_rate_per_sm;  // empty: the datasheet for every precision
   nlohmann::json provenance = nlohmann::json::object();
 
   // T_iss0 at (K, B). Rule (documented in docs/platform.md):
@@ -74,6 +95,9 @@ struct Platform {
   // Drain of an aligned burst past the knee at K: the nearest capacity point's isolated rate (linear
   // in K between points), else R(K).
   double isolated_drain_rate_at(int producers) const;
+  // Per-SM GEMM rate at `precision` ("bf16" or "fp8"; InputError otherwise): the measured table's value,
+  // else the datasheet's. The one source of every mainloop-time estimate.
+  GemmRate gemm_rate_at(std::string_view precision) const;
 };
 
 // Parses and validates; throws xstage::InputError naming the field (e.g. "issue_floor[1].t_iss0_us")

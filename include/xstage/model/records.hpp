@@ -37,4 +37,15 @@ std::vector<CalibrationRecord> parse_records_csv(std::istream& in, std::string_v
 std::vector<CalibrationRecord> load_records_csv(const std::string& path);
 void write_records_csv(std::ostream& out, const std::vector<CalibrationRecord>& records);
 
+// The probe's measured loop gap of each zero-gap periodic point (raw.json `gap_us`), keyed by
+// (target, K, B); records.csv writes those gaps as 0. The fit and the fidelity report read the same.
+struct ZeroGapLoop {
+  StoreTarget target;
+  int producers;
+  double bytes_per_producer;
+  double gap_s;
+};
+// Reads the zero-gap periodic points of an `xstage.calibration_raw/1` file; throws InputError.
+std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& raw_json_path);
+
 }  // namespace xstage::model

@@ -33,9 +33,6 @@ const MoeShape* find_moe_shape(std::string_view name);  // nullptr when unknown
 
 // Default σ (time per KV tile of the Q-loop): the paper's FlashAttention-4 measurement, 0.79 µs.
 inline constexpr double kPaperSigmaS = 0.79e-6;
-// Default per-SM dense bf16 Tensor Core rate used to estimate MoE mainloop times when none are
-// measured: the H100/H200 datasheet's 989 TFLOP/s over 132 SMs (an estimate, not a measurement).
-inline constexpr double kDatasheetSmFlopPerS = 989.4e12 / 132.0;
 
 // MoE audit input for one shape with b_m × b_n tiles: Linear-1 tiles are b_m × b_n over depth
 // `hidden` (2·h_inter columns: gate and up), Linear-2 tiles b_m × b_n over depth h_inter (hidden

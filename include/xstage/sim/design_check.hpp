@@ -16,6 +16,7 @@ struct RecurringBurstCheck {
   double steady_stall_s = 0.0;        // median producer's mean stall per burst after the first
   model::DesignAction action;         // reshape only when the steady state stalls
   const char* binding_bound = "none";  // "rate", "capacity (first aligned burst only)" or "none"
+  double tolerance_s = 0.0;           // a stall counts above this (1 % of T_iss0 + G)
 };
 
 // A stall counts when it exceeds 1 % of T_iss0 + G (below that it is the simulator's tolerance).

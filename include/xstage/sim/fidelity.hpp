@@ -38,18 +38,14 @@ struct FidelityReport {
   ErrorSummary isolated_past_knee_model_t_iss, isolated_past_knee_sim_t_iss;  // V > Q(K)
   double local_flat_t_iss_s = 0.0;    // median local T_iss over G > 0 (the control's plateau)
   double local_zero_gap_ratio = 0.0;  // local T_iss at G = 0 over that plateau (same K, B)
+  double local_drain_rate_bytes_per_s = 0.0;     // the platform's local drain (0: none stated)
+  double local_zero_gap_model_t_iss_s = 0.0;     // eq. 3 at G = 0 with the local drain (0: none stated)
+  double local_zero_gap_model_rel_error = 0.0;
 };
 
-// The probe's measured loop gap of each zero-gap periodic point (raw.json `gap_us`), keyed by
-// (target, K, B); records.csv writes those gaps as 0.
-struct ZeroGapLoop {
-  model::StoreTarget target;
-  int producers;
-  double bytes_per_producer;
-  double gap_s;
-};
-// Reads the zero-gap periodic points of an `xstage.calibration_raw/1` file; throws InputError.
-std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& raw_json_path);
+// The probe's zero-gap loop gaps (raw.json), shared with the fit: xstage/model/records.hpp.
+using model::ZeroGapLoop;
+using model::load_zero_gap_loops;
 
 struct FidelityOptions {
   int periodic_bursts = 40;  // simulated bursts per producer (the steady state is the second half)
@@ -76,10 +72,26 @@ struct TileStallRow {
   double layer_remote_s = 0.0;
   double layer_local_s = -1.0;      // < 0: no control
   double residual_s = 0.0;          // layer time remote − local (0 without a control)
+  double tile_flop = 0.0;           // of one Linear-2 tile: 2·b_m·b_n·h_inter (the fused kernel's 128 × 128 tiles)
 };
 // Reads an `xstage.moe_bench` or `xstage.moe_bench_set` file with `trace` entries; throws InputError.
 std::vector<TileStallRow> tile_stall_rows(const std::string& bench_json_path);
 nlohmann::json to_json(const std::vector<TileStallRow>& rows);
+
+// Sustained per-SM GEMM rate of the traced kernels, per precision (the platform's gemm_rate_per_sm):
+// per traced schedule with remote Combine stores, rate = tile_flop / (median Linear-2 mainloop + staging),
+// then the median over those schedules (both orders, every shape traced). The median spans the shapes'
+// spread (bf16 on H200 x2: 4.0-6.4 TFLOP/s per SM); the planner's mainloop estimate at this rate is the
+// traced span wherever a shape sits at the median.
+struct GemmRateFit {
+  std::string precision;
+  double flop_per_s_per_sm = 0.0;  // the median
+  double min_flop_per_s_per_sm = 0.0, max_flop_per_s_per_sm = 0.0;
+  int schedules = 0;
+  std::vector<std::string> sources;  // files, each once
+};
+std::vector<GemmRateFit> fit_gemm_rates(const std::vector<TileStallRow>& rows);
+nlohmann::json to_json(const std::vector<GemmRateFit>& fits);
 
 // The fused Ulysses attention (TMA epilogue) against its prediction: per sweep point, the as-built
 // recurring-burst check (132 × b_m·d·2-byte output bursts every Q-loop, G_Qloop = σ·ceil(M/b_n) with the
