@@ -37,7 +37,10 @@ struct SchedulePrediction {
 SchedulePrediction predict_schedule(const MoeBenchOptions& o, const model::MoeShape& shape, const MoeDims& d,
                                     const std::vector<long long>& load, int grid, int lead_rows, int experts_per_wave) {
   const model::Platform platform = model::load_platform_or_default(o.platform);
-  const double sm_flops = o.sm_tflops * 1e12;
+  // One source of the mainloop rate with `xstage plan`: the platform's per-precision rate unless given.
+  const model::GemmRate rate = o.sm_tflops > 0 ? model::GemmRate{o.sm_tflops * 1e12, "--sm-tflops"}
+                                               : platform.gemm_rate_at(o.precision);
+  const double sm_flops = rate.flop_per_s_per_sm;
   const model::MoeInput in = model::moe_input_for_shape(shape, grid, sm_flops, 128, 128, 2);
   sim::MoeOrderParams p;
   sim::set_tile_counts(in, p);
@@ -62,7 +65,7 @@ SchedulePrediction predict_schedule(const MoeBenchOptions& o, const model::MoeSh
   out.choice = sim::choose_moe_order(speedup) == sim::MoeOrder::kInterleaved ? MoeFusedSchedule::kInterleaved
                                                                             : MoeFusedSchedule::kWave;
   out.j = {{"choice", to_string(out.choice)}, {"predicted_speedup", speedup}, {"tie_band", sim::kMoeOrderTieBand},
-           {"platform", platform.name}, {"sm_tflops", sm_flops / 1e12}, {"lead_rows", lead_rows},
+           {"platform", platform.name}, {"sm_tflops", sm_flops / 1e12}, {"sm_tflops_source", rate.source}, {"lead_rows", lead_rows},
            {"experts_per_wave", experts_per_wave}, {"producers", grid},
            {"combine", sim::to_string(combine)},
            {"remote_share", sim::moe_remote_share(d.ranks)},

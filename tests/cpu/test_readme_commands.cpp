@@ -1,5 +1,6 @@
-// Every command line of README.md that needs no GPU runs as written: the ```sh blocks' lines starting
-// with `build/xstage` whose subcommand is CPU-only, in a folder holding the files they name, exit 0.
+// Every command line of README.md and docs/cli.md that needs no GPU runs as written: the ```sh blocks'
+// lines starting with `build/xstage` whose subcommand is CPU-only, in a folder holding the files they
+// name, exit 0.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -21,8 +22,8 @@ namespace fs = std::filesystem;
 
 // The README's command lines: inside ```sh fences, starting with build/xstage; comments and optional
 // parts ([--json]) dropped.
-std::vector<std::string> readme_command_lines() {
-  std::ifstream f(std::string(XSTAGE_SOURCE_DIR) + "/README.md");
+std::vector<std::string> readme_command_lines(const std::string& doc) {
+  std::ifstream f(std::string(XSTAGE_SOURCE_DIR) + "/" + doc);
   std::vector<std::string> lines;
   std::string line;
   bool in_sh = false;
@@ -65,22 +66,27 @@ void write_inputs(const fs::path& dir) {
   xstage::test::write_fit_records(dir / "records.csv");
 }
 
-TEST(Readme, EveryCpuCommandLineRuns) {
+void run_every_cpu_line(const std::string& doc, int at_least) {
   const std::set<std::string> cpu_only = {"model", "plan", "simulate", "fit", "fidelity", "--version", "--help"};
   const fs::path dir = fs::path(testing::TempDir()) / ("xstage_readme_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   write_inputs(dir);
   int ran = 0;
-  for (const std::string& line : readme_command_lines()) {
+  for (const std::string& line : readme_command_lines(doc)) {
     if (!cpu_only.count(subcommand_of(line))) continue;
     std::string output;
-    EXPECT_EQ(run_in(dir, line, output), 0) << line << "\n" << output;
+    EXPECT_EQ(run_in(dir, line, output), 0) << doc << ": " << line << "\n" << output;
     ++ran;
   }
-  // The README's CLI section lists at least plan, model, plan attn, plan moe, two simulate lines and fit.
-  EXPECT_GE(ran, 7);
+  EXPECT_GE(ran, at_least) << doc;
   fs::remove_all(dir);
 }
+
+// The README's quick start: at least plan and model.
+TEST(Readme, EveryCpuCommandLineRuns) { run_every_cpu_line("README.md", 2); }
+
+// The CLI reference lists at least plan, model, plan attn, plan moe, two simulate lines and fit.
+TEST(Readme, EveryCpuCommandLineOfTheCliReferenceRuns) { run_every_cpu_line("docs/cli.md", 7); }
 
 }  // namespace

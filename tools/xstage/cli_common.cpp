@@ -158,9 +158,9 @@ CLI::Option* add_timeout_option(CLI::App* cmd, double& timeout_s, const std::str
 
 CLI::Option* add_sm_tflops_option(CLI::App* cmd, double& sm_tflops) {
   return cmd->add_option("--sm-tflops", sm_tflops,
-                         "per-SM Tensor Core TFLOP/s of the predicted tile times (default: the fused kernel's measured rate)")
-      ->check(in_range(0.01, 1000))
-      ->capture_default_str();
+                         "per-SM Tensor Core TFLOP/s of the predicted tile times (default: the platform's rate at "
+                         "--precision, measured from the traced kernels where the platform file has one)")
+      ->check(in_range(0.01, 1000));
 }
 CLI::Option* add_zipf_option(CLI::App* cmd, double& zipf_s) {
   return cmd->add_option("--zipf-s,--zipf", zipf_s, "Zipf exponent of skewed routing (--zipf: deprecated spelling)")

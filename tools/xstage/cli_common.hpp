@@ -59,10 +59,7 @@ CLI::Option* add_gpus_option(CLI::App* cmd, std::string& gpus, const std::string
 CLI::Option* add_timeout_option(CLI::App* cmd, double& timeout_s, const std::string& what);
 
 // MoE schedule prediction (plan moe --simulate, moe bench --schedule auto): one option spelling, one
-// default. Per-SM GEMM rate of the fused kernel's 128 x 128 tiles, measured: Linear-2 tile mainloops of
-// 9.3-32.9 us in the traced runs (results/h200-x2/moe_wave_trace.json: qwen3, deepseek-v3, dit-moe at
-// T = 8192) are 4.0-5.6 TFLOP/s per SM.
-constexpr double kDefaultSmTflops = 4.5;
+// default. The per-SM GEMM rate defaults to the platform's (model::Platform::gemm_rate_at).
 constexpr double kDefaultZipfS = 1.2;
 CLI::Option* add_sm_tflops_option(CLI::App* cmd, double& sm_tflops);
 CLI::Option* add_zipf_option(CLI::App* cmd, double& zipf_s);          // --zipf-s (--zipf: deprecated)

@@ -47,7 +47,6 @@ void add_moe(CLI::App& root) {
   moe->require_subcommand(1);
   auto o = std::make_shared<testing::MoeBenchOptions>();
   o->zipf_s = cli::kDefaultZipfS;
-  o->sm_tflops = cli::kDefaultSmTflops;
   CLI::App* b = moe->add_subcommand("bench", "Check against the CPU reference, then time each stage (median of many runs)");
   cli::add_gpus_option(b, o->gpus, "Devices of the team, one rank each");
   b->add_option("--shape", o->shape, "Built-in MoE shape name (an unknown name lists the known ones)")->required();

@@ -26,7 +26,7 @@ struct MoeBenchOptions {
   int lead_rows = 0;
   int experts_per_wave = 0;
   std::string platform;  // --schedule auto / both: the prediction's platform (default: embedded)
-  double sm_tflops = 0;  // per SM, for the prediction's tile times (the caller's default)
+  double sm_tflops = 0;  // per SM, for the prediction's tile times; 0: the platform's rate at `precision`
   bool trace = false;
   bool local_store_control = false;
   bool gemm_alone = false;  // fused: also time the Linear-1 and Linear-2 tiles alone (GEMM-only mode)
