@@ -109,9 +109,7 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, typena
         cute::store_shared_remote(__float_as_uint(amax[rs]),
                                   cute::cast_smem_ptr_to_uint(&smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]),
                                   bar, cta ^ 1);
-      moe_wait_geq(
-          [&] { return std::uint64_t(gpu::mbar_try_wait_parity_acquire_cluster(&smem.amax_bar[buf], parity)); }, 1,
-          p.timeout_ns, p.failure, kMoeWaitPeerAmax, p.rank, tile.row);
+      moe_wait_phase(&smem.amax_bar[buf], parity, p.timeout_ns, p.failure, kMoeWaitPeerAmax, p.rank, tile.row);
       CUTE_UNROLL
       for (int rs = 0; rs < 2; ++rs) amax[rs] = fmaxf(amax[rs], smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]);
     }
