@@ -22,9 +22,9 @@
 namespace xstage::moe {
 
 // The completion/reduction kernel launch (moe_fused.cu), after the fused kernel of `grid` CTAs.
-cudaError_t launch_moe_fused_finish(const MoeFusedParams& p, int grid, cudaStream_t stream);
+cudaError_t launch_moe_fused_finish(const MoeFusedKernelParams& p, int grid, cudaStream_t stream);
 // The FP8 kernels (moe_fused_fp8.cu).
-cudaError_t launch_moe_fused_fp8(const MoeFusedParams& p, MoeFusedSchedule schedule, int grid, cudaStream_t stream);
+cudaError_t launch_moe_fused_fp8(const MoeFusedArguments& a, MoeFusedSchedule schedule, int grid, cudaStream_t stream);
 
 namespace fused_detail {
 
@@ -34,7 +34,7 @@ namespace fused_detail {
 //   consumer warpgroups 1-2 (232 registers): GMMA and epilogues (moe_fused_consumer.cuh).
 template <class T, class Schedule>
 __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kClusterSize, 1, 1)
-    moe_fused_kernel(CUTE_GRID_CONSTANT MoeFusedParams const p, CUTE_GRID_CONSTANT MoeFusedTmaT<T> const tma) {
+    moe_fused_kernel(CUTE_GRID_CONSTANT MoeFusedKernelParams const p, CUTE_GRID_CONSTANT MoeFusedTmaT<T> const tma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Pipeline = typename T::Pipeline;
   extern __shared__ __align__(1024) char smem_raw[];
@@ -81,26 +81,29 @@ __global__ void __launch_bounds__(T::kNumThreads, 1) __cluster_dims__(T::kCluste
 #endif
 }
 
+// One launch from its arguments: the kernel's parameters (to_params), the TMA descriptors and the events
+// come from `a`; the completion kernel follows on the stream.
 template <class T, class Schedule>
-cudaError_t launch_fused(const MoeFusedParams& p, int grid, cudaStream_t stream) {
+cudaError_t launch_fused(const MoeFusedArguments& a, int grid, cudaStream_t stream) {
   constexpr int smem_bytes = int(sizeof(MoeFusedKernelStorage<T>));
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
   if ((e = gpu::set_max_dynamic_shared_memory_once<moe_fused_kernel<T, Schedule>>(device, smem_bytes)) != cudaSuccess)
     return e;
-  const MoeFusedTmaT<T> tma = make_moe_fused_tma<T>(p);
-  if (p.kernel_begin != nullptr && (e = cudaEventRecord(p.kernel_begin, stream)) != cudaSuccess) return e;
+  const MoeFusedKernelParams p = to_params(a);
+  const MoeFusedTmaT<T> tma = make_moe_fused_tma<T>(a);
+  if (a.kernel_begin != nullptr && (e = cudaEventRecord(a.kernel_begin, stream)) != cudaSuccess) return e;
   moe_fused_kernel<T, Schedule><<<grid, T::kNumThreads, smem_bytes, stream>>>(p, tma);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  if (p.kernel_end != nullptr && (e = cudaEventRecord(p.kernel_end, stream)) != cudaSuccess) return e;
+  if (a.kernel_end != nullptr && (e = cudaEventRecord(a.kernel_end, stream)) != cudaSuccess) return e;
   return launch_moe_fused_finish(p, grid, stream);
 }
 
 template <class T>
-cudaError_t launch_fused_schedule(const MoeFusedParams& p, MoeFusedSchedule schedule, int grid, cudaStream_t stream) {
-  return schedule == MoeFusedSchedule::kWave ? launch_fused<T, sched::ExpertWaveMoeScheduler>(p, grid, stream)
-                                             : launch_fused<T, sched::InterleavedMoeScheduler>(p, grid, stream);
+cudaError_t launch_fused_schedule(const MoeFusedArguments& a, MoeFusedSchedule schedule, int grid, cudaStream_t stream) {
+  return schedule == MoeFusedSchedule::kWave ? launch_fused<T, sched::ExpertWaveMoeScheduler>(a, grid, stream)
+                                             : launch_fused<T, sched::InterleavedMoeScheduler>(a, grid, stream);
 }
 
 }  // namespace fused_detail

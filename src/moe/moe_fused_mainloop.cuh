@@ -104,16 +104,16 @@ struct MoeFusedTmaT {
 };
 
 template <class T>
-inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedParams& p) {
+inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedArguments& a) {
   using namespace cute;
   using E = typename T::Element;
-  const int el = p.experts / p.ranks;
+  const int el = a.experts / a.ranks;
   MoeFusedTmaT<T> t{};
-  t.recv_rows = int32_t(p.recv_rows);
-  t.hidden = p.hidden;
-  t.h_inter = p.h_inter;
-  t.w1_rows = el * 2 * p.h_inter;
-  t.w2_rows = el * p.hidden;
+  t.recv_rows = int32_t(a.recv_rows);
+  t.hidden = a.hidden;
+  t.h_inter = a.h_inter;
+  t.w1_rows = el * 2 * a.h_inter;
+  t.w2_rows = el * a.hidden;
   auto g = [](const void* ptr, int rows, int cols) {
     return make_tensor(make_gmem_ptr(static_cast<E const*>(ptr)), typename T::GShape{rows, cols},
                        typename T::GStride{int64_t(cols), _1{}});
@@ -122,10 +122,10 @@ inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedParams& p) {
   using LB = typename T::SmemLayoutBStage;
   using LBH = typename T::SmemLayoutBHalf;
   constexpr Int<T::kClusterSize> cluster{};
-  t.recv = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, g(p.recv, t.recv_rows, p.hidden), LA{}, typename T::TileA{}, cluster);
-  t.w1 = make_tma_copy(SM90_TMA_LOAD{}, g(p.w1, t.w1_rows, p.hidden), LBH{}, typename T::TileBHalf{}, _1{});
-  t.h = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, g(p.h, t.recv_rows, p.h_inter), LA{}, typename T::TileA{}, cluster);
-  t.w2 = make_tma_copy(SM90_TMA_LOAD{}, g(p.w2, t.w2_rows, p.h_inter), LB{}, typename T::TileB{}, _1{});
+  t.recv = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, g(a.recv, t.recv_rows, a.hidden), LA{}, typename T::TileA{}, cluster);
+  t.w1 = make_tma_copy(SM90_TMA_LOAD{}, g(a.w1, t.w1_rows, a.hidden), LBH{}, typename T::TileBHalf{}, _1{});
+  t.h = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, g(a.h, t.recv_rows, a.h_inter), LA{}, typename T::TileA{}, cluster);
+  t.w2 = make_tma_copy(SM90_TMA_LOAD{}, g(a.w2, t.w2_rows, a.h_inter), LB{}, typename T::TileB{}, _1{});
   return t;
 }
 
@@ -137,13 +137,13 @@ __device__ __forceinline__ int moe_mma_wg_thread() {
 }
 
 template <class Pipeline, class State>
-__device__ __forceinline__ void moe_producer_acquire(Pipeline& pipe, State const& s, MoeFusedParams const& p) {
+__device__ __forceinline__ void moe_producer_acquire(Pipeline& pipe, State const& s, MoeFusedKernelParams const& p) {
   moe_wait_stage([&] { return pipe.producer_try_acquire(s); }, [&](auto token) { pipe.producer_acquire(s, token); },
                  s, p, kMoeWaitStageFree);
 }
 
 template <class Pipeline, class State>
-__device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s, MoeFusedParams const& p) {
+__device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s, MoeFusedKernelParams const& p) {
   moe_wait_stage([&] { return pipe.consumer_try_wait(s); }, [&](auto token) { pipe.consumer_wait(s, token); }, s,
                  p, kMoeWaitStageFull);
 }
@@ -153,7 +153,7 @@ __device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s
 template <class T, class State>
 __device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename T::SharedStorage& smem,
                                               typename T::Pipeline& pipe, State& write, sched::MoeTile const& tile,
-                                              MoeFusedParams const& p) {
+                                              MoeFusedKernelParams const& p) {
   using namespace cute;
   const bool issuer = cute::elect_one_sync();
   const int cta = int(cute::block_rank_in_cluster());
@@ -220,7 +220,7 @@ __device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename
 template <class T, class State, class Acc, class Issue>
 __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
                                              State& read, Acc& acc, int k_tiles, int mma_wg_thread,
-                                             MoeFusedParams const& p, Issue&& issue,
+                                             MoeFusedKernelParams const& p, Issue&& issue,
                                              std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   typename T::TiledMma mma;
@@ -271,7 +271,7 @@ __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, ty
 // unfilled phase, and the kernel hangs (docs/moe_notes.md, "Fused kernel structure").
 template <class T, class State>
 __device__ __forceinline__ void moe_drain_tile(typename T::Pipeline& pipe, State& read, int k_tiles,
-                                               int mma_wg_thread, MoeFusedParams const& p) {
+                                               int mma_wg_thread, MoeFusedKernelParams const& p) {
   const int wg = mma_wg_thread / cutlass::NumThreadsPerWarpGroup;
   for (int k = 0; k < k_tiles; ++k) {
     moe_consumer_wait(pipe, read, p);
@@ -305,7 +305,7 @@ struct MoeFp8TileScales {
 template <class T, int kGroups, class State, class Acc, class Issue>
 __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
                                                  State& read, Acc& total, int k_tiles, int mma_wg_thread,
-                                                 MoeFp8TileScales const& sc, MoeFusedParams const& p, Issue&& issue,
+                                                 MoeFp8TileScales const& sc, MoeFusedKernelParams const& p, Issue&& issue,
                                                  std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   static_assert(T::kFp8, "the promoted mainloop is the FP8 one");

@@ -41,21 +41,22 @@ __host__ __device__ inline int l2_tiles(int hidden) { return hidden / MoeFusedTr
 __host__ __device__ inline int l2_tiles_even(int hidden) { return (l2_tiles(hidden) + 1) / 2 * 2; }
 __host__ __device__ inline int l1_tiles(int h_inter) { return h_inter / (MoeFusedTraits::kBlockN / 2); }
 
-// GEMM-only mode (MoeFusedParams::gemm_only): 1 runs the Linear-1 tiles alone, 2 the Linear-2 tiles.
+// GEMM-only mode (MoeGemmOnly): kLinear1 runs the Linear-1 tiles alone, kLinear2 the Linear-2 tiles.
 // What a GEMM-only launch times: count exchange and layout (one flag round trip between the ranks), then
 // the scheduler's tiles of that stage with their TMA loads, GMMA mainloop and epilogue (Linear-1: SwiGLU
 // into h in local memory and the l1_done increment; Linear-2: the bf16 staging of the accumulator in
 // shared memory, no Combine store), then the completion flags.
-__host__ __device__ inline bool moe_gemm_only_skips(int gemm_only, sched::MoeStage stage) {
-  return (gemm_only == 1 && stage == sched::MoeStage::kLinear2) || (gemm_only == 2 && stage == sched::MoeStage::kLinear1);
+__host__ __device__ inline bool moe_gemm_only_skips(MoeGemmOnly gemm_only, sched::MoeStage stage) {
+  return (gemm_only == MoeGemmOnly::kLinear1 && stage == sched::MoeStage::kLinear2) ||
+         (gemm_only == MoeGemmOnly::kLinear2 && stage == sched::MoeStage::kLinear1);
 }
 
 // This rank's row blocks per local expert, as the scheduler walks them. Each role computes it in its own
 // branch, not before the split: values live across warpgroup_reg_dealloc must fit the producer's 40
 // registers, and held from before the split they spill there.
-__device__ __forceinline__ sched::MoeRowLayout moe_row_layout(const MoeFusedParams& p, const MoeLayoutSmem& L) {
-  const int el = p.experts / p.ranks;
-  return sched::MoeRowLayout{&L.offs[p.rank * (el + 1)], el, l1_tiles(p.h_inter) / 2, l2_tiles_even(p.hidden) / 2};
+__device__ __forceinline__ sched::MoeRowLayout moe_row_layout(const MoeFusedKernelParams& p, const MoeLayoutSmem& L) {
+  const int el = p.shape.experts / p.shape.ranks;
+  return sched::MoeRowLayout{&L.offs[p.shape.rank * (el + 1)], el, l1_tiles(p.shape.h_inter) / 2, l2_tiles_even(p.shape.hidden) / 2};
 }
 
 }  // namespace xstage::moe::fused_detail

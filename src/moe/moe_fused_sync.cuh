@@ -77,15 +77,15 @@ __device__ __forceinline__ void moe_wait_phase(const std::uint64_t* bar, std::ui
 }
 
 // A pipeline barrier wait with a bound: try_wait() until its token says the phase is complete (no
-// back-off: try_wait suspends by itself), then commit(token). Past p.timeout_ns it records the wait
+// back-off: try_wait suspends by itself), then commit(token). Past p.sync.timeout_ns it records the wait
 // (failure code `code`, index = the stage, target = its phase, seen = the count of the State) and traps.
 template <class State, class Try, class Commit>
 __device__ __forceinline__ void moe_wait_stage(Try&& try_wait, Commit&& commit, State const& s,
-                                               MoeFusedParams const& p, std::uint32_t code) {
+                                               MoeFusedKernelParams const& p, std::uint32_t code) {
   const auto token = gpu::bounded_wait<0>(
-      try_wait, [](auto t) { return !(t == cutlass::BarrierStatus::WaitAgain); }, p.timeout_ns,
+      try_wait, [](auto t) { return !(t == cutlass::BarrierStatus::WaitAgain); }, p.sync.timeout_ns,
       [&p, code, &s](auto const&, std::uint64_t) {
-        moe_fail_wait(p.failure, code, p.rank, s.index(), s.phase(), s.count());
+        moe_fail_wait(p.sync.failure, code, p.shape.rank, s.index(), s.phase(), s.count());
       });
   commit(token);
 }

@@ -15,9 +15,9 @@ namespace xstage::moe::fused_detail {
 
 #if defined(XSTAGE_MOE_FUSED_TRACE)
 struct MoeTileTracer {
-  const MoeFusedParams& p;
+  const MoeFusedKernelParams& p;
   int mma_thread_idx;
-  std::uint32_t traced = 0;  // records written by this CTA (at most p.trace_capacity)
+  std::uint32_t traced = 0;  // records written by this CTA (at most p.trace.capacity)
   MoeFusedTileTrace rec{};
 
   // The consumers reach `tile`.
@@ -32,23 +32,23 @@ struct MoeTileTracer {
   }
   // The tile's epilogue is done: its record is written.
   __device__ __forceinline__ void end() {
-    if (mma_thread_idx == 0 && p.trace != nullptr && traced < std::uint32_t(p.trace_capacity)) {
-      p.trace[std::size_t(blockIdx.x) * p.trace_capacity + traced] = rec;
+    if (mma_thread_idx == 0 && p.trace.records != nullptr && traced < std::uint32_t(p.trace.capacity)) {
+      p.trace.records[std::size_t(blockIdx.x) * p.trace.capacity + traced] = rec;
       ++traced;
     }
   }
   // Where the mainloop stamps the first k-step's operands, and the Combine epilogue its stores; null
   // when the launch traces nothing.
-  __device__ __forceinline__ std::uint64_t* first_stage() { return p.trace != nullptr ? &rec.t_first_stage : nullptr; }
-  __device__ __forceinline__ std::uint64_t* store() { return p.trace != nullptr ? &rec.t_store_begin : nullptr; }
+  __device__ __forceinline__ std::uint64_t* first_stage() { return p.trace.records != nullptr ? &rec.t_first_stage : nullptr; }
+  __device__ __forceinline__ std::uint64_t* store() { return p.trace.records != nullptr ? &rec.t_store_begin : nullptr; }
   // After the last tile: the CTA's record count.
   __device__ __forceinline__ void finish() {
-    if (mma_thread_idx == 0 && p.trace_count != nullptr) p.trace_count[blockIdx.x] = traced;
+    if (mma_thread_idx == 0 && p.trace.counts != nullptr) p.trace.counts[blockIdx.x] = traced;
   }
 };
 #else
 struct MoeTileTracer {
-  __device__ __forceinline__ MoeTileTracer(const MoeFusedParams&, int) {}
+  __device__ __forceinline__ MoeTileTracer(const MoeFusedKernelParams&, int) {}
   __device__ __forceinline__ void begin(const sched::MoeTile&) {}
   __device__ __forceinline__ void end() {}
   __device__ __forceinline__ std::uint64_t* first_stage() { return nullptr; }
