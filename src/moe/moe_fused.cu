@@ -3,14 +3,17 @@
 // Per GPU, one persistent kernel (grid = co-resident CTAs in 2-CTA clusters; CTA pair = cluster g = blockIdx / 2
 // is scheduler instance g, role r = blockIdx % 2 takes N-tiles 2j + r; the pair shares its A tiles by TMA multicast):
 //   prologue (all threads): count exchange, receive layout (moe_fused_dispatch.cuh);
-//   producer warpgroup, warps 1-3: the dispatch, concurrently with the tiles; warp 3 also publishes the
-//     Linear-1 tiles (below), between its rows and after its dispatch;
-//   producer warp: for each tile of the scheduler, wait for its inputs (Linear-1: the expert's arrival
-//     counter reaches base + rows; Linear-2: all Linear-1 N-tiles of the row are done), then
-//     fence.proxy.async.global and TMA loads (moe_fused_mainloop.cuh);
-//   two consumer warpgroups: GMMA, then the SwiGLU or Combine epilogue (moe_fused_epilogue.cuh); after
-//     each Linear-1 tile the consumer warps hand it to the releaser warp (a shared-memory barrier), which
-//     adds 1 to l1_done[row] (red.release.gpu); after the last tile one st.release.sys completion flag per rank.
+//   producer warpgroup, warps 1-3 (moe_fused_dispatch_warps.cuh): the dispatch, concurrently with the tiles;
+//     warp 3's lane 0 also publishes the Linear-1 tiles (below), between its rows and after its dispatch;
+//   producer warp 0 (moe_fused_producer.cuh): for each tile of the scheduler, wait for its inputs (Linear-1:
+//     the expert's arrival counter reaches base + rows; Linear-2: all Linear-1 N-tiles of the row are done),
+//     then fence.proxy.async.global and TMA loads (moe_fused_mainloop.cuh);
+//   two consumer warpgroups (moe_fused_consumer.cuh): GMMA, then the SwiGLU or Combine epilogue
+//     (moe_fused_epilogue.cuh); after each Linear-1 tile the consumer warps hand it to the releaser
+//     (MoeL1Handoff, moe_fused_handoff.cuh), which adds 1 to l1_done[row] (red.release.gpu); after the last
+//     tile one st.release.sys completion flag per rank.
+// The kernel's parameters are per part (MoeFusedKernelParams, moe_fused_kernel.hpp), built on the host by
+// to_params from the launch's arguments.
 // The completion kernel waits for every CTA of every rank (bounded) and sums each token's k rows in
 // routing order (float) into y, as the baseline's combine kernel does.
 // FP8: the operands are e4m3 (BK = 128), each k-step's product promoted into FP32 with its activation
@@ -60,13 +63,14 @@ __global__ void moe_fused_finish_kernel(MoeFusedKernelParams const p, int fused_
   const int flags = p.shape.ranks * fused_grid;
   for (int i = threadIdx.x; i < flags; i += blockDim.x) {
     const std::uint32_t* f = p.sync.done_flag + (i / fused_grid) * kFusedMaxGrid + i % fused_grid;
-    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.shape.epoch, p.sync.timeout_ns, p.sync.failure, kMoeWaitDoneFlag,
-                 p.shape.rank, i);
+    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.shape.epoch, p.sync.timeout_ns,
+                 p.sync.failure, kMoeWaitDoneFlag, p.shape.rank, i);
   }
   __syncthreads();
   const int el = p.shape.experts / p.shape.ranks;
   if (blockIdx.x == 0) {
-    for (int l = threadIdx.x; l < el; l += blockDim.x) p.mainloop.arrive_base[l] += std::uint64_t(p.dispatch.run_totals[l]);
+    for (int l = threadIdx.x; l < el; l += blockDim.x)
+      p.mainloop.arrive_base[l] += std::uint64_t(p.dispatch.run_totals[l]);
   }
   const int vec = p.shape.hidden / 8, K = p.shape.top_k;
   for (int t = blockIdx.x; t < p.shape.tokens; t += gridDim.x) {

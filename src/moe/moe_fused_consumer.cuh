@@ -22,8 +22,8 @@
 #include "moe_fused_storage.cuh"
 #include "moe_fused_sync.cuh"
 #include "moe_fused_trace.cuh"
-#include "xstage/gpu/ptx_memory.cuh"
 #include "xstage/gpu/named_barrier.cuh"
+#include "xstage/gpu/ptx_memory.cuh"
 #include "xstage/moe/moe_numerics.hpp"
 #include "xstage/sched/moe_schedule.hpp"
 
@@ -61,8 +61,8 @@ __device__ __forceinline__ void moe_consumers(const MoeFusedKernelParams& p, Moe
         const int kb = p.shape.hidden / T::kBlockK;  // 128-channel groups = k-steps
         const long long r0 = (long long)tile.row * T::kBlockM + acc_row(mma_thread_idx, 0);
         const float* w1s = p.mainloop.w1_scale + (long long)tile.expert * (2 * p.shape.h_inter / 128) * kb;
-        const MoeFp8TileScales sc{p.mainloop.recv_scale + r0 * kb, p.mainloop.recv_scale + (r0 + 8) * kb, w1s + (tile.n / 2) * kb,
-                                  w1s + (p.shape.h_inter / 128 + tile.n / 2) * kb};
+        const MoeFp8TileScales sc{p.mainloop.recv_scale + r0 * kb, p.mainloop.recv_scale + (r0 + 8) * kb,
+                                  w1s + (tile.n / 2) * kb, w1s + (p.shape.h_inter / 128 + tile.n / 2) * kb};
         moe_mma_tile_fp8<T, 1>(smem.main, pipe, read, acc, kb, mma_wg_thread, sc, p, issue, trace.first_stage());
       } else {
         moe_mma_tile<T>(smem.main, pipe, read, acc, p.shape.hidden / T::kBlockK, mma_wg_thread, p, issue,
@@ -83,7 +83,8 @@ __device__ __forceinline__ void moe_consumers(const MoeFusedKernelParams& p, Moe
       trace.begin(tile);
       Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kBlockN>>{});
       if constexpr (T::kFp8) {
-        const int kb = p.shape.h_inter / T::kBlockK, hg = p.shape.h_inter / kFp8GroupSize;  // k-steps = 128-channel groups
+        const int kb = p.shape.h_inter / T::kBlockK,
+                  hg = p.shape.h_inter / kFp8GroupSize;  // k-steps = 128-channel groups
         const long long r0 = (long long)tile.row * T::kBlockM + acc_row(mma_thread_idx, 0);
         const float* w2s = p.mainloop.w2_scale + ((long long)tile.expert * (p.shape.hidden / 128) + tile.n) * kb;
         const MoeFp8TileScales sc{p.epilogue.h_scale + r0 * hg, p.epilogue.h_scale + (r0 + 8) * hg, w2s, w2s};
@@ -105,7 +106,8 @@ __device__ __forceinline__ void moe_consumers(const MoeFusedKernelParams& p, Moe
   if (piggyback) moe_combine_issue_pending<T>(p, smem.main, pending, kCombineChunksPerThread<T>, mma_thread_idx);
   gpu::named_barrier_sync(T::kNumMmaThreads, MoeNamedBarrier::kConsumers);
   if (mma_thread_idx < p.shape.ranks) {
-    gpu::publish_flag_release(p.sync.done_flag_peer[mma_thread_idx] + p.shape.rank * kFusedMaxGrid + blockIdx.x, p.shape.epoch);
+    gpu::publish_flag_release(p.sync.done_flag_peer[mma_thread_idx] + p.shape.rank * kFusedMaxGrid + blockIdx.x,
+                              p.shape.epoch);
   }
 }
 

@@ -43,8 +43,8 @@ __device__ __forceinline__ void moe_exchange_counts(const MoeFusedKernelParams& 
   }
   if (threadIdx.x < N) {
     const std::uint32_t* f = p.sync.count_flag + threadIdx.x;
-    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.shape.epoch, p.sync.timeout_ns, p.sync.failure, kMoeWaitCountFlag, p.shape.rank,
-                 threadIdx.x);
+    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.shape.epoch, p.sync.timeout_ns,
+                 p.sync.failure, kMoeWaitCountFlag, p.shape.rank, threadIdx.x);
   }
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -77,8 +77,8 @@ __device__ __forceinline__ void moe_exchange_counts(const MoeFusedKernelParams& 
 // Warp `worker` of `workers` dispatch warps (over all CTAs of the rank) takes chunks worker, worker +
 // workers, ... of kChunk rows; the whole warp calls after_row() after each row it copies.
 template <class AfterRow>
-__device__ __forceinline__ void moe_dispatch(const MoeFusedKernelParams& p, const MoeLayoutSmem& L, int worker, int workers,
-                                             AfterRow&& after_row) {
+__device__ __forceinline__ void moe_dispatch(const MoeFusedKernelParams& p, const MoeLayoutSmem& L, int worker,
+                                             int workers, AfterRow&& after_row) {
   constexpr int kChunk = 8;  // rows per warp between arrival updates
   const int N = p.shape.ranks, E = p.shape.experts, el = E / N, K = p.shape.top_k;
   const int lane = threadIdx.x & 31;
@@ -114,7 +114,8 @@ __device__ __forceinline__ void moe_dispatch(const MoeFusedKernelParams& p, cons
       const long long dst = (long long)L.offs[o * (el + 1) + l] * kFusedBlockM + L.before[e] + pos;
       const uint4* src = reinterpret_cast<const uint4*>(p.dispatch.x + (long long)token * p.shape.hidden);
       if (!p.dispatch.fp8) {
-        uint4* d = reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(p.dispatch.recv_peer[o]) + dst * p.shape.hidden);
+        uint4* d =
+            reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(p.dispatch.recv_peer[o]) + dst * p.shape.hidden);
         int v = lane;
         for (; v + 96 < vec; v += 128) {
           const uint4 a = __ldg(src + v), b = __ldg(src + v + 32), cc = __ldg(src + v + 64), dd = __ldg(src + v + 96);
@@ -127,7 +128,8 @@ __device__ __forceinline__ void moe_dispatch(const MoeFusedKernelParams& p, cons
       } else {
         // e4m3 row and its per-128 scales, quantized on the way.
         fp8_quantize_row<kFp8GroupSize>(
-            lane, p.shape.hidden, [&](int c, uint4& lo, uint4& hi) { lo = __ldg(src + c / 8), hi = __ldg(src + c / 8 + 1); },
+            lane, p.shape.hidden,
+            [&](int c, uint4& lo, uint4& hi) { lo = __ldg(src + c / 8), hi = __ldg(src + c / 8 + 1); },
             static_cast<std::uint8_t*>(p.dispatch.recv_peer[o]) + dst * p.shape.hidden,
             p.dispatch.recv_scale_peer[o] + dst * (p.shape.hidden / kFp8GroupSize));
       }

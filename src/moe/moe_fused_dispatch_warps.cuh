@@ -31,13 +31,15 @@ inline constexpr int kReleaserWarp = 3;   // the dispatch warp whose lane 0 publ
 
 // warp_idx: the calling warp (1 .. kDispatchWarps) of the CTA; the whole warp calls.
 template <class T, class Schedule>
-__device__ __forceinline__ void moe_dispatch_warps(const MoeFusedKernelParams& p, MoeFusedKernelStorage<T>& smem, int warp_idx,
-                                                   MoePairCoord pair) {
+__device__ __forceinline__ void moe_dispatch_warps(const MoeFusedKernelParams& p, MoeFusedKernelStorage<T>& smem,
+                                                   int warp_idx, MoePairCoord pair) {
   const bool releaser = warp_idx == kReleaserWarp && threadIdx.x % 32 == 0;
   static_assert(sizeof(Schedule) <= MoeReleaserState::kScheduleBytes && alignof(Schedule) <= 8);
   Schedule& schedule = *reinterpret_cast<Schedule*>(smem.releaser.schedule);
   sched::MoeTile& tile = smem.releaser.tile;
-  if (releaser) new (&schedule) Schedule(moe_row_layout(p, smem.layout), pair.instance, pair.instances, pair.role, p.shape.schedule_param);
+  if (releaser)
+    new (&schedule)
+        Schedule(moe_row_layout(p, smem.layout), pair.instance, pair.instances, pair.role, p.shape.schedule_param);
   MoeL1Handoff& handoff = smem.main.l1_handoff;
   std::uint32_t n = 0;  // Linear-1 tiles published so far (the hand-off's state)
   bool have = false;    // `tile` is the next Linear-1 tile to publish
@@ -54,13 +56,12 @@ __device__ __forceinline__ void moe_dispatch_warps(const MoeFusedKernelParams& p
   };
   if (releaser) next_l1();
   if (p.mainloop.gemm_only == MoeGemmOnly::kOff) {
-    moe_dispatch(p, smem.layout, int(blockIdx.x) * kDispatchWarps + warp_idx - 1, int(gridDim.x) * kDispatchWarps,
-                 [&] {
-                   if (releaser) {
-                     while (have && handoff.consumer_test(n)) release();
-                   }
-                   __syncwarp();
-                 });
+    moe_dispatch(p, smem.layout, int(blockIdx.x) * kDispatchWarps + warp_idx - 1, int(gridDim.x) * kDispatchWarps, [&] {
+      if (releaser) {
+        while (have && handoff.consumer_test(n)) release();
+      }
+      __syncwarp();
+    });
   }
   if (releaser) {
     while (have) {

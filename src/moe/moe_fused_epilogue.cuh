@@ -75,7 +75,8 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedKernelParams& p, 
   constexpr int kHalf = decltype(size(acc))::value / 2;
   const long long row0 = (long long)tile.row * T::kBlockM;
   if constexpr (!T::kFp8) {
-    std::uint16_t* base = static_cast<std::uint16_t*>(p.epilogue.h) + row0 * p.shape.h_inter + tile.n * (T::kBlockN / 2);
+    std::uint16_t* base =
+        static_cast<std::uint16_t*>(p.epilogue.h) + row0 * p.shape.h_inter + tile.n * (T::kBlockN / 2);
     CUTE_UNROLL
     for (int i = 0; i < kHalf; i += 2) {  // values i, i + 1: one row, adjacent columns
       const int r = acc_row(mma_thread_idx, i), c = acc_col(mma_thread_idx, i);
@@ -109,7 +110,8 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedKernelParams& p, 
         cute::store_shared_remote(__float_as_uint(amax[rs]),
                                   cute::cast_smem_ptr_to_uint(&smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]),
                                   bar, cta ^ 1);
-      moe_wait_phase(&smem.amax_bar[buf], parity, p.sync.timeout_ns, p.sync.failure, kMoeWaitPeerAmax, p.shape.rank, tile.row);
+      moe_wait_phase(&smem.amax_bar[buf], parity, p.sync.timeout_ns, p.sync.failure, kMoeWaitPeerAmax, p.shape.rank,
+                     tile.row);
       CUTE_UNROLL
       for (int rs = 0; rs < 2; ++rs) amax[rs] = fmaxf(amax[rs], smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]);
     }
@@ -147,8 +149,8 @@ struct MoeCombinePending {
 // Stores chunk `it` of this thread's share of the staged tile (row block `row`, N-tile `n`, `valid` rows):
 // the row goes back to the rank and top-k slot it came from.
 template <class T>
-__device__ __forceinline__ void moe_combine_store_chunk(const MoeFusedKernelParams& p, const std::uint16_t* stage, int row,
-                                                        int n, int valid, int it, int mma_thread_idx) {
+__device__ __forceinline__ void moe_combine_store_chunk(const MoeFusedKernelParams& p, const std::uint16_t* stage,
+                                                        int row, int n, int valid, int it, int mma_thread_idx) {
   constexpr int kChunks = T::kBlockN / 8;  // 16-byte chunks per row
   const int wg = mma_thread_idx / 128, t = mma_thread_idx % 128;
   const int idx = it * 128 + t;
@@ -169,8 +171,9 @@ __device__ __forceinline__ void moe_combine_store_chunk(const MoeFusedKernelPara
 
 // Piggybacked mode: up to `count` of this thread's pending chunks (count >= kCombineChunksPerThread: all).
 template <class T>
-__device__ __forceinline__ void moe_combine_issue_pending(const MoeFusedKernelParams& p, typename T::SharedStorage& smem,
-                                                          MoeCombinePending& q, int count, int mma_thread_idx) {
+__device__ __forceinline__ void moe_combine_issue_pending(const MoeFusedKernelParams& p,
+                                                          typename T::SharedStorage& smem, MoeCombinePending& q,
+                                                          int count, int mma_thread_idx) {
   const std::uint16_t* stage = reinterpret_cast<const std::uint16_t*>(smem.epi.data());
   for (int c = 0; c < count && q.next < kCombineChunksPerThread<T>; ++c, ++q.next)
     moe_combine_store_chunk<T>(p, stage, q.row, q.n, q.valid, q.next, mma_thread_idx);

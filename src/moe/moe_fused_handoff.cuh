@@ -49,7 +49,9 @@ struct MoeL1Handoff {
   // Consumer warps, before handing over a tile: the slot's previous tile (two before) has been
   // published. index: the tile's row block (failure record).
   __device__ __forceinline__ void producer_acquire(State s, MoeFusedKernelParams const& p, std::uint32_t index) const {
-    if (s.use > 0) moe_wait_phase(&empty[s.slot], (s.use - 1) & 1, p.sync.timeout_ns, p.sync.failure, kMoeWaitL1Published, p.shape.rank, index);
+    if (s.use > 0)
+      moe_wait_phase(&empty[s.slot], (s.use - 1) & 1, p.sync.timeout_ns, p.sync.failure, kMoeWaitL1Published,
+                     p.shape.rank, index);
   }
   // Consumer warps: the tile is handed over, one arrival per warp after all its lanes' stores (whole warp
   // calls).
@@ -65,7 +67,8 @@ struct MoeL1Handoff {
   }
   // Releaser: bounded wait for tile n's hand-over (index: its row block, failure record). `n` by reference:
   // the poll reads the releaser's count itself (docs/moe_notes.md, "Fused kernel structure").
-  __device__ __forceinline__ void consumer_wait(const std::uint32_t& n, MoeFusedKernelParams const& p, std::uint32_t index) const {
+  __device__ __forceinline__ void consumer_wait(const std::uint32_t& n, MoeFusedKernelParams const& p,
+                                                std::uint32_t index) const {
     const std::uint64_t* handed = &full[n & 1];
     moe_wait_geq([&] { return std::uint64_t(gpu::mbar_try_wait_parity_acquire_cluster(handed, (n >> 1) & 1)); }, 1,
                  p.sync.timeout_ns, p.sync.failure, kMoeWaitL1Handoff, p.shape.rank, index);

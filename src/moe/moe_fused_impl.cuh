@@ -101,7 +101,8 @@ cudaError_t launch_fused(const MoeFusedArguments& a, int grid, cudaStream_t stre
 }
 
 template <class T>
-cudaError_t launch_fused_schedule(const MoeFusedArguments& a, MoeFusedSchedule schedule, int grid, cudaStream_t stream) {
+cudaError_t launch_fused_schedule(const MoeFusedArguments& a, MoeFusedSchedule schedule, int grid,
+                                  cudaStream_t stream) {
   return schedule == MoeFusedSchedule::kWave ? launch_fused<T, sched::ExpertWaveMoeScheduler>(a, grid, stream)
                                              : launch_fused<T, sched::InterleavedMoeScheduler>(a, grid, stream);
 }

@@ -154,16 +154,16 @@ using MoeFusedParams = MoeFusedArguments;
 struct MoeFusedShape {
   int rank, ranks;
   int tokens, top_k, hidden, h_inter, experts;  // experts: global
-  std::uint32_t epoch;  // run number (>= 1), monotonically increasing
-  int schedule_param;   // interleaved: lead rows D; wave: experts per wave
+  std::uint32_t epoch;                          // run number (>= 1), monotonically increasing
+  int schedule_param;                           // interleaved: lead rows D; wave: experts per wave
 };
 
 // Synchronisation between the ranks' CTAs and the bounds of every wait.
 struct MoeFusedSyncParams {
   std::uint64_t timeout_ns;
-  MoeFusedWaitFailure* failure;           // host-mapped
-  const std::uint32_t* count_flag;        // [ranks] (peers write)
-  const std::uint32_t* done_flag;         // [ranks][kFusedMaxGrid] (peers write)
+  MoeFusedWaitFailure* failure;     // host-mapped
+  const std::uint32_t* count_flag;  // [ranks] (peers write)
+  const std::uint32_t* done_flag;   // [ranks][kFusedMaxGrid] (peers write)
   std::uint32_t* count_flag_peer[kFusedMaxRanks];
   std::uint32_t* done_flag_peer[kFusedMaxRanks];
 };

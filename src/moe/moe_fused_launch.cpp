@@ -1,8 +1,8 @@
 #include "moe_fused_launch.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <cstring>
+#include <iterator>
 
 #include "moe_baseline_kernels.hpp"
 #include "moe_rank_buffers.hpp"

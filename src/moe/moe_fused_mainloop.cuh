@@ -122,7 +122,8 @@ inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedArguments& a) {
   using LB = typename T::SmemLayoutBStage;
   using LBH = typename T::SmemLayoutBHalf;
   constexpr Int<T::kClusterSize> cluster{};
-  t.recv = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, g(a.recv, t.recv_rows, a.hidden), LA{}, typename T::TileA{}, cluster);
+  t.recv =
+      make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, g(a.recv, t.recv_rows, a.hidden), LA{}, typename T::TileA{}, cluster);
   t.w1 = make_tma_copy(SM90_TMA_LOAD{}, g(a.w1, t.w1_rows, a.hidden), LBH{}, typename T::TileBHalf{}, _1{});
   t.h = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, g(a.h, t.recv_rows, a.h_inter), LA{}, typename T::TileA{}, cluster);
   t.w2 = make_tma_copy(SM90_TMA_LOAD{}, g(a.w2, t.w2_rows, a.h_inter), LB{}, typename T::TileB{}, _1{});
@@ -138,14 +139,14 @@ __device__ __forceinline__ int moe_mma_wg_thread() {
 
 template <class Pipeline, class State>
 __device__ __forceinline__ void moe_producer_acquire(Pipeline& pipe, State const& s, MoeFusedKernelParams const& p) {
-  moe_wait_stage([&] { return pipe.producer_try_acquire(s); }, [&](auto token) { pipe.producer_acquire(s, token); },
-                 s, p, kMoeWaitStageFree);
+  moe_wait_stage([&] { return pipe.producer_try_acquire(s); }, [&](auto token) { pipe.producer_acquire(s, token); }, s,
+                 p, kMoeWaitStageFree);
 }
 
 template <class Pipeline, class State>
 __device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s, MoeFusedKernelParams const& p) {
-  moe_wait_stage([&] { return pipe.consumer_try_wait(s); }, [&](auto token) { pipe.consumer_wait(s, token); }, s,
-                 p, kMoeWaitStageFull);
+  moe_wait_stage([&] { return pipe.consumer_try_wait(s); }, [&](auto token) { pipe.consumer_wait(s, token); }, s, p,
+                 kMoeWaitStageFull);
 }
 
 // Producer (one warp; lane 0 issues): the k-loop loads of one tile: this CTA's half of A (multicast to
@@ -218,10 +219,9 @@ __device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename
 // index they stay in uniform registers (a per-thread index costs each k-step a chain of vector adds and
 // register-to-uniform moves before its first GMMA).
 template <class T, class State, class Acc, class Issue>
-__device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
-                                             State& read, Acc& acc, int k_tiles, int mma_wg_thread,
-                                             MoeFusedKernelParams const& p, Issue&& issue,
-                                             std::uint64_t* t_first_stage = nullptr) {
+__device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, typename T::Pipeline& pipe, State& read,
+                                             Acc& acc, int k_tiles, int mma_wg_thread, MoeFusedKernelParams const& p,
+                                             Issue&& issue, std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   typename T::TiledMma mma;
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
@@ -270,8 +270,8 @@ __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, ty
 // a stage has been refilled twice past a sibling's wait, the phase parity it waits on names a later,
 // unfilled phase, and the kernel hangs (docs/moe_notes.md, "Fused kernel structure").
 template <class T, class State>
-__device__ __forceinline__ void moe_drain_tile(typename T::Pipeline& pipe, State& read, int k_tiles,
-                                               int mma_wg_thread, MoeFusedKernelParams const& p) {
+__device__ __forceinline__ void moe_drain_tile(typename T::Pipeline& pipe, State& read, int k_tiles, int mma_wg_thread,
+                                               MoeFusedKernelParams const& p) {
   const int wg = mma_wg_thread / cutlass::NumThreadsPerWarpGroup;
   for (int k = 0; k < k_tiles; ++k) {
     moe_consumer_wait(pipe, read, p);
@@ -305,8 +305,8 @@ struct MoeFp8TileScales {
 template <class T, int kGroups, class State, class Acc, class Issue>
 __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
                                                  State& read, Acc& total, int k_tiles, int mma_wg_thread,
-                                                 MoeFp8TileScales const& sc, MoeFusedKernelParams const& p, Issue&& issue,
-                                                 std::uint64_t* t_first_stage = nullptr) {
+                                                 MoeFp8TileScales const& sc, MoeFusedKernelParams const& p,
+                                                 Issue&& issue, std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   static_assert(T::kFp8, "the promoted mainloop is the FP8 one");
   typename T::TiledMma mma;

@@ -45,9 +45,10 @@ __device__ __forceinline__ void moe_tma_producer(const MoeFusedKernelParams& p, 
         // GEMM-only: no dependency wait (operands of the previous run)
       } else if (tile.stage == sched::MoeStage::kLinear1) {
         const std::uint64_t* c = p.mainloop.arrive + tile.expert;
-        const std::uint64_t target = p.mainloop.arrive_base[tile.expert] + std::uint64_t(smem.layout.tot[p.shape.rank * el + tile.expert]);
-        moe_wait_geq([&] { return gpu::ld_acquire_sys_u64(c); }, target, p.sync.timeout_ns, p.sync.failure, kMoeWaitArrival,
-                     p.shape.rank, tile.expert);
+        const std::uint64_t target =
+            p.mainloop.arrive_base[tile.expert] + std::uint64_t(smem.layout.tot[p.shape.rank * el + tile.expert]);
+        moe_wait_geq([&] { return gpu::ld_acquire_sys_u64(c); }, target, p.sync.timeout_ns, p.sync.failure,
+                     kMoeWaitArrival, p.shape.rank, tile.expert);
       } else {
         const std::uint32_t* c = p.mainloop.l1_done + tile.row;
         moe_wait_geq([&] { return std::uint64_t(gpu::load_counter_acquire_gpu(c)); }, std::uint64_t(n1),

@@ -15,10 +15,10 @@ namespace xstage::moe::fused_detail {
 // the dispatch loop that the releaser runs in between keeps no schedule state in the producer warps' 40
 // registers (held there, the state would push the dispatch loop's own values to local memory).
 struct MoeReleaserState {
-  static constexpr std::size_t kScheduleBytes =
-      sizeof(sched::InterleavedMoeScheduler) > sizeof(sched::ExpertWaveMoeScheduler)
-          ? sizeof(sched::InterleavedMoeScheduler)
-          : sizeof(sched::ExpertWaveMoeScheduler);
+  static constexpr std::size_t kScheduleBytes = sizeof(sched::InterleavedMoeScheduler) >
+                                                        sizeof(sched::ExpertWaveMoeScheduler)
+                                                    ? sizeof(sched::InterleavedMoeScheduler)
+                                                    : sizeof(sched::ExpertWaveMoeScheduler);
   alignas(8) unsigned char schedule[kScheduleBytes];
   sched::MoeTile tile;
 };
@@ -56,7 +56,8 @@ __host__ __device__ inline bool moe_gemm_only_skips(MoeGemmOnly gemm_only, sched
 // registers, and held from before the split they spill there.
 __device__ __forceinline__ sched::MoeRowLayout moe_row_layout(const MoeFusedKernelParams& p, const MoeLayoutSmem& L) {
   const int el = p.shape.experts / p.shape.ranks;
-  return sched::MoeRowLayout{&L.offs[p.shape.rank * (el + 1)], el, l1_tiles(p.shape.h_inter) / 2, l2_tiles_even(p.shape.hidden) / 2};
+  return sched::MoeRowLayout{&L.offs[p.shape.rank * (el + 1)], el, l1_tiles(p.shape.h_inter) / 2,
+                             l2_tiles_even(p.shape.hidden) / 2};
 }
 
 }  // namespace xstage::moe::fused_detail

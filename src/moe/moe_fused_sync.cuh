@@ -69,9 +69,9 @@ __device__ __forceinline__ void moe_wait_geq(Load load, std::uint64_t target, st
 
 // Bounded wait (acquire at cluster scope) for the phase of parity `parity` of this CTA's shared-memory
 // barrier `bar`; recorded as moe_wait_geq's wait for 1 (seen 0).
-__device__ __forceinline__ void moe_wait_phase(const std::uint64_t* bar, std::uint32_t parity,
-                                               std::uint64_t timeout_ns, MoeFusedWaitFailure* failure,
-                                               std::uint32_t code, std::uint32_t rank, std::uint32_t index) {
+__device__ __forceinline__ void moe_wait_phase(const std::uint64_t* bar, std::uint32_t parity, std::uint64_t timeout_ns,
+                                               MoeFusedWaitFailure* failure, std::uint32_t code, std::uint32_t rank,
+                                               std::uint32_t index) {
   moe_wait_geq([&] { return std::uint64_t(gpu::mbar_try_wait_parity_acquire_cluster(bar, parity)); }, 1, timeout_ns,
                failure, code, rank, index);
 }

@@ -39,8 +39,12 @@ struct MoeTileTracer {
   }
   // Where the mainloop stamps the first k-step's operands, and the Combine epilogue its stores; null
   // when the launch traces nothing.
-  __device__ __forceinline__ std::uint64_t* first_stage() { return p.trace.records != nullptr ? &rec.t_first_stage : nullptr; }
-  __device__ __forceinline__ std::uint64_t* store() { return p.trace.records != nullptr ? &rec.t_store_begin : nullptr; }
+  __device__ __forceinline__ std::uint64_t* first_stage() {
+    return p.trace.records != nullptr ? &rec.t_first_stage : nullptr;
+  }
+  __device__ __forceinline__ std::uint64_t* store() {
+    return p.trace.records != nullptr ? &rec.t_store_begin : nullptr;
+  }
   // After the last tile: the CTA's record count.
   __device__ __forceinline__ void finish() {
     if (mma_thread_idx == 0 && p.trace.counts != nullptr) p.trace.counts[blockIdx.x] = traced;
