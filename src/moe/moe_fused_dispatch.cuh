@@ -31,28 +31,28 @@ struct MoeLayoutSmem {
   int offs[kFusedMaxExperts + kFusedMaxRanks];  // per owner o: el + 1 row-block offsets at o·(el + 1)
 };
 
-__device__ __forceinline__ void moe_exchange_counts(const MoeFusedParams& p, MoeLayoutSmem& L) {
-  const int N = p.ranks, E = p.experts, el = E / N;
+__device__ __forceinline__ void moe_exchange_counts(const MoeFusedKernelParams& p, MoeLayoutSmem& L) {
+  const int N = p.shape.ranks, E = p.shape.experts, el = E / N;
   if (blockIdx.x == 0) {
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
-      const int v = p.expert_rows[e];
-      for (int d = 0; d < N; ++d) p.counts_peer[d][p.rank * E + e] = v;
+      const int v = p.dispatch.expert_rows[e];
+      for (int d = 0; d < N; ++d) p.dispatch.counts_peer[d][p.shape.rank * E + e] = v;
     }
     __syncthreads();
-    if (threadIdx.x < N) gpu::publish_flag_release(p.count_flag_peer[threadIdx.x] + p.rank, p.epoch);
+    if (threadIdx.x < N) gpu::publish_flag_release(p.sync.count_flag_peer[threadIdx.x] + p.shape.rank, p.shape.epoch);
   }
   if (threadIdx.x < N) {
-    const std::uint32_t* f = p.count_flag + threadIdx.x;
-    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.epoch, p.timeout_ns, p.failure, kMoeWaitCountFlag, p.rank,
-                 threadIdx.x);
+    const std::uint32_t* f = p.sync.count_flag + threadIdx.x;
+    moe_wait_geq([&] { return std::uint64_t(gpu::load_flag_acquire(f)); }, p.shape.epoch, p.sync.timeout_ns,
+                 p.sync.failure, kMoeWaitCountFlag, p.shape.rank, threadIdx.x);
   }
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     int tot = 0, before = 0;
     for (int s = 0; s < N; ++s) {
-      const int c = gpu::ld_relaxed_sys_s32(p.counts + s * E + e);
+      const int c = gpu::ld_relaxed_sys_s32(p.dispatch.counts + s * E + e);
       tot += c;
-      if (s < p.rank) before += c;
+      if (s < p.shape.rank) before += c;
     }
     L.tot[e] = tot;
     L.before[e] = before;
@@ -64,26 +64,26 @@ __device__ __forceinline__ void moe_exchange_counts(const MoeFusedParams& p, Moe
     int acc = 0;
     for (int q = 0; q < E; ++q) {
       L.dprefix[q] = acc;
-      acc += p.expert_rows[dispatch_block_expert(q, N, el)];
+      acc += p.dispatch.expert_rows[dispatch_block_expert(q, N, el)];
     }
     L.dprefix[E] = acc;
   }
   __syncthreads();
   if (blockIdx.x == 0) {
-    for (int l = threadIdx.x; l < el; l += blockDim.x) p.run_totals[l] = L.tot[p.rank * el + l];
+    for (int l = threadIdx.x; l < el; l += blockDim.x) p.dispatch.run_totals[l] = L.tot[p.shape.rank * el + l];
   }
 }
 
 // Warp `worker` of `workers` dispatch warps (over all CTAs of the rank) takes chunks worker, worker +
 // workers, ... of kChunk rows; the whole warp calls after_row() after each row it copies.
 template <class AfterRow>
-__device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeLayoutSmem& L, int worker, int workers,
-                                             AfterRow&& after_row) {
+__device__ __forceinline__ void moe_dispatch(const MoeFusedKernelParams& p, const MoeLayoutSmem& L, int worker,
+                                             int workers, AfterRow&& after_row) {
   constexpr int kChunk = 8;  // rows per warp between arrival updates
-  const int N = p.ranks, E = p.experts, el = E / N, K = p.top_k;
+  const int N = p.shape.ranks, E = p.shape.experts, el = E / N, K = p.shape.top_k;
   const int lane = threadIdx.x & 31;
   const int total = L.dprefix[E];
-  const int vec = p.hidden / 8;
+  const int vec = p.shape.hidden / 8;
   for (int c = worker; c * kChunk < total; c += workers) {
     const int i0 = c * kChunk, i1 = min(total, i0 + kChunk);
     int lo = 0, hi = E - 1;  // block q holding row i0: last q with dprefix[q] <= i0
@@ -97,7 +97,7 @@ __device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeL
       __syncwarp();
       if (lane == 0 && pending > 0) {
         const int e = dispatch_block_expert(q, N, el);
-        gpu::red_release_sys_add_u64(p.arrive_peer[e / el] + e % el, std::uint64_t(pending));
+        gpu::red_release_sys_add_u64(p.dispatch.arrive_peer[e / el] + e % el, std::uint64_t(pending));
       }
       pending = 0;
     };
@@ -108,13 +108,14 @@ __device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeL
       }
       const int e = dispatch_block_expert(q, N, el), o = e / el, l = e % el;
       const int pos = i - L.dprefix[q];
-      const int token = p.token_of_send_row[p.expert_offset[e] + pos];
+      const int token = p.dispatch.token_of_send_row[p.dispatch.expert_offset[e] + pos];
       int j = 0;
-      while (j < K - 1 && p.expert_ids[token * K + j] != e) ++j;
+      while (j < K - 1 && p.dispatch.expert_ids[token * K + j] != e) ++j;
       const long long dst = (long long)L.offs[o * (el + 1) + l] * kFusedBlockM + L.before[e] + pos;
-      const uint4* src = reinterpret_cast<const uint4*>(p.x + (long long)token * p.hidden);
-      if (!p.fp8) {
-        uint4* d = reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(p.recv_peer[o]) + dst * p.hidden);
+      const uint4* src = reinterpret_cast<const uint4*>(p.dispatch.x + (long long)token * p.shape.hidden);
+      if (!p.dispatch.fp8) {
+        uint4* d =
+            reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(p.dispatch.recv_peer[o]) + dst * p.shape.hidden);
         int v = lane;
         for (; v + 96 < vec; v += 128) {
           const uint4 a = __ldg(src + v), b = __ldg(src + v + 32), cc = __ldg(src + v + 64), dd = __ldg(src + v + 96);
@@ -127,11 +128,12 @@ __device__ __forceinline__ void moe_dispatch(const MoeFusedParams& p, const MoeL
       } else {
         // e4m3 row and its per-128 scales, quantized on the way.
         fp8_quantize_row<kFp8GroupSize>(
-            lane, p.hidden, [&](int c, uint4& lo, uint4& hi) { lo = __ldg(src + c / 8), hi = __ldg(src + c / 8 + 1); },
-            static_cast<std::uint8_t*>(p.recv_peer[o]) + dst * p.hidden,
-            p.recv_scale_peer[o] + dst * (p.hidden / kFp8GroupSize));
+            lane, p.shape.hidden,
+            [&](int c, uint4& lo, uint4& hi) { lo = __ldg(src + c / 8), hi = __ldg(src + c / 8 + 1); },
+            static_cast<std::uint8_t*>(p.dispatch.recv_peer[o]) + dst * p.shape.hidden,
+            p.dispatch.recv_scale_peer[o] + dst * (p.shape.hidden / kFp8GroupSize));
       }
-      if (lane == 0) p.origin_peer[o][dst] = moe_origin(p.rank, token * K + j);
+      if (lane == 0) p.dispatch.origin_peer[o][dst] = moe_origin(p.shape.rank, token * K + j);
       ++pending;
       after_row();
     }

@@ -68,18 +68,19 @@ __device__ __forceinline__ std::uint32_t swiglu_bf16x2_fast(std::uint32_t gate_b
 
 // l1_count: this consumer's Linear-1 tiles so far (the partner's count is the same at the same tile).
 template <class T, class Acc>
-__device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, typename T::SharedStorage& smem,
+__device__ __forceinline__ void moe_store_swiglu(const MoeFusedKernelParams& p, typename T::SharedStorage& smem,
                                                  const sched::MoeTile& tile, const Acc& acc, int mma_thread_idx,
                                                  std::uint32_t l1_count) {
   using namespace cute;
   constexpr int kHalf = decltype(size(acc))::value / 2;
   const long long row0 = (long long)tile.row * T::kBlockM;
   if constexpr (!T::kFp8) {
-    std::uint16_t* base = static_cast<std::uint16_t*>(p.h) + row0 * p.h_inter + tile.n * (T::kBlockN / 2);
+    std::uint16_t* base =
+        static_cast<std::uint16_t*>(p.epilogue.h) + row0 * p.shape.h_inter + tile.n * (T::kBlockN / 2);
     CUTE_UNROLL
     for (int i = 0; i < kHalf; i += 2) {  // values i, i + 1: one row, adjacent columns
       const int r = acc_row(mma_thread_idx, i), c = acc_col(mma_thread_idx, i);
-      *reinterpret_cast<std::uint32_t*>(base + (long long)r * p.h_inter + c) =
+      *reinterpret_cast<std::uint32_t*>(base + (long long)r * p.shape.h_inter + c) =
           swiglu_bf16x2_fast(pack_bf16x2(acc(i), acc(i + 1)), pack_bf16x2(acc(i + kHalf), acc(i + 1 + kHalf)));
     }
   } else {
@@ -109,24 +110,23 @@ __device__ __forceinline__ void moe_store_swiglu(const MoeFusedParams& p, typena
         cute::store_shared_remote(__float_as_uint(amax[rs]),
                                   cute::cast_smem_ptr_to_uint(&smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]),
                                   bar, cta ^ 1);
-      moe_wait_geq(
-          [&] { return std::uint64_t(gpu::mbar_try_wait_parity_acquire_cluster(&smem.amax_bar[buf], parity)); }, 1,
-          p.timeout_ns, p.failure, kMoeWaitPeerAmax, p.rank, tile.row);
+      moe_wait_phase(&smem.amax_bar[buf], parity, p.sync.timeout_ns, p.sync.failure, kMoeWaitPeerAmax, p.shape.rank,
+                     tile.row);
       CUTE_UNROLL
       for (int rs = 0; rs < 2; ++rs) amax[rs] = fmaxf(amax[rs], smem.amax_peer[buf][acc_row(mma_thread_idx, 2 * rs)]);
     }
-    const int groups = p.h_inter / kFp8GroupSize;
-    std::uint8_t* base = static_cast<std::uint8_t*>(p.h) + row0 * p.h_inter + tile.n * (T::kBlockN / 2);
+    const int groups = p.shape.h_inter / kFp8GroupSize;
+    std::uint8_t* base = static_cast<std::uint8_t*>(p.epilogue.h) + row0 * p.shape.h_inter + tile.n * (T::kBlockN / 2);
     CUTE_UNROLL
     for (int rs = 0; rs < 2; ++rs) {
       const float scale = fp8_scale_for_amax(__shfl_sync(0xffffffffu, amax[rs], lane & ~3));
       const float inv = fp8_inverse_scale(scale);
       const int r = acc_row(mma_thread_idx, 2 * rs);
-      if (lane % 4 == 0 && cta == 0) p.h_scale[(row0 + r) * groups + tile.n / 2] = scale;
+      if (lane % 4 == 0 && cta == 0) p.epilogue.h_scale[(row0 + r) * groups + tile.n / 2] = scale;
       CUTE_UNROLL
       for (int i = 2 * rs; i < kHalf; i += 4) {
         const std::uint16_t q = __nv_cvt_float2_to_fp8x2(make_float2(h[i] * inv, h[i + 1] * inv), __NV_SATFINITE, __NV_E4M3);
-        *reinterpret_cast<std::uint16_t*>(base + (long long)r * p.h_inter + acc_col(mma_thread_idx, i)) = q;
+        *reinterpret_cast<std::uint16_t*>(base + (long long)r * p.shape.h_inter + acc_col(mma_thread_idx, i)) = q;
       }
     }
   }
@@ -149,30 +149,31 @@ struct MoeCombinePending {
 // Stores chunk `it` of this thread's share of the staged tile (row block `row`, N-tile `n`, `valid` rows):
 // the row goes back to the rank and top-k slot it came from.
 template <class T>
-__device__ __forceinline__ void moe_combine_store_chunk(const MoeFusedParams& p, const std::uint16_t* stage, int row,
-                                                        int n, int valid, int it, int mma_thread_idx) {
+__device__ __forceinline__ void moe_combine_store_chunk(const MoeFusedKernelParams& p, const std::uint16_t* stage,
+                                                        int row, int n, int valid, int it, int mma_thread_idx) {
   constexpr int kChunks = T::kBlockN / 8;  // 16-byte chunks per row
   const int wg = mma_thread_idx / 128, t = mma_thread_idx % 128;
   const int idx = it * 128 + t;
   const int r = wg * 64 + idx / kChunks, ch = idx % kChunks;
   if (r >= valid) return;
   // Acquired with the tile's rows.
-  const int origin = gpu::ld_after_acquire_s32(p.origin + (long long)row * T::kBlockM + r);
+  const int origin = gpu::ld_after_acquire_s32(p.epilogue.origin + (long long)row * T::kBlockM + r);
   const int src = moe_origin_rank(origin);
   const long long slot = moe_origin_slot(origin);
   const uint4 v = *reinterpret_cast<const uint4*>(stage + r * T::kEpiPitch + ch * 8);
 #if defined(XSTAGE_MOE_FUSED_TRACE)
-  std::uint16_t* comb = p.comb_local != nullptr ? p.comb_local : p.comb_peer[src];
+  std::uint16_t* comb = p.trace.comb_local != nullptr ? p.trace.comb_local : p.epilogue.comb_peer[src];
 #else
-  std::uint16_t* comb = p.comb_peer[src];
+  std::uint16_t* comb = p.epilogue.comb_peer[src];
 #endif
-  *reinterpret_cast<uint4*>(comb + slot * p.hidden + n * T::kBlockN + ch * 8) = v;
+  *reinterpret_cast<uint4*>(comb + slot * p.shape.hidden + n * T::kBlockN + ch * 8) = v;
 }
 
 // Piggybacked mode: up to `count` of this thread's pending chunks (count >= kCombineChunksPerThread: all).
 template <class T>
-__device__ __forceinline__ void moe_combine_issue_pending(const MoeFusedParams& p, typename T::SharedStorage& smem,
-                                                          MoeCombinePending& q, int count, int mma_thread_idx) {
+__device__ __forceinline__ void moe_combine_issue_pending(const MoeFusedKernelParams& p,
+                                                          typename T::SharedStorage& smem, MoeCombinePending& q,
+                                                          int count, int mma_thread_idx) {
   const std::uint16_t* stage = reinterpret_cast<const std::uint16_t*>(smem.epi.data());
   for (int c = 0; c < count && q.next < kCombineChunksPerThread<T>; ++c, ++q.next)
     moe_combine_store_chunk<T>(p, stage, q.row, q.n, q.valid, q.next, mma_thread_idx);
@@ -185,7 +186,7 @@ __device__ __forceinline__ void moe_combine_issue_pending(const MoeFusedParams& 
 // t_store (traced builds): [begin, end] of the tile's Combine stores in this epilogue, stamped by consumer
 // thread 0 (piggybacked: end = begin, the stores leave with the next tile's k-steps).
 template <class T, class Acc>
-__device__ __forceinline__ void moe_store_combine(const MoeFusedParams& p, typename T::SharedStorage& smem,
+__device__ __forceinline__ void moe_store_combine(const MoeFusedKernelParams& p, typename T::SharedStorage& smem,
                                                   const sched::MoeTile& tile, int valid_rows, const Acc& acc,
                                                   int mma_thread_idx, bool piggyback, MoeCombinePending& pending,
                                                   std::uint64_t* t_store = nullptr) {

@@ -4,8 +4,8 @@
 
 namespace xstage::moe {
 
-cudaError_t launch_moe_fused_fp8(const MoeFusedParams& p, MoeFusedSchedule schedule, int grid, cudaStream_t stream) {
-  return fused_detail::launch_fused_schedule<MoeFusedTraitsT<true>>(p, schedule, grid, stream);
+cudaError_t launch_moe_fused_fp8(const MoeFusedArguments& a, MoeFusedSchedule schedule, int grid, cudaStream_t stream) {
+  return fused_detail::launch_fused_schedule<MoeFusedTraitsT<true>>(a, schedule, grid, stream);
 }
 
 }  // namespace xstage::moe

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 
 namespace xstage::moe {
 
@@ -19,6 +20,10 @@ const char* to_string(MoeFusedSchedule s);
 // tile's mainloop (one 16-byte store per consumer thread per k-step).
 enum class MoeCombineIssue { kEpilogue, kPiggyback };
 const char* to_string(MoeCombineIssue c);
+
+// GEMM-only measurement mode (testing::MoeFusedHarness::time_gemm_only; MoeFusedArguments::gemm_only): the layer, or
+// one stage's tiles alone (see MoeFusedArguments::gemm_only for what such a launch does).
+enum class MoeGemmOnly : int { kOff = 0, kLinear1 = 1, kLinear2 = 2 };
 
 inline constexpr int kFusedMaxRanks = 8;
 inline constexpr int kFusedMaxExperts = 1024;  // global experts (shared-memory layout arrays)
@@ -50,14 +55,17 @@ const char* moe_fused_wait_name(std::uint32_t code);
 struct MoeFusedTileTrace {
   std::uint32_t stage;  // 1 Linear-1, 2 Linear-2
   std::uint32_t row, n;
-  std::uint32_t cta;            // written by the host (MoeFused::last_trace); the kernel leaves it 0
+  std::uint32_t cta;            // written by the host (testing::MoeFusedHarness::last_trace); the kernel leaves it 0
   std::uint64_t t_entry;        // the consumers reach the tile
   std::uint64_t t_first_stage;  // its first k-step's operands are ready (MMA wait = t_first_stage - t_entry)
   std::uint64_t t_store_begin;  // Linear-2: the Combine stores start (staging done)
   std::uint64_t t_store_end;    // Linear-2: every consumer thread has issued its stores (T_RS = end - begin)
 };
 
-struct MoeFusedParams {
+// The arguments of one launch, as the layer and the API build them (moe_fused_params in
+// moe_fused_launch.hpp). Host-side: to_params() turns them into the kernel's per-part device parameters
+// (MoeFusedKernelParams); the events, the TMA-only operands and the receive capacity stay here.
+struct MoeFusedArguments {
   int rank = 0, ranks = 1;
   int tokens = 0, top_k = 0, hidden = 0, h_inter = 0, experts = 0;  // experts: global
   std::uint32_t epoch = 0;  // run number (>= 1), monotonically increasing
@@ -69,7 +77,7 @@ struct MoeFusedParams {
   // scale per 128 x 128 block).
   bool fp8 = false;
 
-  // GEMM-only measurement mode (MoeFused::time_gemm_only): 0 the layer; 1 Linear-1 (+SwiGLU) tiles only;
+  // GEMM-only measurement mode (testing::MoeFusedHarness::time_gemm_only): 0 the layer; 1 Linear-1 (+SwiGLU) tiles only;
   // 2 Linear-2 tiles only. The kernel still exchanges the counts (the receive layout) and publishes its
   // completion flags, but dispatches nothing, its producer waits for no arrival counter or l1_done, and
   // its Linear-2 epilogue stages each tile in shared memory and stores no Combine row (no remote store,
@@ -77,10 +85,10 @@ struct MoeFusedParams {
   // the previous run left in recv (and its scales) and h: run the layer once first. The launcher gives
   // such a run scratch arrive_base / run_totals, so the arrival bases do not move (nothing arrived).
   int gemm_only = 0;
-  // Where the Combine stores of a Linear-2 tile are issued: 0 in the tile's epilogue, all at once; 1
-  // piggybacked on the next tile's mainloop (MoeCombineIssue::kPiggyback), one 16-byte store per consumer
-  // thread per k-step while that k-step's GMMAs run.
-  int combine_piggyback = 0;
+  // Where the Combine stores of a Linear-2 tile are issued: in the tile's epilogue, all at once, or
+  // piggybacked on the next tile's mainloop, one 16-byte store per consumer thread per k-step while that
+  // k-step's GMMAs run.
+  MoeCombineIssue combine = MoeCombineIssue::kEpilogue;
   // Host only: when non-null, recorded on the stream just before and just after the fused kernel's
   // launch (the completion kernel excluded).
   cudaEvent_t kernel_begin = nullptr, kernel_end = nullptr;
@@ -134,6 +142,101 @@ struct MoeFusedParams {
   int trace_capacity = 0;
   std::uint16_t* comb_local = nullptr;
 };
+// The name the layer's and the API's call sites use.
+using MoeFusedParams = MoeFusedArguments;
+
+// ---- Device parameters of the fused kernel, one part per role (to_params below builds them) ----
+// The kernel reads only these (one __grid_constant__ struct); host-only arguments (events, the operands
+// that only the TMA descriptors see, the receive capacity) stay in MoeFusedArguments. Field order and
+// alignment follow the arguments' (the code the kernel's parameter loads compile to depends on them).
+
+// What every role reads: the layer's dimensions and this run.
+struct MoeFusedShape {
+  int rank, ranks;
+  int tokens, top_k, hidden, h_inter, experts;  // experts: global
+  std::uint32_t epoch;                          // run number (>= 1), monotonically increasing
+  int schedule_param;                           // interleaved: lead rows D; wave: experts per wave
+};
+
+// Synchronisation between the ranks' CTAs and the bounds of every wait.
+struct MoeFusedSyncParams {
+  std::uint64_t timeout_ns;
+  MoeFusedWaitFailure* failure;     // host-mapped
+  const std::uint32_t* count_flag;  // [ranks] (peers write)
+  const std::uint32_t* done_flag;   // [ranks][kFusedMaxGrid] (peers write)
+  std::uint32_t* count_flag_peer[kFusedMaxRanks];
+  std::uint32_t* done_flag_peer[kFusedMaxRanks];
+};
+
+// Count exchange and dispatch (dispatch warps).
+struct MoeFusedDispatchParams {
+  bool fp8;  // quantize each row to e4m3 (with its per-128 scales) as it is dispatched
+  const std::uint16_t* x;
+  const int* expert_ids;
+  const int* expert_rows;
+  const int* expert_offset;
+  const int* token_of_send_row;
+  const int* counts;  // [ranks][experts] (peers write)
+  int* run_totals;    // [el]
+  void* recv_peer[kFusedMaxRanks];
+  float* recv_scale_peer[kFusedMaxRanks];
+  int* origin_peer[kFusedMaxRanks];
+  std::uint64_t* arrive_peer[kFusedMaxRanks];
+  int* counts_peer[kFusedMaxRanks];
+};
+
+// Dependency waits (TMA producer), operand scales (consumers' FP8 mainloop), Linear-1 publication.
+struct MoeFusedMainloopParams {
+  MoeGemmOnly gemm_only;
+  const float* w1_scale;
+  const float* w2_scale;
+  const float* recv_scale;
+  const std::uint64_t* arrive;
+  std::uint64_t* arrive_base;  // the completion kernel moves it on (MoeFusedArguments::arrive_base)
+  std::uint32_t* l1_done;
+};
+
+// SwiGLU and Combine epilogues, and the completion kernel's reduction.
+struct MoeFusedEpilogueParams {
+  MoeCombineIssue combine;
+  void* h;
+  float* h_scale;
+  const int* origin;
+  std::uint16_t* comb_peer[kFusedMaxRanks];
+  const float* weights;
+  const std::uint16_t* comb;
+  std::uint16_t* y;
+};
+
+// The optional part: per-tile traces and the local-store control (read only by XSTAGE_MOE_FUSED_TRACE
+// builds; null otherwise).
+struct MoeFusedTraceParams {
+  MoeFusedTileTrace* records;
+  std::uint32_t* counts;
+  int capacity;
+  std::uint16_t* comb_local;
+};
+
+struct MoeFusedKernelParams {
+  MoeFusedShape shape;
+  MoeFusedSyncParams sync;
+  MoeFusedDispatchParams dispatch;
+  MoeFusedMainloopParams mainloop;
+  MoeFusedEpilogueParams epilogue;
+  MoeFusedTraceParams trace;
+};
+
+// The kernel's parameters from a launch's arguments, one part at a time (host; no CUDA call). The mode
+// fields must be valid (gemm_only 0..2, combine one of MoeCombineIssue: moe_fused_check_modes).
+MoeFusedShape to_shape_params(const MoeFusedArguments& a);
+MoeFusedSyncParams to_sync_params(const MoeFusedArguments& a);
+MoeFusedDispatchParams to_dispatch_params(const MoeFusedArguments& a);
+MoeFusedMainloopParams to_mainloop_params(const MoeFusedArguments& a);
+MoeFusedEpilogueParams to_epilogue_params(const MoeFusedArguments& a);
+MoeFusedTraceParams to_trace_params(const MoeFusedArguments& a);
+MoeFusedKernelParams to_params(const MoeFusedArguments& a);
+// "" when the mode fields are valid, else the reason naming the field.
+std::string moe_fused_check_modes(const MoeFusedArguments& a);
 
 // Whether this build records tile traces (configure with -DXSTAGE_MOE_TRACE=ON).
 bool moe_fused_trace_built();
@@ -141,6 +244,6 @@ bool moe_fused_trace_built();
 // CTAs of the fused kernel on `device` (even, at most one per SM, all co-resident); 0 on error.
 int moe_fused_grid(int device);
 // Launches the fused kernel (grid CTAs) and the completion/reduction kernel on `stream`.
-cudaError_t launch_moe_fused(const MoeFusedParams& p, MoeFusedSchedule schedule, int grid, cudaStream_t stream);
+cudaError_t launch_moe_fused(const MoeFusedArguments& p, MoeFusedSchedule schedule, int grid, cudaStream_t stream);
 
 }  // namespace xstage::moe

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "moe_baseline_kernels.hpp"
 #include "moe_rank_buffers.hpp"
@@ -130,7 +131,7 @@ MoeFusedParams moe_fused_params(const MoeDims& d, const MoeFusedSizes& z, int ra
   p.experts = d.experts;
   p.epoch = run.epoch;
   p.schedule_param = run.schedule_param;
-  p.combine_piggyback = run.combine == MoeCombineIssue::kPiggyback ? 1 : 0;
+  p.combine = run.combine;
   p.timeout_ns = std::uint64_t(std::min(run.timeout_s, 10.0) * 1e9);
   p.fp8 = run.fp8;
   p.x = in.x;
@@ -172,6 +173,81 @@ MoeFusedParams moe_fused_params(const MoeDims& d, const MoeFusedSizes& z, int ra
   }
   p.failure = local.failure_dev;
   return p;
+}
+
+std::string moe_fused_check_modes(const MoeFusedArguments& a) {
+  if (a.gemm_only < 0 || a.gemm_only > 2)
+    return "gemm_only: 0 (the layer), 1 (Linear-1 tiles) or 2 (Linear-2 tiles), got " + std::to_string(a.gemm_only);
+  if (a.combine != MoeCombineIssue::kEpilogue && a.combine != MoeCombineIssue::kPiggyback)
+    return "combine: epilogue or piggyback, got " + std::to_string(int(a.combine));
+  return "";
+}
+
+MoeFusedShape to_shape_params(const MoeFusedArguments& a) {
+  return MoeFusedShape{a.rank, a.ranks, a.tokens, a.top_k, a.hidden, a.h_inter, a.experts, a.epoch, a.schedule_param};
+}
+
+MoeFusedSyncParams to_sync_params(const MoeFusedArguments& a) {
+  MoeFusedSyncParams s{};
+  s.timeout_ns = a.timeout_ns;
+  s.failure = a.failure;
+  s.count_flag = a.count_flag;
+  s.done_flag = a.done_flag;
+  std::copy(std::begin(a.count_flag_peer), std::end(a.count_flag_peer), s.count_flag_peer);
+  std::copy(std::begin(a.done_flag_peer), std::end(a.done_flag_peer), s.done_flag_peer);
+  return s;
+}
+
+MoeFusedDispatchParams to_dispatch_params(const MoeFusedArguments& a) {
+  MoeFusedDispatchParams d{};
+  d.fp8 = a.fp8;
+  d.x = a.x;
+  d.expert_ids = a.expert_ids;
+  d.expert_rows = a.expert_rows;
+  d.expert_offset = a.expert_offset;
+  d.token_of_send_row = a.token_of_send_row;
+  d.counts = a.counts;
+  d.run_totals = a.run_totals;
+  std::copy(std::begin(a.recv_peer), std::end(a.recv_peer), d.recv_peer);
+  std::copy(std::begin(a.recv_scale_peer), std::end(a.recv_scale_peer), d.recv_scale_peer);
+  std::copy(std::begin(a.origin_peer), std::end(a.origin_peer), d.origin_peer);
+  std::copy(std::begin(a.arrive_peer), std::end(a.arrive_peer), d.arrive_peer);
+  std::copy(std::begin(a.counts_peer), std::end(a.counts_peer), d.counts_peer);
+  return d;
+}
+
+MoeFusedMainloopParams to_mainloop_params(const MoeFusedArguments& a) {
+  MoeFusedMainloopParams m{};
+  m.gemm_only = MoeGemmOnly(a.gemm_only);
+  m.w1_scale = a.w1_scale;
+  m.w2_scale = a.w2_scale;
+  m.recv_scale = a.recv_scale;
+  m.arrive = a.arrive;
+  m.arrive_base = a.arrive_base;
+  m.l1_done = a.l1_done;
+  return m;
+}
+
+MoeFusedEpilogueParams to_epilogue_params(const MoeFusedArguments& a) {
+  MoeFusedEpilogueParams e{};
+  e.combine = a.combine;
+  e.h = a.h;
+  e.h_scale = a.h_scale;
+  e.origin = a.origin;
+  std::copy(std::begin(a.comb_peer), std::end(a.comb_peer), e.comb_peer);
+  e.weights = a.weights;
+  e.comb = a.comb;
+  e.y = a.y;
+  return e;
+}
+
+MoeFusedTraceParams to_trace_params(const MoeFusedArguments& a) {
+  return MoeFusedTraceParams{a.trace, a.trace_count, a.trace_capacity, a.comb_local};
+}
+
+MoeFusedKernelParams to_params(const MoeFusedArguments& a) {
+  return MoeFusedKernelParams{to_shape_params(a),    to_sync_params(a),     to_dispatch_params(a),
+                              to_mainloop_params(a), to_epilogue_params(a), to_trace_params(a)};
 }
 
 int moe_fused_schedule_param(MoeFusedSchedule schedule, int requested, const MoeDims& d, int grid) {

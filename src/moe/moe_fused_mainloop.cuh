@@ -20,6 +20,7 @@
 #include <cutlass/numeric_types.h>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
+#include "moe_fused_handoff.cuh"
 #include "moe_fused_sync.cuh"
 #include "xstage/gpu/bounded_wait.cuh"
 #include "xstage/gpu/named_barrier.cuh"
@@ -83,12 +84,8 @@ struct MoeFusedTraitsT {
     // its barrier (per phase: one local arrival expecting kBlockM · 4 bytes). Unused in bf16.
     float amax_peer[2][kBlockM];
     alignas(8) std::uint64_t amax_bar[2];
-    // Linear-1 completion, handed from the consumers to the releaser warp, double-buffered by Linear-1 tile
-    // parity: l1_epi_bar[b] completes once the consumer warps have stored the tile's SwiGLU rows
-    // (kNumMmaThreads / 32 arrivals), l1_rel_bar[b] once the releaser has published them (one arrival), so
-    // slot b may take the tile after next.
-    alignas(8) std::uint64_t l1_epi_bar[2];
-    alignas(8) std::uint64_t l1_rel_bar[2];
+    // Linear-1 completion, handed from the consumers to the releaser warp (moe_fused_handoff.cuh).
+    MoeL1Handoff l1_handoff;
   };
 };
 using MoeFusedTraits = MoeFusedTraitsT<false>;
@@ -107,16 +104,16 @@ struct MoeFusedTmaT {
 };
 
 template <class T>
-inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedParams& p) {
+inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedArguments& a) {
   using namespace cute;
   using E = typename T::Element;
-  const int el = p.experts / p.ranks;
+  const int el = a.experts / a.ranks;
   MoeFusedTmaT<T> t{};
-  t.recv_rows = int32_t(p.recv_rows);
-  t.hidden = p.hidden;
-  t.h_inter = p.h_inter;
-  t.w1_rows = el * 2 * p.h_inter;
-  t.w2_rows = el * p.hidden;
+  t.recv_rows = int32_t(a.recv_rows);
+  t.hidden = a.hidden;
+  t.h_inter = a.h_inter;
+  t.w1_rows = el * 2 * a.h_inter;
+  t.w2_rows = el * a.hidden;
   auto g = [](const void* ptr, int rows, int cols) {
     return make_tensor(make_gmem_ptr(static_cast<E const*>(ptr)), typename T::GShape{rows, cols},
                        typename T::GStride{int64_t(cols), _1{}});
@@ -125,21 +122,13 @@ inline MoeFusedTmaT<T> make_moe_fused_tma(const MoeFusedParams& p) {
   using LB = typename T::SmemLayoutBStage;
   using LBH = typename T::SmemLayoutBHalf;
   constexpr Int<T::kClusterSize> cluster{};
-  t.recv = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, g(p.recv, t.recv_rows, p.hidden), LA{}, typename T::TileA{}, cluster);
-  t.w1 = make_tma_copy(SM90_TMA_LOAD{}, g(p.w1, t.w1_rows, p.hidden), LBH{}, typename T::TileBHalf{}, _1{});
-  t.h = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, g(p.h, t.recv_rows, p.h_inter), LA{}, typename T::TileA{}, cluster);
-  t.w2 = make_tma_copy(SM90_TMA_LOAD{}, g(p.w2, t.w2_rows, p.h_inter), LB{}, typename T::TileB{}, _1{});
+  t.recv =
+      make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, g(a.recv, t.recv_rows, a.hidden), LA{}, typename T::TileA{}, cluster);
+  t.w1 = make_tma_copy(SM90_TMA_LOAD{}, g(a.w1, t.w1_rows, a.hidden), LBH{}, typename T::TileBHalf{}, _1{});
+  t.h = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, g(a.h, t.recv_rows, a.h_inter), LA{}, typename T::TileA{}, cluster);
+  t.w2 = make_tma_copy(SM90_TMA_LOAD{}, g(a.w2, t.w2_rows, a.h_inter), LB{}, typename T::TileB{}, _1{});
   return t;
 }
-
-// The named barriers of the fused MoE kernel (gpu::named_barrier_sync; CUTLASS adds its reserved count).
-enum class MoeNamedBarrier : std::uint32_t {
-  kConsumers = 0,   // both consumer warpgroups (kNumMmaThreads)
-  kWarpgroup0 = 1,  // + consumer warpgroup index: one warpgroup (staging, drained stages)
-  kWarpgroup1 = 2,
-  kCount
-};
-static_assert(gpu::kNamedBarriersFit<MoeNamedBarrier>);
 
 // The first MMA thread of the calling consumer warpgroup (0 or 128), warp-uniform: the warpgroup index
 // comes from a shuffle of lane 0's (cutlass::canonical_warp_group_idx), which the compiler knows to be
@@ -148,31 +137,16 @@ __device__ __forceinline__ int moe_mma_wg_thread() {
   return (cutlass::canonical_warp_group_idx() - 1) * cutlass::NumThreadsPerWarpGroup;
 }
 
-// A pipeline barrier wait with a bound: try() until its token says the phase is complete
-// (gpu::bounded_wait, no back-off: try_wait suspends by itself), then commit(token). Past p.timeout_ns it
-// records the wait (failure code `code`, index = the stage, target = its phase, seen = the count of the
-// State) and traps.
-template <class State, class Try, class Commit>
-__device__ __forceinline__ void moe_pipe_wait_bounded(Try&& try_wait, Commit&& commit, State const& s,
-                                                      MoeFusedParams const& p, std::uint32_t code) {
-  const auto token = gpu::bounded_wait<0>(
-      try_wait, [](auto t) { return !(t == cutlass::BarrierStatus::WaitAgain); }, p.timeout_ns,
-      [&p, code, &s](auto const&, std::uint64_t) {
-        moe_fail_wait(p.failure, code, p.rank, s.index(), s.phase(), s.count());
-      });
-  commit(token);
+template <class Pipeline, class State>
+__device__ __forceinline__ void moe_producer_acquire(Pipeline& pipe, State const& s, MoeFusedKernelParams const& p) {
+  moe_wait_stage([&] { return pipe.producer_try_acquire(s); }, [&](auto token) { pipe.producer_acquire(s, token); }, s,
+                 p, kMoeWaitStageFree);
 }
 
 template <class Pipeline, class State>
-__device__ __forceinline__ void moe_producer_acquire(Pipeline& pipe, State const& s, MoeFusedParams const& p) {
-  moe_pipe_wait_bounded([&] { return pipe.producer_try_acquire(s); },
-                        [&](auto token) { pipe.producer_acquire(s, token); }, s, p, kMoeWaitStageFree);
-}
-
-template <class Pipeline, class State>
-__device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s, MoeFusedParams const& p) {
-  moe_pipe_wait_bounded([&] { return pipe.consumer_try_wait(s); }, [&](auto token) { pipe.consumer_wait(s, token); },
-                        s, p, kMoeWaitStageFull);
+__device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s, MoeFusedKernelParams const& p) {
+  moe_wait_stage([&] { return pipe.consumer_try_wait(s); }, [&](auto token) { pipe.consumer_wait(s, token); }, s, p,
+                 kMoeWaitStageFull);
 }
 
 // Producer (one warp; lane 0 issues): the k-loop loads of one tile: this CTA's half of A (multicast to
@@ -180,7 +154,7 @@ __device__ __forceinline__ void moe_consumer_wait(Pipeline& pipe, State const& s
 template <class T, class State>
 __device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename T::SharedStorage& smem,
                                               typename T::Pipeline& pipe, State& write, sched::MoeTile const& tile,
-                                              MoeFusedParams const& p) {
+                                              MoeFusedKernelParams const& p) {
   using namespace cute;
   const bool issuer = cute::elect_one_sync();
   const int cta = int(cute::block_rank_in_cluster());
@@ -245,10 +219,9 @@ __device__ __forceinline__ void moe_load_tile(MoeFusedTmaT<T> const& t, typename
 // index they stay in uniform registers (a per-thread index costs each k-step a chain of vector adds and
 // register-to-uniform moves before its first GMMA).
 template <class T, class State, class Acc, class Issue>
-__device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
-                                             State& read, Acc& acc, int k_tiles, int mma_wg_thread,
-                                             MoeFusedParams const& p, Issue&& issue,
-                                             std::uint64_t* t_first_stage = nullptr) {
+__device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, typename T::Pipeline& pipe, State& read,
+                                             Acc& acc, int k_tiles, int mma_wg_thread, MoeFusedKernelParams const& p,
+                                             Issue&& issue, std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   typename T::TiledMma mma;
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
@@ -295,11 +268,10 @@ __device__ __forceinline__ void moe_mma_tile(typename T::SharedStorage& smem, ty
 // warpgroup-wide GMMA keeps the four warps within one k-step of each other. Here no GMMA does, so without
 // the barrier a signalling warp could release stages that its sibling warps had not yet waited for; once
 // a stage has been refilled twice past a sibling's wait, the phase parity it waits on names a later,
-// unfilled phase, and the kernel hangs (measured: FP8 dit-moe, the one built-in shape with an odd Linear-2
-// tile count, hung within about a second of repeated launches; docs/moe_notes.md).
+// unfilled phase, and the kernel hangs (docs/moe_notes.md, "Fused kernel structure").
 template <class T, class State>
-__device__ __forceinline__ void moe_drain_tile(typename T::Pipeline& pipe, State& read, int k_tiles,
-                                               int mma_wg_thread, MoeFusedParams const& p) {
+__device__ __forceinline__ void moe_drain_tile(typename T::Pipeline& pipe, State& read, int k_tiles, int mma_wg_thread,
+                                               MoeFusedKernelParams const& p) {
   const int wg = mma_wg_thread / cutlass::NumThreadsPerWarpGroup;
   for (int k = 0; k < k_tiles; ++k) {
     moe_consumer_wait(pipe, read, p);
@@ -327,13 +299,14 @@ struct MoeFp8TileScales {
 // then promoted into `total` in FP32. A k-step's activation scales are loaded once its operands have
 // arrived (that wait is what orders them after the inputs' producers) and before its GMMAs are issued,
 // so their latency hides behind the GMMAs. `issue()` runs once per k-step while its first GMMAs are in
-// flight (as in moe_mma_tile). The operand setup repeats moe_mma_tile's on purpose: returned from a shared
-// helper it changed ptxas's FP8 allocation (8 spill bytes in the expert-wave instantiation, none today).
+// flight (as in moe_mma_tile). The operand setup repeats moe_mma_tile's on purpose: each mainloop builds
+// its own fragments, so neither one's register allocation depends on a helper shared with the other
+// (docs/moe_notes.md, "Fused kernel structure").
 template <class T, int kGroups, class State, class Acc, class Issue>
 __device__ __forceinline__ void moe_mma_tile_fp8(typename T::SharedStorage& smem, typename T::Pipeline& pipe,
                                                  State& read, Acc& total, int k_tiles, int mma_wg_thread,
-                                                 MoeFp8TileScales const& sc, MoeFusedParams const& p, Issue&& issue,
-                                                 std::uint64_t* t_first_stage = nullptr) {
+                                                 MoeFp8TileScales const& sc, MoeFusedKernelParams const& p,
+                                                 Issue&& issue, std::uint64_t* t_first_stage = nullptr) {
   using namespace cute;
   static_assert(T::kFp8, "the promoted mainloop is the FP8 one");
   typename T::TiledMma mma;

@@ -1,5 +1,5 @@
 // Named barriers (bar.sync / bar.arrive) addressed by a kernel's own enum of barrier ids, so that one
-// list per kernel says which id means what (attn_named_barriers.cuh, moe_fused_mainloop.cuh). Ids are
+// list per kernel says which id means what (attn_named_barriers.cuh, moe_fused_sync.cuh). Ids are
 // user ids: cutlass::arch::NamedBarrier adds CUTLASS's reserved count itself.
 #pragma once
 
