@@ -373,6 +373,8 @@ def main():
                 pt[f"ratio_vs_{key}_per_pass"] = [a / c for a, c in zip(ours["per_pass_tflops"],
                                                                         peer["per_pass_tflops"])]
         points.append(pt)
+        with open(args.json + ".partial", "w") as f:  # what a run cut short still leaves
+            json.dump({"fa4": fa4_info, "points": points}, f)
         nan = float("nan")
         print(f"  seq {s:6d} heads {h:2d} d {d:3d}: ours {ours.get('tflops', nan):7.1f}  "
               f"fa4 {pt['fa4'].get('tflops', nan):7.1f}  cudnn {pt['cudnn'].get('tflops', nan):7.1f}  "
