@@ -45,22 +45,4 @@ CUTE_DEVICE void wgmma_issue(TiledMma& tiled_mma, TensorA const& tA, TensorB con
   if constexpr (kARegisters) cute::warpgroup_fence_operand(const_cast<TensorA&>(tA));
 }
 
-// wgmma.wait_group 0 that cannot be scheduled before `a` and `b` are computed. ptxas otherwise hoists
-// the wait of the P V GEMM above the softmax exponentials (it does not model the wait's latency), so
-// the exponentials no longer overlap the GEMM in flight (seen in SASS: WARPGROUP.DEPBAR before every
-// MUFU.EX2 of the loop). Predicating the wait on a comparison of a and b with a run-time NaN makes it
-// data-dependent on them; `neu` is true for unordered operands, so the wait always executes.
-__device__ __forceinline__ void warpgroup_wait_all_after(float a, float b, float nan) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p, q;\n"
-      "setp.neu.f32 p, %0, %2;\n"
-      "setp.neu.f32 q, %1, %2;\n"
-      "and.pred p, p, q;\n"
-      "@p wgmma.wait_group.sync.aligned 0;\n"
-      "}\n" ::"f"(a),
-      "f"(b), "f"(nan)
-      : "memory");
-}
-
 }  // namespace xstage::attn

@@ -7,8 +7,6 @@
 // while the tensor cores still work on P V.
 #pragma once
 
-#include <limits>
-
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
@@ -62,7 +60,6 @@ struct AttnMainloop {
     int seq_k;
     float softmax_scale;
     float scale_log2;
-    float nan;  // quiet NaN, read at run time (warpgroup_wait_all_after)
   };
 
   struct Arguments {
@@ -95,8 +92,7 @@ struct AttnMainloop {
         shape_vt,
         a.seq_k,
         a.softmax_scale,
-        a.softmax_scale * 1.4426950408889634f,
-        std::numeric_limits<float>::quiet_NaN()};
+        a.softmax_scale * 1.4426950408889634f};
     return p;
   }
 
@@ -227,11 +223,7 @@ struct AttnMainloop {
       pipe_k.consumer_release(k_read);
       ++k_read;
       auto rescale = softmax.template step<false>(acc_s);
-      // P V done: its V stage and the P registers are free. The wait depends on the row sums, so the
-      // exponentials above stay under the P V GEMM.
-      static_assert(Softmax::kNumRows == 2);
-      warpgroup_wait_all_after(softmax.row_sum[0], softmax.row_sum[1], p.nan);
-      warpgroup_fence_operand(acc_o);
+      warpgroup_wait<0>();  // P V done: its V stage and the P registers are free
       pipe_v.consumer_release(v_read);
       ++v_read;
       softmax.rescale_output(acc_o, rescale);
