@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
-"""Compares builds of the attention kernel (tuning variants) with each other and with cuDNN SDPA.
+"""Compares builds of the attention kernel (tuning variants) with each other, with FlashAttention-4's
+Hopper forward and with cuDNN SDPA, in one process.
 
-Each variant is an `xstage` binary; per shape the variants run in order and then in reverse order (so
-clock drift from heating affects all alike), with cuDNN in between; the mean of both passes is shown.
-Usage: attn_tune.py --json OUT name=path/to/xstage [name=path ...]
+Each variant is an `xstage` binary; per shape the variants and the peers run in order and then in
+reverse order (so clock drift from heating affects all alike), each after a warm-up of at least
+--warmup-s seconds of back-to-back launches; the mean of both passes is shown, with the SM clock and
+power sampled during each timed loop (attn_vs_cudnn.PowerSampler).
+Usage: attn_tune.py --json OUT [--shapes 8192x3,65536x5] name=path/to/xstage [name=path ...]
 """
 import argparse
 import json
+import math
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from attn_vs_cudnn import SDPBackend, run_ours, time_sdpa  # noqa: E402
+import attn_vs_cudnn as avc  # noqa: E402
 
 SHAPES = [(8192, 3), (16384, 5), (8192, 12), (32768, 12), (65536, 3)]
 
@@ -22,33 +25,57 @@ def main():
     ap.add_argument("--json", required=True)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=6)
+    ap.add_argument("--warmup-s", type=float, default=0.3)
+    ap.add_argument("--check-rows", type=int, default=8)
+    ap.add_argument("--shapes", default=None, help="comma-separated SEQxHEADS (default: the built-in list)")
+    ap.add_argument("--no-peers", action="store_true", help="variants only (no FA4, no cuDNN)")
     ap.add_argument("variants", nargs="+")
     args = ap.parse_args()
     variants = [v.split("=", 1) for v in args.variants]
+    shapes = SHAPES if not args.shapes else [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    avc.SAMPLER = avc.PowerSampler()
+    fa4_call, fa4_info = (None, {"available": False, "error": "--no-peers"}) if args.no_peers else avc.load_fa4()
+    peers = [] if args.no_peers else (["fa4"] if fa4_call else []) + ["cudnn"]
     out = []
-    for s, h in SHAPES:
-        runs = {name: [] for name, _ in variants}
-        checks = {name: True for name, _ in variants}
-        cudnn = []
-        for order in (variants, list(reversed(variants))):
-            for name, path in order:
-                r = run_ours(path, 1, s, h, 128, args.iters, args.warmup, 8)
-                if "timing" not in r:
-                    checks[name] = False
-                    continue
-                runs[name].append(r["timing"]["tflops"])
-                checks[name] = checks[name] and r["check"]["passed"]
-            cudnn.append(time_sdpa(SDPBackend.CUDNN_ATTENTION, 1, s, h, 128, args.iters, args.warmup)["tflops"])
-        row = {"seq": s, "heads": h, "cudnn": statistics.mean(cudnn), "cudnn_runs": cudnn,
-               "variants": {n: {"tflops": statistics.mean(v) if v else None, "runs": v, "check": checks[n]}
-                            for n, v in runs.items()}}
+    for s, h in shapes:
+        warmup = max(args.warmup, math.ceil(args.warmup_s * 800e12 / avc.flops(1, s, h, 128)))
+        names = [n for n, _ in variants] + peers
+        paths = dict(variants)
+        runs = {n: [] for n in names}
+        for order in (names, names[::-1]):
+            for name in order:
+                if name == "fa4":
+                    r = avc.time_torch(fa4_call, 1, s, h, 128, args.iters, warmup, bshd=True)
+                elif name == "cudnn":
+                    r = avc.time_sdpa(avc.SDPBackend.CUDNN_ATTENTION, 1, s, h, 128, args.iters, warmup)
+                else:
+                    r = avc.run_ours(paths[name], 1, s, h, 128, args.iters, warmup, args.check_rows)
+                    if "timing" in r:
+                        r = dict(r["timing"], check=r["check"]["passed"], power=r.get("power", {}))
+                    else:
+                        r = {"error": r.get("error"), "check": False}
+                runs[name].append(r)
+        row = {"seq": s, "heads": h, "warmup_launches": warmup, "impls": {}}
+        for name in names:
+            ok = [r for r in runs[name] if "tflops" in r]
+            row["impls"][name] = {
+                "tflops": statistics.mean(r["tflops"] for r in ok) if len(ok) == len(runs[name]) else None,
+                "per_pass_tflops": [r.get("tflops") for r in runs[name]],
+                "check": all(r.get("check", True) for r in runs[name]),
+                "sm_clock_mhz": [r.get("power", {}).get("sm_clock_mhz_median") for r in runs[name]],
+                "power_w": [r.get("power", {}).get("power_w_median") for r in runs[name]],
+                "samples_ms": [r.get("samples_ms") for r in runs[name]]}
         out.append(row)
-        print(f"seq {s:6d} h {h:2d} cudnn {row['cudnn']:6.1f} | " + "  ".join(
-            f"{n} {row['variants'][n]['tflops'] or float('nan'):6.1f}{'' if checks[n] else ' FAIL'}"
-            for n, _ in variants), flush=True)
+        print(f"seq {s:6d} h {h:2d} | " + "  ".join(
+            f"{n} {row['impls'][n]['tflops'] or float('nan'):6.1f}"
+            f"@{statistics.mean([c for c in row['impls'][n]['sm_clock_mhz'] if c] or [float('nan')]):.0f}MHz"
+            f"{'' if row['impls'][n]['check'] else ' FAIL'}" for n in names), flush=True)
+    avc.SAMPLER.stop()
     with open(args.json, "w") as f:
-        json.dump({"schema": "xstage.attn_tune", "version": 1, "command": " ".join(sys.argv), "shapes": out}, f,
-                  indent=1)
+        json.dump({"schema": "xstage.attn_tune", "version": 2, "command": " ".join(sys.argv), "fa4": fa4_info,
+                   "method": "per shape: variants and peers in order, then reversed; warm-up >= warmup_s of "
+                             "back-to-back launches before each timed loop; mean of both passes' medians",
+                   "shapes": out}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine: our attention forward kernel and PyTorch SDPA (cuDNN backend, and the
-# FlashAttention-2 backend) on the same shapes in one run; writes results JSON and a TFLOP/s plot.
+# Runs on the GPU machine: our attention forward kernel, FlashAttention-4's Hopper forward (when
+# flash_attn.cute is importable: put its install on PYTHONPATH) and PyTorch SDPA (cuDNN backend, and the
+# FlashAttention-2 backend unless ATTN_BENCH_ARGS has --no-flash2) on the same shapes in one run; writes
+# results JSON (with SM clock and power per timed loop) and a TFLOP/s plot.
 # Usage: bench/attn_vs_cudnn.sh [OUT_DIR] (default results/h200); XSTAGE=path/to/xstage overrides the CLI.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

