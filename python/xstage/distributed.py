@@ -209,8 +209,6 @@ def _check_tensor(name: str, t, where: str) -> None:
         raise TypeError(f"{where}: {name} is a {_describe(t)}; accepted: a torch.Tensor (bfloat16, CUDA)")
     if t.dtype != torch.bfloat16:
         raise TypeError(f"{where}: {name}: dtype {str(t.dtype).replace('torch.', '')}; accepted: bfloat16")
-    if t.device.type != "cuda":
-        raise ValueError(f"{where}: {name}: device {t.device}; accepted: a CUDA device")
     if t.dim() != 4:
         raise ValueError(f"{where}: {name}: shape {list(t.shape)}; accepted: 4 dimensions [batch, seq, heads, head_dim]")
 
@@ -228,10 +226,6 @@ def _check_inputs(q, k, v, joint_q, joint_k, joint_v, joint_strategy, world: int
                          f"{world}")
     if D != HEAD_DIM:
         raise ValueError(f"{where}: head_dim {D} (q shape {list(q.shape)}); accepted: {HEAD_DIM}")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.get_device() != device:
-            raise ValueError(f"{where}: {name}: device {t.device}; the team's device is cuda:{device} "
-                             "(torch.cuda.current_device() when the team was created)")
     if not isinstance(joint_strategy, str) or joint_strategy not in JOINT_STRATEGIES:
         raise ValueError(f"{where}: joint_strategy {joint_strategy!r}; accepted: {', '.join(map(repr, JOINT_STRATEGIES))}"
                          " (xDiT's 'front' is not supported)")
@@ -249,8 +243,6 @@ def _check_inputs(q, k, v, joint_q, joint_k, joint_v, joint_strategy, world: int
         if t is None:
             continue
         _check_tensor(name, t, where)
-        if t.get_device() != device:
-            raise ValueError(f"{where}: {name}: device {t.device}; the team's device is cuda:{device}")
         if T is None:
             T = t.shape[1]
         if t.shape[0] != B or t.shape[1] != T or t.shape[2] != H or t.shape[3] != D:
@@ -258,6 +250,14 @@ def _check_inputs(q, k, v, joint_q, joint_k, joint_v, joint_strategy, world: int
                              "tokens, heads, head_dim], replicated on every rank, batch/heads/head_dim of q)")
         if T < 1:
             raise ValueError(f"{where}: {name}: shape {list(t.shape)}; accepted: at least one joint token")
+    # Devices last, so that every other check also runs on CPU tensors (tests without a GPU).
+    for name, t in (("q", q), ("k", k), ("v", v)) + joints:
+        if t is None:
+            continue
+        if t.device.type != "cuda":
+            raise ValueError(f"{where}: {name}: device {t.device}; accepted: a CUDA device")
+        if t.get_device() != device:
+            raise ValueError(f"{where}: {name}: device {t.device}; the current device (the team's) is cuda:{device}")
     return T or 0
 
 
