@@ -21,7 +21,8 @@ after `enable`), diffusers passes each call its `parallel_config` and the sequen
 call (q and k of the same length) whose config is Ulysses only (ring_degree 1) then runs the whole Ulysses step in
 xstage (`xstage.distributed.ulysses_attention` on diffusers' Ulysses group: pre-attention All-to-All, attention with
 the post-attention All-to-All fused into its epilogue), instead of diffusers' all-to-alls around a local call.
-Cross-attention calls (Wan's text keys, which diffusers does not shard) and ring attention go to the previous
+(Wan's cross-attention passes no parallel_config: its sharded queries attend to the whole text locally, on the
+kernel.) A context-parallel call whose key length differs from the query's, and ring attention, go to the previous
 backend, which runs diffusers' own context-parallel path (reasons "context_parallel_cross", "context_parallel").
 
 A call goes to the kernel only when the kernel computes exactly what the previous backend would; otherwise it goes
