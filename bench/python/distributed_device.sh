@@ -6,11 +6,11 @@
 #   dist_torchrun_1.txt    torchrun --nproc_per_node 1 -m pytest tests/python/test_distributed_gpu.py
 #   dist_torchrun_N.txt    the same with N = every GPU of the machine, where it has more than one
 #   dist_cpp.txt           the C++ Ulysses GPU tests, when GPUBIN (an xz tar of build/tests/xstage_gpu_tests) is carried
-#   WHEELS  folder of wheels (default .whl-dist)   GPUBIN (default .gpubin/gpubin.tar.xz)
+#   WHEELS  folder of wheels (default .whl-dist)   GPUBIN (default $WHEELS/gpubin.tar.xz)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source bench/device_env.sh   # multicast off; NCCL (torch's) and cuBLAS library paths
-WHEELS=${WHEELS:-.whl-dist} GPUBIN=${GPUBIN:-.gpubin/gpubin.tar.xz}
+WHEELS=${WHEELS:-.whl-dist} GPUBIN=${GPUBIN:-$WHEELS/gpubin.tar.xz}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
