@@ -18,7 +18,7 @@ from ._native import XstageLoadError, build_info, has_cuda
 __version__ = "0.1.0"
 
 __all__ = ["attention", "attention_dlpack", "attention_copy_count", "has_cuda", "build_info", "XstageLoadError",
-           "planner", "distributed", "ulysses_attention", "__version__"]
+           "planner", "__version__"]
 
 
 def _attention_without_torch(q, k, v, *, softmax_scale=None, return_lse=False):

@@ -158,13 +158,16 @@ def _cp_compare(name, group, model32, inputs32):
     cp = ContextParallelConfig(ulysses_degree=max(world, 2))
     cp.ulysses_degree = world            # world 1: the constructor refuses degree 1, the rest of diffusers takes it
     cp_model.enable_parallelism(config=cp)
-    xd.enable(cp_model)
     with torch.inference_mode():
         ref = model32(**inputs32).sample
         native = model16(**inputs16).sample
-        ours = cp_model(**inputs16).sample
-    s = xd.stats(cp_model)
-    xd.disable(cp_model)
+        xd.enable(cp_model)
+        try:
+            # diffusers' context-parallel hooks take the root module's tuple output only (return_dict=False).
+            ours = cp_model(**inputs16, return_dict=False)[0]
+            s = xd.stats(cp_model)
+        finally:
+            xd.disable(cp_model)
     assert torch.isfinite(ours).all()
     (max_n, mean_n), (max_x, mean_x) = _errors(native, ref), _errors(ours, ref)
     print(f"\n{name} (context parallel, world {world}): |native bf16 - fp32| max {max_n:.3e} mean {mean_n:.3e}; "
