@@ -78,43 +78,47 @@ def _default_store():
         return None
 
 
-def _exchange_unique_id(group, rank: int, world: int, timeout_s: float) -> bytes:
-    """Rank 0's NCCL unique id on every rank, through the group's store with a bounded wait that names the ranks
-    that did not arrive; without a store, a broadcast over the group (torch's own timeout applies)."""
+def _new_unique_id() -> bytes:
     lib = _dist_abi.lib()
-    where = _where("Team")
-    uid = None
+    buf = ctypes.create_string_buffer(_dist_abi.UNIQUE_ID_BYTES)
+    status = lib.xstage_dist_unique_id(buf, _dist_abi.UNIQUE_ID_BYTES)
+    if status != _native.OK:
+        _dist_abi.raise_for(status, _where("Team"))
+    return buf.raw
+
+
+def _store_exchange(store, prefix: str, rank: int, world: int, timeout_s: float, make_id=_new_unique_id) -> bytes:
+    """Rank 0's id (make_id()) on every rank through `store`, keys under `prefix`: every rank marks its arrival
+    and waits at most timeout_s for all arrivals and the id; a timeout names the ranks that did not arrive."""
     if rank == 0:
-        buf = ctypes.create_string_buffer(_dist_abi.UNIQUE_ID_BYTES)
-        status = lib.xstage_dist_unique_id(buf, _dist_abi.UNIQUE_ID_BYTES)
-        if status != _native.OK:
-            _dist_abi.raise_for(status, where)
-        uid = buf.raw
-    store = _default_store()
-    if store is None:
-        t = torch.zeros(_dist_abi.UNIQUE_ID_BYTES, dtype=torch.uint8, device="cuda")
-        if uid is not None:
-            t.copy_(torch.frombuffer(bytearray(uid), dtype=torch.uint8))
-        dist.broadcast(t, group_src=0, group=group)
-        return bytes(t.cpu().tolist())
-    ranks = tuple(dist.get_process_group_ranks(group))
-    with _lock:
-        n = _team_counts.get(ranks, 0)
-        _team_counts[ranks] = n + 1
-    prefix = f"xstage/team/{'-'.join(map(str, ranks))}/{n}"
-    if uid is not None:
-        store.set(f"{prefix}/id", uid)
+        store.set(f"{prefix}/id", make_id())
     store.set(f"{prefix}/arrived/{rank}", b"1")
     keys = [f"{prefix}/arrived/{r}" for r in range(world)]
     try:
         store.wait(keys + [f"{prefix}/id"], datetime.timedelta(seconds=timeout_s))
     except Exception as e:  # noqa: BLE001 - torch raises DistStoreError or RuntimeError on a timeout
         missing = [r for r in range(world) if not store.check([keys[r]])]
-        raise TimeoutError(f"{where}: rank {rank} of {world}: step 'unique id exchange' (torch store): ranks "
-                           f"{missing or '(none missing; rank 0 published no id)'} of the group did not arrive "
-                           f"within {timeout_s:g} s ({type(e).__name__})") from e
-    value = store.get(f"{prefix}/id")
-    return bytes(value)
+        raise TimeoutError(f"{_where('Team')}: rank {rank} of {world}: step 'unique id exchange' (torch store): "
+                           f"ranks {missing or '(none missing; rank 0 published no id)'} of the group did not "
+                           f"arrive within {timeout_s:g} s ({type(e).__name__})") from e
+    return bytes(store.get(f"{prefix}/id"))
+
+
+def _exchange_unique_id(group, rank: int, world: int, timeout_s: float) -> bytes:
+    """Rank 0's NCCL unique id on every rank, through the group's store with a bounded wait that names the ranks
+    that did not arrive; without a store, a broadcast over the group (torch's own timeout applies)."""
+    store = _default_store()
+    if store is None:
+        t = torch.zeros(_dist_abi.UNIQUE_ID_BYTES, dtype=torch.uint8, device="cuda")
+        if rank == 0:
+            t.copy_(torch.frombuffer(bytearray(_new_unique_id()), dtype=torch.uint8))
+        dist.broadcast(t, group_src=0, group=group)
+        return bytes(t.cpu().tolist())
+    ranks = tuple(dist.get_process_group_ranks(group))
+    with _lock:
+        n = _team_counts.get(ranks, 0)
+        _team_counts[ranks] = n + 1
+    return _store_exchange(store, f"xstage/team/{'-'.join(map(str, ranks))}/{n}", rank, world, timeout_s)
 
 
 class Team:

@@ -242,3 +242,14 @@ def test_diffusers_context_parallel_fallbacks_keep_the_config(torch_mod, config,
     out, _, seen, inner, s = _routed(torch_mod, config, k_shape=k_shape, **kw)
     assert out == "previous" and seen == [] and s["fallback"] == {reason: 1}
     assert inner[0]["parallel_config"] is config and inner[0]["backend"] == "PREV"
+
+
+def test_id_exchange_names_the_ranks_that_did_not_arrive(torch_mod, xdist):
+    import torch.distributed as dist
+    store = dist.HashStore()
+    # Rank 2 of 3 arrives alone: ranks 0 and 1 are named, within the timeout.
+    with pytest.raises(TimeoutError, match=r"rank 2 of 3: step 'unique id exchange'.*ranks \[0, 1\].*0.5 s"):
+        xdist._store_exchange(store, "t", 2, 3, 0.5)
+    # A one-rank group: rank 0 publishes the id and reads it back.
+    store2 = dist.HashStore()
+    assert xdist._store_exchange(store2, "u", 0, 1, 5.0, make_id=lambda: b"ID") == b"ID"

@@ -110,6 +110,28 @@ def test_repeated_calls_growth_strides_and_seq_len(group):
                        shard(xstage.attention(q, k, v), world, rank))
 
 
+def test_nccl_init_of_a_missing_rank_times_out_naming_rank_and_step():
+    """Rank 0 of a 2-rank team whose rank 1 never comes: the non-blocking NCCL initialization is polled for the
+    timeout, aborted, and reported as TimeoutError naming the rank and the step. In a child process, so that a
+    hang (the failure this guards against) cannot stall the test run."""
+    import subprocess
+    import sys
+    code = (
+        "import ctypes, torch, xstage.distributed as xd\n"
+        "from xstage import _dist_abi\n"
+        "uid = xd._new_unique_id()\n"
+        "h = ctypes.c_void_p()\n"
+        "s = _dist_abi.lib().xstage_team_create(uid, len(uid), 0, 2, 0, 3.0, ctypes.byref(h))\n"
+        "try:\n"
+        "    _dist_abi.raise_for(s, 'team')\n"
+        "except TimeoutError as e:\n"
+        "    print('TIMEOUT', e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "TIMEOUT" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert "rank 0 of 2" in r.stdout and "ncclCommInitRankConfig" in r.stdout and "3.0 s" in r.stdout, r.stdout
+
+
 def test_team_is_cached_per_group(group):
     assert xdist.Team(group) is xdist.Team(group)
     assert xdist.Team(group).world == dist.get_world_size(group)
