@@ -4,6 +4,7 @@
     out = xstage.attention(q, k, v)            # torch bf16 CUDA [B, S, H, D]; torch.compile-able
     xstage.attention_dlpack(q, k, v, out, stream=s)   # any DLPack tensors (CuPy, JAX, ...)
     import xstage.planner                      # model / plan / simulate, the CLI's JSON (CPU)
+    out = xstage.ulysses_attention(q, k, v, group)   # sequence-parallel over a torch NCCL group (torchrun)
 
 `import xstage` needs neither torch nor a GPU: the PyTorch layer is imported on first use of
 `xstage.attention`, and the native library (libxstage_capi.so) is loaded on first use.
@@ -50,6 +51,9 @@ def __getattr__(name: str):
     if name == "planner":
         from . import planner
         return planner
+    if name in ("distributed", "ulysses_attention"):  # xstage/distributed.py (imports torch, then the library)
+        distributed = __import__("importlib").import_module(".distributed", __name__)
+        return distributed if name == "distributed" else distributed.ulysses_attention
     if name in ("moe", "FusedMoE", "fused_moe", "quantize_fp8_blocks"):  # xstage/moe.py (torch parts lazy)
         moe = __import__("importlib").import_module(".moe", __name__)  # `from . import` would recurse here
         return moe if name == "moe" else getattr(moe, name)

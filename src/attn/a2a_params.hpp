@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "xstage/sched/attn_tile_scheduler.hpp"
+#include "xstage/ulysses/shards.hpp"  // a2a_shard_len, a2a_local_len, row owners, rotations
 
 #if defined(__CUDACC__)
 #define XSTAGE_A2A_HD __host__ __device__ __forceinline__
@@ -38,33 +39,6 @@ struct A2AEpilogueParams {
   int first_m_blocks;
 };
 
-// Owner of row g and its local row.
-struct A2ARowOwner {
-  int owner;
-  int local_row;
-};
-XSTAGE_A2A_HD A2ARowOwner a2a_row_owner(int row, int shard_len) {
-  const int owner = row / shard_len;
-  return {owner, row - owner * shard_len};
-}
-
-// Sequence sharding: ceil(seq / world) rows per rank, the last rank takes the rest (which must be > 0).
-XSTAGE_A2A_HD int a2a_shard_len(int seq, int world) { return (seq + world - 1) / world; }
-XSTAGE_A2A_HD int a2a_local_len(int seq, int world, int rank) {
-  const int s = a2a_shard_len(seq, world);
-  const int rest = seq - rank * s;
-  return rest < 0 ? 0 : (rest < s ? rest : s);
-}
-
-// X-Stage-aware query order: rank r's query rows start after its own shard, so its own rows (whose
-// stores stay local) are the last tiles of the persistent schedule. The last wave's burst then drains
-// into local memory instead of over the link, where nothing would be left to cover it.
-// Attention rows are independent, so the rotation changes no output bit. The pre-attention All-to-All
-// delivers Q in this order (the key/value order is untouched).
-XSTAGE_A2A_HD int a2a_own_rows_last_rotation(int seq, int world, int rank) {
-  const int end = (rank + 1) * a2a_shard_len(seq, world);
-  return end >= seq ? 0 : end;
-}
 // With the own-rows-last rotation, kernel rows [0, seq - local_len) belong to other owners: the number of
 // leading block_m-row m-blocks holding at least one of them (a tile straddling the boundary counts as
 // remote: its stores leave the GPU). 0 when the rank owns every row (world 1).
@@ -72,11 +46,6 @@ XSTAGE_A2A_HD int a2a_remote_m_blocks(int seq, int world, int rank, int block_m)
   const int remote_rows = seq - a2a_local_len(seq, world, rank);
   return (remote_rows + block_m - 1) / block_m;
 }
-XSTAGE_A2A_HD int a2a_sequence_row(int kernel_row, int rotation, int seq) {
-  const int g = kernel_row + rotation;
-  return g >= seq ? g - seq : g;
-}
-
 // Bytes of other owners' rows (head_dim bf16 values each) in the tiles of the schedule's final round,
 // tiles [(rounds - 1) · grid, num_tiles) of a persistent grid of `grid` CTAs: the remote stores that no
 // later Q-loop covers, whose drain the kernel's end exposes (the model's tail, drain only). Host only.

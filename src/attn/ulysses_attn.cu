@@ -18,7 +18,9 @@ std::string attn_fused_a2a_can_implement(const AttnForwardArgs& args, const A2AE
   const AttnForwardProblem& p = args.problem;
   if (p.head_dim != 128) return "head_dim " + std::to_string(p.head_dim) + " (the fused kernels support 128)";
   if (p.batch != 1) return "batch " + std::to_string(p.batch) + " (the fused kernels support 1)";
-  if (p.seq_q != ep.seq || p.seq_k != ep.seq) return "seq_q/seq_k must equal the All-to-All sequence";
+  if (p.seq_q != ep.seq) return "seq_q must equal the All-to-All sequence";
+  // Keys may outnumber the queries (joint tokens appended to K and V only): the mainloop runs over seq_k.
+  if (p.seq_k < 1) return "seq_k " + std::to_string(p.seq_k);
   if (ep.world < 1 || ep.world > kA2AMaxRanks) return "world " + std::to_string(ep.world);
   if (ep.rank < 0 || ep.rank >= ep.world) return "rank " + std::to_string(ep.rank);
   if (ep.shard_len != a2a_shard_len(ep.seq, ep.world) || a2a_local_len(ep.seq, ep.world, ep.world - 1) < 1)

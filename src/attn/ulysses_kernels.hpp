@@ -21,7 +21,7 @@ enum class FusedEpilogue {
   kCompletionCoupledTma,  // kPiggybackTma + every tile waits for its bulk stores' completion (wait_group 0)
 };
 
-// Attention over args.problem (batch 1, heads = heads_per_gpu, seq_q = seq_k = ep.seq, head_dim 128)
+// Attention over args.problem (batch 1, heads = heads_per_gpu, seq_q = ep.seq, any seq_k, head_dim 128)
 // whose output tiles go to their owners through ep; args.o and args.lse are unused. Empty string when
 // it can run, else the reason.
 std::string attn_fused_a2a_can_implement(const AttnForwardArgs& args, const A2AEpilogueParams& ep);

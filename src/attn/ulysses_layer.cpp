@@ -104,6 +104,53 @@ cudaError_t record_timing_event(cudaEvent_t event, cudaStream_t stream) {
                                                  : cudaEventRecord(event, stream);
 }
 
+A2AEpilogueParams ulysses_epilogue_params(int rank, int world, int seq, int heads_per_gpu, int head_dim,
+                                          UlyssesTileOrder order, void* const* table, const uint32_t* epoch) {
+  A2AEpilogueParams ep{};
+  ep.rank = rank;
+  ep.world = world;
+  ep.seq = seq;
+  ep.shard_len = a2a_shard_len(seq, world);
+  ep.heads_total = heads_per_gpu * world;
+  ep.head_offset = rank * heads_per_gpu;
+  ep.epoch = epoch;
+  ep.row_rotation = order == UlyssesTileOrder::kNatural ? 0 : a2a_own_rows_last_rotation(seq, world, rank);
+  ep.first_m_blocks = order == UlyssesTileOrder::kRemoteFirst
+                          ? a2a_remote_m_blocks(seq, world, rank, sched::attn_tile_config(head_dim).block_m)
+                          : 0;
+  ep.dst = table;
+  ep.flags = reinterpret_cast<uint32_t* const*>(table + world);
+  return ep;
+}
+
+std::vector<void*> ulysses_window_owner_table(comm::SymmetricWindow& window, int local_index, int world,
+                                              std::size_t flags_offset, cudaStream_t stream) {
+  const int n = world;
+  std::vector<int> peers;
+  std::vector<std::size_t> offs;
+  for (int p = 0; p < n; ++p) {
+    peers.push_back(p);
+    offs.push_back(0);
+    peers.push_back(p);
+    offs.push_back(flags_offset);
+  }
+  void** d_ptrs = nullptr;
+  XSTAGE_CUDA_CHECK(cudaMalloc(&d_ptrs, sizeof(void*) * 2 * n));
+  window.resolve_lsa_pointers(local_index, peers, offs, d_ptrs);
+  XSTAGE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<void*> pairs(2 * n);
+  XSTAGE_CUDA_CHECK(cudaMemcpy(pairs.data(), d_ptrs, sizeof(void*) * 2 * n, cudaMemcpyDeviceToHost));
+  XSTAGE_CUDA_CHECK(cudaFree(d_ptrs));
+  std::vector<void*> h(2 * n);
+  for (int p = 0; p < n; ++p) {
+    h[p] = pairs[2 * p];
+    h[n + p] = pairs[2 * p + 1];
+    if (!h[p] || !h[n + p] || reinterpret_cast<uintptr_t>(h[p]) % 16 != 0)
+      throw std::runtime_error("ulysses: unusable peer pointer for rank " + std::to_string(p));
+  }
+  return h;
+}
+
 int UlyssesLayer::first_m_blocks(int rank) const {
   if (cfg_.tile_order != UlyssesTileOrder::kRemoteFirst) return 0;
   return a2a_remote_m_blocks(cfg_.seq, world_, rank, sched::attn_tile_config(cfg_.head_dim).block_m);
@@ -130,10 +177,9 @@ std::string ulysses_config_error(const UlyssesConfig& c, int world) {
 
 namespace {
 constexpr std::size_t kAlign = 4096;
-// First kernel row of owner p's shard under rotation `rot` (a shard boundary or 0): shards stay contiguous.
+// First kernel row of owner p's shard under rotation `rot` (a2a_rotated_shard_start).
 std::size_t rotated_shard_start(int p, int shard, int rot, int seq) {
-  const int start = p * shard - rot;
-  return std::size_t(start < 0 ? start + seq : start);
+  return std::size_t(a2a_rotated_shard_start(p, shard, rot, seq));
 }
 std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 constexpr std::size_t kFlagBytes = sizeof(uint32_t) * kA2AMaxRanks * kA2AMaxCtas;
@@ -204,37 +250,9 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     XSTAGE_CUDA_CHECK(cudaMemset(R.flags, 0, kFlagBytes));
 
     // The peers' buffers as this GPU reaches them.
-    A2AEpilogueParams& ep = R.ep;
-    ep.rank = R.rank;
-    ep.world = n;
-    ep.seq = cfg.seq;
-    ep.shard_len = shard;
-    ep.heads_total = heads_total();
-    ep.head_offset = R.rank * hl;
-    ep.epoch = R.epoch;
-    ep.row_rotation = row_rotation(R.rank);
-    ep.first_m_blocks = first_m_blocks(R.rank);
     std::vector<void*> h(2 * n);
     if (impl_->window) {
-      std::vector<int> peers;
-      std::vector<std::size_t> offs;
-      for (int p = 0; p < n; ++p) {
-        peers.push_back(p);
-        offs.push_back(0);
-        peers.push_back(p);
-        offs.push_back(impl_->out_bytes);
-      }
-      void** d_ptrs = nullptr;
-      XSTAGE_CUDA_CHECK(cudaMalloc(&d_ptrs, sizeof(void*) * 2 * n));
-      impl_->window->resolve_lsa_pointers(int(i), peers, offs, d_ptrs);
-      XSTAGE_CUDA_CHECK(cudaStreamSynchronize(R.stream));
-      std::vector<void*> pairs(2 * n);
-      XSTAGE_CUDA_CHECK(cudaMemcpy(pairs.data(), d_ptrs, sizeof(void*) * 2 * n, cudaMemcpyDeviceToHost));
-      XSTAGE_CUDA_CHECK(cudaFree(d_ptrs));
-      for (int p = 0; p < n; ++p) {
-        h[p] = pairs[2 * p];
-        h[n + p] = pairs[2 * p + 1];
-      }
+      h = ulysses_window_owner_table(*impl_->window, int(i), n, impl_->out_bytes, R.stream);
     } else {
       for (int p = 0; p < n; ++p) {
         char* pb = static_cast<char*>(impl_->peers->ptr(p));
@@ -248,8 +266,8 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     }
     XSTAGE_CUDA_CHECK(cudaMalloc(&R.d_table, sizeof(void*) * 2 * n));
     XSTAGE_CUDA_CHECK(cudaMemcpy(R.d_table, h.data(), sizeof(void*) * 2 * n, cudaMemcpyHostToDevice));
-    ep.dst = R.d_table;
-    ep.flags = reinterpret_cast<uint32_t* const*>(R.d_table + n);
+    A2AEpilogueParams& ep = R.ep;
+    ep = ulysses_epilogue_params(R.rank, n, cfg.seq, hl, d, cfg.tile_order, R.d_table, R.epoch);
     AttnForwardProblem prob = make_bshd_problem(1, cfg.seq, cfg.seq, hl, d);
     fused_grid_ = attn_fused_a2a_grid(prob, R.device);
     int sms = 0;

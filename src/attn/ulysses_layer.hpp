@@ -36,6 +36,7 @@
 
 #include "a2a_params.hpp"
 #include "xstage/comm/team.hpp"
+#include "xstage/comm/window.hpp"
 
 namespace xstage::attn {
 
@@ -93,6 +94,17 @@ struct UlyssesConfig {
 
 // Empty when the configuration can run on a team of `world` GPUs, else a one-line reason naming the field.
 std::string ulysses_config_error(const UlyssesConfig& c, int world);
+
+// The post-attention All-to-All parameters of `rank`: every owner's output buffer and flag array in the
+// device table `table` ([dst x world, flags x world] as this GPU reaches them), the rotation of
+// UlyssesTileOrder `order` (row_rotation) and its first scheduling phase (first_m_blocks).
+A2AEpilogueParams ulysses_epilogue_params(int rank, int world, int seq, int heads_per_gpu, int head_dim,
+                                          UlyssesTileOrder order, void* const* table, const uint32_t* epoch);
+
+// The [dst x world, flags x world] pointers of every rank's window as local rank `local_index` reaches
+// them (LSA pointers: output at offset 0, flags at `flags_offset`), checked non-null and 16-byte aligned.
+std::vector<void*> ulysses_window_owner_table(comm::SymmetricWindow& window, int local_index, int world,
+                                              std::size_t flags_offset, cudaStream_t stream);
 
 class UlyssesLayer {
  public:

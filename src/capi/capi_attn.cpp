@@ -8,6 +8,7 @@
 #if XSTAGE_CAPI_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "capi_views.hpp"
 #include "xstage/attn/forward.hpp"
 #endif
 
@@ -56,16 +57,6 @@ int check_tensors(const DLTensor* q, const DLTensor* k, const DLTensor* v, const
 }
 
 #if XSTAGE_CAPI_HAVE_CUDA
-
-attn::BshdView view_of(const DLTensor& t) {
-  attn::BshdView v;
-  v.data = data_of(t);
-  for (int d = 0; d < 4; ++d) {
-    v.size[d] = t.shape[d];
-    v.stride[d] = stride_of(t, d);
-  }
-  return v;
-}
 
 // Every check, then the forward arguments. A view of q, k or v the kernel cannot read is
 // XSTAGE_ERR_LAYOUT (the caller may copy it); out's layout is the caller's buffer: XSTAGE_ERR_VALUE.

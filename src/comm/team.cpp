@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -144,6 +145,99 @@ Team Team::per_process(const LauncherEnv& env, int device, const std::string& re
   // Every rank has joined: rank 0 may remove the id file (a stale id would mislead the next run).
   t.barrier();
   if (env.rank == 0) fs::remove(id_path);
+  return t;
+}
+
+namespace {
+
+// Polls a non-blocking communicator until its pending operation ends; throws naming the rank and the
+// step when it fails or when `deadline` passes (the communicator is then aborted).
+void poll_comm(ncclComm_t comm, int rank, int world, const char* step, double timeout_s,
+               std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess) state = r;
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) {
+      ncclCommAbort(comm);
+      throw gpu::DeviceError("rank " + std::to_string(rank) + " of " + std::to_string(world) + ": " + step +
+                             " failed: " + ncclGetErrorString(state) + " (" + ncclGetLastError(comm) + ")");
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ncclCommAbort(comm);
+      char secs[32];
+      std::snprintf(secs, sizeof(secs), "%.1f", timeout_s);
+      throw TeamTimeout("rank " + std::to_string(rank) + " of " + std::to_string(world) + ": " + step +
+                        " not complete after " + secs + " s: some rank of the team did not join in time");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace
+
+ncclUniqueId Team::new_unique_id() {
+  check_nccl_version();
+  ncclUniqueId id{};
+  XSTAGE_NCCL_CHECK(ncclGetUniqueId(&id));
+  return id;
+}
+
+Team Team::from_unique_id(const ncclUniqueId& id, int rank, int world, int device, double timeout_s) {
+  if (world < 1) throw InputError("world " + std::to_string(world) + " (at least 1)");
+  if (rank < 0 || rank >= world)
+    throw InputError("rank " + std::to_string(rank) + " (0.." + std::to_string(world - 1) + ")");
+  if (!(timeout_s > 0) || timeout_s > 86400) throw InputError("timeout_s " + std::to_string(timeout_s) + " (0 < t <= 86400)");
+  int ndev = 0;
+  XSTAGE_CUDA_CHECK(cudaGetDeviceCount(&ndev));
+  if (device < 0 || device >= ndev)
+    throw InputError("device " + std::to_string(device) + " (this process sees " + std::to_string(ndev) + " GPUs)");
+  disable_multicast_env();
+  check_nccl_version();
+  XSTAGE_CUDA_CHECK(cudaSetDevice(device));
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::microseconds(static_cast<long long>(timeout_s * 1e6));
+  ncclConfig_t nb = NCCL_CONFIG_INITIALIZER;
+  nb.blocking = 0;
+  ncclComm_t parent = nullptr;
+  const ncclResult_t r = ncclCommInitRankConfig(&parent, world, const_cast<ncclUniqueId&>(id), rank, &nb);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    if (parent) ncclCommAbort(parent);
+    throw gpu::DeviceError("rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                           ": communicator initialization (ncclCommInitRankConfig) failed: " + ncclGetErrorString(r));
+  }
+  poll_comm(parent, rank, world, "communicator initialization (ncclCommInitRankConfig)", timeout_s, deadline);
+  // Every rank has joined. The team's communicator is a blocking child: the windows and the grouped
+  // send/recv of the layers assume calls that return when their work is enqueued.
+  ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
+  blocking.blocking = 1;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t rs = ncclCommSplit(parent, 0, rank, &comm, &blocking);
+  if (rs != ncclSuccess && rs != ncclInProgress) {
+    ncclCommAbort(parent);
+    throw gpu::DeviceError("rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                           ": communicator split (ncclCommSplit) failed: " + ncclGetErrorString(rs));
+  }
+  if (comm) poll_comm(comm, rank, world, "communicator split (ncclCommSplit)", timeout_s, deadline);
+  poll_comm(parent, rank, world, "communicator split (ncclCommSplit, parent)", timeout_s, deadline);
+  if (!comm) {
+    ncclCommAbort(parent);
+    throw gpu::DeviceError("rank " + std::to_string(rank) + ": ncclCommSplit returned no communicator");
+  }
+  // The parent is finalized (non-blocking: polled) and freed; only the child stays.
+  if (ncclCommFinalize(parent) == ncclInProgress)
+    poll_comm(parent, rank, world, "communicator finalize (ncclCommFinalize)", timeout_s, deadline);
+  ncclCommDestroy(parent);
+  Team t;
+  t.mode_ = LaunchMode::kPerProcess;
+  t.world_size_ = world;
+  LocalRank lr;
+  lr.rank = rank;
+  lr.device = device;
+  lr.comm = comm;
+  XSTAGE_CUDA_CHECK(cudaStreamCreateWithFlags(&lr.stream, cudaStreamNonBlocking));
+  t.local_.push_back(lr);
   return t;
 }
 

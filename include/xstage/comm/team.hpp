@@ -14,6 +14,7 @@
 #include <nccl.h>
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ void check_nccl_version();
 // Sets NCCL_NVLS_ENABLE=0 (and the PyTorch/NVSHMEM equivalents) in this process's environment unless
 // already set; throws if set to anything but 0.
 void disable_multicast_env();
+
+// A bounded host-side wait of the team's set-up gave up (the message names the rank and the step).
+class TeamTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 struct LocalRank {
   int rank = 0;     // team rank
@@ -50,6 +57,16 @@ class Team {
   static Team single_process(const std::vector<int>& devices);
   // This process is `env.rank` of `env.world_size`; drives `device`. rendezvous_dir: shared folder.
   static Team per_process(const LauncherEnv& env, int device, const std::string& rendezvous_dir);
+
+  // One process per GPU from an NCCL unique id shared by the caller (e.g. broadcast over a torch
+  // ProcessGroup): this process is `rank` of `world` and drives `device`. The communicator is created
+  // non-blocking (ncclCommInitRankConfig) and polled for at most timeout_s; a rank that does not join
+  // in time is an error naming this rank and the step (the communicator is aborted, nothing leaks).
+  // The team's communicator is then split off as a blocking one, which every other part of xstage
+  // (windows, grouped send/recv) expects. Collective over the `world` ranks.
+  static Team from_unique_id(const ncclUniqueId& id, int rank, int world, int device, double timeout_s);
+  // A fresh NCCL unique id (rank 0 of a team to be created with from_unique_id).
+  static ncclUniqueId new_unique_id();
 
   Team(Team&&) noexcept;
   Team& operator=(Team&&) = delete;

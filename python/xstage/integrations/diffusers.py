@@ -16,6 +16,15 @@ are looked at; other models, and processors of this model set up after `enable`,
 equal to the previous backend's name, so diffusers code that reads `processor._attention_backend` (context
 parallelism's checks) still sees the previous backend.
 
+Context parallelism. With `model.enable_parallelism(config=ContextParallelConfig(ulysses_degree=N))` (before or
+after `enable`), diffusers passes each call its `parallel_config` and the sequence-sharded q, k, v. A self-attention
+call (q and k of the same length) whose config is Ulysses only (ring_degree 1) then runs the whole Ulysses step in
+xstage (`xstage.distributed.ulysses_attention` on diffusers' Ulysses group: pre-attention All-to-All, attention with
+the post-attention All-to-All fused into its epilogue), instead of diffusers' all-to-alls around a local call.
+(Wan's cross-attention passes no parallel_config: its sharded queries attend to the whole text locally, on the
+kernel.) A context-parallel call whose key length differs from the query's, and ring attention, go to the previous
+backend, which runs diffusers' own context-parallel path (reasons "context_parallel_cross", "context_parallel").
+
 A call goes to the kernel only when the kernel computes exactly what the previous backend would; otherwise it goes
 to the previous backend and is counted under the first reason in FALLBACK_REASONS that applies. A boolean
 key-padding mask of shape [B, 1, 1, S_kv] whose true entries are a prefix of every row (what HunyuanVideo passes)
@@ -42,7 +51,9 @@ DISPATCH_PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_ca
 
 # Why a call went to the previous backend, in the order they are tested (a call counts under the first that applies).
 FALLBACK_REASONS = {
-    "context_parallel": "a parallel_config is set (context parallelism runs through the previous backend)",
+    "context_parallel": "a parallel_config the kernel does not take (ring attention, or no Ulysses kernel): "
+                        "diffusers' context-parallel path of the previous backend runs it",
+    "context_parallel_cross": "context parallelism on a cross-attention call (key length differs from the query's)",
     "attention_kwargs": "extra attention_kwargs (e.g. return_lse) that the kernel does not take",
     "causal": "is_causal=True",
     "dropout": "dropout_p != 0",
@@ -68,6 +79,9 @@ class AttentionKernel:
     dtypes: tuple = ()
     head_dims: tuple = (64, 128)
     differentiable: bool = False
+    # Ulysses attention over a context-parallel group: ulysses(query, key, value, scale, group, seq_len) -> out, all
+    # [B, S_local, H, D], seq_len None when the shards may be uneven. None: context-parallel calls fall back.
+    ulysses: Callable[..., Any] | None = None
 
 
 def xstage_kernel() -> AttentionKernel:
@@ -79,7 +93,28 @@ def xstage_kernel() -> AttentionKernel:
 
         return xstage.attention(query, key, value, softmax_scale=scale)
 
-    return AttentionKernel("xstage", fn, "cuda", (torch.bfloat16,), (64, 128), False)
+    def ulysses(query, key, value, scale, group, seq_len):
+        import xstage.distributed
+
+        return xstage.distributed.ulysses_attention(query, key, value, group, softmax_scale=scale, seq_len=seq_len)
+
+    return AttentionKernel("xstage", fn, "cuda", (torch.bfloat16,), (64, 128), False, ulysses)
+
+
+def _ulysses_plan(kernel, parallel_config, query, key):
+    """(reason, group, seq_len): reason None when the kernel's Ulysses path takes the context-parallel call; seq_len
+    None when diffusers' ulysses_anything allows uneven shards (the lengths are then gathered and checked)."""
+    cp = getattr(parallel_config, "context_parallel_config", None)
+    if kernel.ulysses is None or cp is None or (cp.ring_degree or 1) != 1:
+        return "context_parallel", None, None
+    mesh = getattr(cp, "_ulysses_mesh", None)
+    if mesh is None:
+        return "context_parallel", None, None
+    if query.dim() == 4 and key.dim() == 4 and key.shape[1] != query.shape[1]:
+        return "context_parallel_cross", None, None
+    world = cp.ulysses_degree or 1
+    seq_len = None if getattr(cp, "ulysses_anything", False) else int(query.shape[1]) * world
+    return None, mesh.get_group(), seq_len
 
 
 def check_diffusers_version(allow_untested: bool = False) -> str:
@@ -119,6 +154,7 @@ class _Stats:
     def reset(self):
         self.routed = collections.Counter()      # (batch, seq_q, seq_kv, heads, head_dim) -> calls
         self.routed_masked = 0                   # of which had a key-padding prefix mask
+        self.routed_context_parallel = 0         # of which ran the Ulysses step (context parallelism)
         self.fallback = collections.Counter()    # (reason, (batch, seq_q, seq_kv, heads, head_dim)) -> calls
         self.last_rejection = None
 
@@ -136,6 +172,7 @@ class _Stats:
         for (reason, _), n in self.fallback.items():
             reasons[reason] += n
         return {"kernel": self.kernel, "routed": sum(self.routed.values()), "routed_with_mask": self.routed_masked,
+                "routed_context_parallel": self.routed_context_parallel,
                 "fallback": dict(reasons), "fallback_total": sum(reasons.values()),
                 "routed_by_shape": rows(self.routed, False), "fallback_by_shape": rows(self.fallback, True),
                 "last_kernel_rejection": self.last_rejection,
@@ -152,8 +189,6 @@ def _fallback_reason(kernel, query, key, value, dropout_p, is_causal, enable_gqa
     """The first FALLBACK_REASONS entry that applies to a call, the mask aside; None if the kernel takes it."""
     import torch
 
-    if parallel_config is not None:
-        return "context_parallel"
     if attention_kwargs:
         return "attention_kwargs"
     if is_causal:
@@ -277,8 +312,14 @@ def _run_kernel(state, query, key, value, scale, lengths):
 def _dispatch(route, inner, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
               attention_kwargs, parallel_config):
     state = route.state
-    reason = _fallback_reason(state.kernel, query, key, value, dropout_p, is_causal, enable_gqa, attention_kwargs,
-                              parallel_config)
+    reason = group = seq_len = None
+    if parallel_config is not None:
+        reason, group, seq_len = _ulysses_plan(state.kernel, parallel_config, query, key)
+    if reason is None:
+        reason = _fallback_reason(state.kernel, query, key, value, dropout_p, is_causal, enable_gqa, attention_kwargs,
+                                  parallel_config)
+    if reason is None and parallel_config is not None and attn_mask is not None:
+        reason = "attn_mask"  # a mask of the sharded sequence: diffusers gathers it in its own path
     lengths = None
     if reason is None and attn_mask is not None:
         if not state.key_padding_masks or _tracing_or_capturing():
@@ -288,7 +329,11 @@ def _dispatch(route, inner, query, key, value, attn_mask, dropout_p, is_causal, 
             reason = "attn_mask" if lengths is None else None
     if reason is None:
         try:
-            out = _run_kernel(state, query, key, value, scale, lengths)
+            if parallel_config is not None:
+                out = state.kernel.ulysses(query, key, value, scale, group, seq_len)
+                state.stats.routed_context_parallel += 1
+            else:
+                out = _run_kernel(state, query, key, value, scale, lengths)
         except (ValueError, TypeError) as e:  # rejected before launch: the previous backend computes it
             reason = "kernel_rejected"
             state.stats.last_rejection = f"{type(e).__name__}: {e}"
