@@ -1,6 +1,6 @@
 """Provenance and clock readings shared by the Python benchmarks (one home for each).
 
-    sys.path.insert(0, <bench>/common); from provenance import provenance, ClockSampler
+    sys.path.insert(0, <bench>/common); from provenance import provenance, PowerSampler
 
 Every result JSON carries `provenance(...)`: git revision (XSTAGE_GIT_REVISION wins: the GPU machine has no
 .git), date, command, host, device, driver, CUDA/cuDNN/NCCL versions as torch reports them, the SM clock
@@ -16,6 +16,7 @@ import os
 import platform
 import shlex
 import subprocess
+import statistics
 import sys
 import threading
 import time
@@ -106,63 +107,68 @@ def provenance(torch=None, device: int = 0, git_revision_given: str | None = Non
     return doc
 
 
-class ClockSampler:
-    """SM clock and board power of one GPU sampled by `nvidia-smi -lms` while a `with` block runs.
+class PowerSampler:
+    """SM clock (MHz) and board power (W) of GPU 0, sampled by one `nvidia-smi -lms` child for the whole
+    run; `window(t0, t1)` summarizes the samples whose nvidia-smi timestamps fall in [t0, t1] (epoch s).
 
-    The card is power limited during long attention runs (its SM clock falls from ~1980 to ~1530 MHz), so
-    a TFLOP/s figure without the clock it ran at cannot be compared across runs; `summary()` gives the
-    median, minimum and maximum of both over the block. nvidia-smi's power reading is an average over its
-    own window: read it as the power level of the block, not per launch.
-    """
+    An H200 running attention sits at its 700 W board limit and its SM clock falls from ~1980 to ~1650 MHz,
+    so a TFLOP/s figure is read with the clock and power of its own timed loop."""
 
-    def __init__(self, device: int = 0, period_ms: int = 50):
-        self.device, self.period_ms = device, period_ms
-        self.samples: list[tuple[float, float | None, float | None]] = []  # (t_s, sm MHz, W)
-        self._proc = None
-        self._thread = None
+    def __init__(self, period_ms=10):
+        self.samples = []  # (epoch seconds, clock MHz, power W)
+        self.error = None
+        self.proc = None
+        self.power_field = None
+        for power in ("power.draw.instant", "power.draw"):
+            probe = subprocess.run(["nvidia-smi", f"--query-gpu=clocks.sm,{power}", "--format=csv,noheader,nounits",
+                                    "-i", "0"], capture_output=True, text=True, timeout=20) \
+                if self._have_smi() else None
+            if probe is not None and probe.returncode == 0 and "N/A" not in probe.stdout and "[" not in probe.stdout:
+                self.power_field = power
+                break
+        if self.power_field is None:
+            self.error = "nvidia-smi missing or it reports no clocks.sm / power.draw"
+            return
+        cmd = ["nvidia-smi", f"--query-gpu=timestamp,clocks.sm,{self.power_field}", "--format=csv,noheader,nounits",
+               "-i", "0", f"-lms={period_ms}"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
 
-    def __enter__(self):
+    @staticmethod
+    def _have_smi():
         try:
-            self._proc = subprocess.Popen(
-                ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
-                 "-i", str(self.device), "-lms", str(self.period_ms)],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        except OSError:
-            self._proc = None
-            return self
-        t0 = time.monotonic()
+            return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20).returncode == 0
+        except Exception:
+            return False
 
-        def read():
-            for line in self._proc.stdout:
-                parts = [p.strip() for p in line.split(",")]
-                vals = []
-                for p in parts[:2]:
-                    try:
-                        vals.append(float(p))
-                    except ValueError:
-                        vals.append(None)
-                if len(vals) == 2:
-                    self.samples.append((time.monotonic() - t0, vals[0], vals[1]))
-
-        self._thread = threading.Thread(target=read, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self._proc is not None:
-            self._proc.terminate()
+    def _read(self):
+        for line in self.proc.stdout:
+            parts = [x.strip() for x in line.split(",")]
+            if len(parts) != 3:
+                continue
             try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-            self._thread.join(timeout=5)
-        return False
+                t = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                self.samples.append((t, float(parts[1]), float(parts[2])))
+            except ValueError:
+                continue
 
-    def summary(self) -> dict:
-        def stats(xs):
-            xs = sorted(x for x in xs if x is not None)
-            if not xs:
-                return None
-            return {"median": xs[len(xs) // 2], "min": xs[0], "max": xs[-1], "n": len(xs)}
-        return {"sm_clock_mhz": stats(s[1] for s in self.samples), "power_w": stats(s[2] for s in self.samples),
-                "period_ms": self.period_ms}
+    def window(self, t0, t1, min_s=0.1):
+        """A timed loop shorter than min_s gets its window stretched back into its warm-up (the same
+        kernel back to back), so that it holds a few samples."""
+        if self.error:
+            return {"error": self.error}
+        time.sleep(0.1)  # the sampler's last lines of the window arrive through a pipe
+        t0 = min(t0, t1 - min_s)
+        sel = [x for x in list(self.samples) if t0 <= x[0] <= t1]
+        if not sel:
+            return {"samples": 0, "window_s": t1 - t0}
+        clk, pw = [x[1] for x in sel], [x[2] for x in sel]
+        return {"samples": len(sel), "window_s": t1 - t0, "power_field": self.power_field,
+                "sm_clock_mhz_median": statistics.median(clk), "sm_clock_mhz_min": min(clk),
+                "sm_clock_mhz_max": max(clk), "power_w_median": statistics.median(pw), "power_w_max": max(pw)}
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)

@@ -9,7 +9,7 @@
 #   WHEELS  folder of wheels (default .whl-dist)   GPUBIN (default $WHEELS/gpubin.tar.xz)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-source bench/device_env.sh   # multicast off; NCCL (torch's) and cuBLAS library paths
+source bench/common/device_env.sh   # multicast off; NCCL (torch's) and cuBLAS library paths
 WHEELS=${WHEELS:-.whl-dist} GPUBIN=${GPUBIN:-$WHEELS/gpubin.tar.xz}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1

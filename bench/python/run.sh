@@ -6,6 +6,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 case "${1:-}" in
   tests) shift; exec bash "$here/device_python.sh" "$@" ;;
   diffusers) shift; exec bash "$here/diffusers_device.sh" "$@" ;;
+  distributed) shift; exec bash "$here/distributed_device.sh" "$@" ;;
   fetch-wheels) shift; exec bash "$here/fetch_wheels.sh" "$@" ;;
-  *) echo "usage: $0 {tests|diffusers|fetch-wheels} [ARGS...] (see bench/README.md)" >&2; exit 2 ;;
+  *) echo "usage: $0 {tests|diffusers|distributed|fetch-wheels} [ARGS...] (see bench/README.md)" >&2; exit 2 ;;
 esac

@@ -21,7 +21,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -29,93 +28,15 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from provenance import PowerSampler, nvidia_smi_field, sm_clock_mhz  # noqa: E402
+
 SEQS = [8192, 16384, 32768, 65536]
 HEADS = [3, 5, 12]
 DIT = [(75600, 5), (118800, 3)]  # Wan2.1 720p and HunyuanVideo 720p token counts
 RAGGED = [(14850, 5), (9450, 12)]
 HEAD_DIM_64 = [(16384, 12), (32768, 5)]  # extra points at d = 64, outside the d = 128 grid
 TORCH_CHECK = [(14850, 5), (9450, 12), (32768, 3)]
-
-
-def sm_clock_mhz():
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i", "0"],
-                             capture_output=True, text=True, timeout=10).stdout.strip()
-        return float(out.splitlines()[0])
-    except Exception:
-        return None
-
-
-def nvidia_smi_field(field):
-    try:
-        return subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader", "-i", "0"],
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-    except Exception:
-        return None
-
-
-class PowerSampler:
-    """SM clock (MHz) and board power (W) of GPU 0, sampled by one `nvidia-smi -lms` child for the whole
-    run; `window(t0, t1)` summarizes the samples whose nvidia-smi timestamps fall in [t0, t1] (epoch s)."""
-
-    def __init__(self, period_ms=10):
-        self.samples = []  # (epoch seconds, clock MHz, power W)
-        self.error = None
-        self.proc = None
-        self.power_field = None
-        for power in ("power.draw.instant", "power.draw"):
-            probe = subprocess.run(["nvidia-smi", f"--query-gpu=clocks.sm,{power}", "--format=csv,noheader,nounits",
-                                    "-i", "0"], capture_output=True, text=True, timeout=20) \
-                if self._have_smi() else None
-            if probe is not None and probe.returncode == 0 and "N/A" not in probe.stdout and "[" not in probe.stdout:
-                self.power_field = power
-                break
-        if self.power_field is None:
-            self.error = "nvidia-smi missing or it reports no clocks.sm / power.draw"
-            return
-        cmd = ["nvidia-smi", f"--query-gpu=timestamp,clocks.sm,{self.power_field}", "--format=csv,noheader,nounits",
-               "-i", "0", f"-lms={period_ms}"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    @staticmethod
-    def _have_smi():
-        try:
-            return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20).returncode == 0
-        except Exception:
-            return False
-
-    def _read(self):
-        for line in self.proc.stdout:
-            parts = [x.strip() for x in line.split(",")]
-            if len(parts) != 3:
-                continue
-            try:
-                t = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-                self.samples.append((t, float(parts[1]), float(parts[2])))
-            except ValueError:
-                continue
-
-    def window(self, t0, t1, min_s=0.1):
-        """A timed loop shorter than min_s gets its window stretched back into its warm-up (the same
-        kernel back to back), so that it holds a few samples."""
-        if self.error:
-            return {"error": self.error}
-        time.sleep(0.1)  # the sampler's last lines of the window arrive through a pipe
-        t0 = min(t0, t1 - min_s)
-        sel = [x for x in list(self.samples) if t0 <= x[0] <= t1]
-        if not sel:
-            return {"samples": 0, "window_s": t1 - t0}
-        clk, pw = [x[1] for x in sel], [x[2] for x in sel]
-        return {"samples": len(sel), "window_s": t1 - t0, "power_field": self.power_field,
-                "sm_clock_mhz_median": statistics.median(clk), "sm_clock_mhz_min": min(clk),
-                "sm_clock_mhz_max": max(clk), "power_w_median": statistics.median(pw), "power_w_max": max(pw)}
-
-    def stop(self):
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
 
 
 SAMPLER = None  # set in main()

@@ -5,7 +5,7 @@ Hopper forward and with cuDNN SDPA, in one process.
 Each variant is an `xstage` binary; per shape the variants and the peers run in order and then in
 reverse order (so clock drift from heating affects all alike), each after a warm-up of at least
 --warmup-s seconds of back-to-back launches; the mean of both passes is shown, with the SM clock and
-power sampled during each timed loop (attn_vs_cudnn.PowerSampler).
+power sampled during each timed loop (provenance.PowerSampler, bench/common).
 Usage: attn_tune.py --json OUT [--shapes 8192x3,65536x5] name=path/to/xstage [name=path ...]
 """
 import argparse
