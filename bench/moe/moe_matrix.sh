@@ -16,7 +16,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 source "$here/../common/device_env.sh"
 SHAPES=${SHAPES:-$MOE_BUILTIN_SHAPES}
 TOKENS=${TOKENS:-"1024 8192"}
-# Shapes not in results/h200-x2/moe_wave.json: one fused-vs-baseline run each, so that figure exists for all.
+# Shapes not in results/h200-x2/moe/moe_wave.json: one fused-vs-baseline run each, so that figure exists for all.
 BASELINE_SHAPES=${BASELINE_SHAPES-"deepseek-v4-flash deepseek-v4-pro glm-4.5 mimo-v2-flash"}
 BASELINE_TOKENS=${BASELINE_TOKENS:-8192}
 GPUS=${GPUS:-0,1}

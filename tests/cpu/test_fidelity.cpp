@@ -180,9 +180,9 @@ TEST(Fidelity, BadRawFileIsAnInputError) {
 TEST(Fidelity, TracedMoeTileStallsMatchEq15) {
   // The paper's Table 2 on our traces: predicted [T_RS − T_cover]_+ against the measured stall.
   int rows = 0, controlled = 0;
-  for (const char* f : {"results/h200-x2/moe_wave_trace.json", "results/h200-x2/moe_trace_fp8_qwen3.json",
-                        "results/h200-x2/moe_trace_run_qwen3-235b-a22b.json",
-                        "results/h200-x2/moe_trace_run_dit-moe-g2-16e2a.json"}) {
+  for (const char* f : {"results/h200-x2/moe/moe_wave_trace.json", "results/h200-x2/moe/moe_trace_fp8_qwen3.json",
+                        "results/h200-x2/moe/moe_trace_run_qwen3-235b-a22b.json",
+                        "results/h200-x2/moe/moe_trace_run_dit-moe-g2-16e2a.json"}) {
     for (const auto& r : sim::tile_stall_rows(src(f))) {
       EXPECT_LT(std::fabs(r.predicted_stall_s - r.measured_stall_s), 0.5e-6) << f << " " << r.shape << " " << r.schedule;
       EXPECT_GT(r.store_span_s, 1e-6);
@@ -222,7 +222,7 @@ TEST(Fidelity, UlyssesResidualAsBuilt) {
   // against fused-tma − fa-only-tma, within the sweep's timing noise (the 65536 x 4 point measured
   // −22 µs: about 0.3 % of the attention); both at most 0.5 % of the attention for M >= 32K.
   const model::Platform p = model::load_platform_file(src("platforms/h200_x2_measured.json"));
-  const auto rows = sim::ulysses_rows(p, src("results/h200-x2/ulysses.json"));
+  const auto rows = sim::ulysses_rows(p, src("results/h200-x2/ulysses/ulysses.json"));
   ASSERT_EQ(rows.size(), 9u);
   for (const auto& r : rows) {
     const std::string at = std::to_string(r.seq_len) + " x " + std::to_string(r.heads_per_gpu) + " " + r.tile_order;

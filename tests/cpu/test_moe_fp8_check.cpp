@@ -4,7 +4,7 @@
 // reference itself with its Linear-1 outputs perturbed before their bf16 rounding
 // (moe_reference_layer_fp8's l1_jitter): a relative perturbation of 2^-12 gives about the whole-output
 // error spread measured between the GPU and the reference (one H200, 217 runs: median 3.7e-3, max
-// 2.39e-2, results/h200/moe_fp8_test_error_1gpu.json; 2^-12: median 4.7e-3, max 1.5e-2 over 40 input
+// 2.39e-2, results/h200/moe/moe_fp8_test_error_1gpu.json; 2^-12: median 4.7e-3, max 1.5e-2 over 40 input
 // sets; its rows' 75th percentile 2.8e-3-4.7e-3 over 16). The check must pass there, and its per-token
 // part at 4x that perturbation. Planted errors — a swapped pair of rows, a 64-channel quantization group
 // where the kernel uses 128, one expert's Linear-2 weights a quarter too large — must fail it. Inputs as

@@ -17,9 +17,9 @@ using namespace xstage;
 
 namespace {
 std::string src(const std::string& rel) { return std::string(XSTAGE_SOURCE_DIR) + "/" + rel; }
-const char* kTraces[] = {"results/h200-x2/moe_wave_trace.json", "results/h200-x2/moe_trace_fp8_qwen3.json",
-                         "results/h200-x2/moe_trace_run_qwen3-235b-a22b.json",
-                         "results/h200-x2/moe_trace_run_dit-moe-g2-16e2a.json"};
+const char* kTraces[] = {"results/h200-x2/moe/moe_wave_trace.json", "results/h200-x2/moe/moe_trace_fp8_qwen3.json",
+                         "results/h200-x2/moe/moe_trace_run_qwen3-235b-a22b.json",
+                         "results/h200-x2/moe/moe_trace_run_dit-moe-g2-16e2a.json"};
 std::vector<sim::TileStallRow> traced_rows() {
   std::vector<sim::TileStallRow> rows;
   for (const char* f : kTraces) {

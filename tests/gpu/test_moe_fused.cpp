@@ -57,7 +57,7 @@ Fp8References load_random_inputs_fp8(MoeFused& layer, const MoeDims& d, RoutingK
 // the kernel does: the Tensor Cores do not accumulate as the reference (double) does, so some h values
 // round to the neighbouring bf16 / e4m3 value, and with the inputs' 2^±3 magnitudes one such value can
 // weigh from nothing to several % of a token's row: over 217 one-GPU runs the whole-output error had a
-// long tail (median 3.7e-3, max 2.39e-2, results/h200/moe_fp8_test_error_1gpu.json). So each token's row
+// long tail (median 3.7e-3, max 2.39e-2, results/h200/moe/moe_fp8_test_error_1gpu.json). So each token's row
 // must be within kFp8CheckFlips e4m3 steps of its most sensitive Linear-2 input values plus 1e-2 of its norm
 // (check_within_flips), and the 75th percentile of the rows' relative errors below 1e-2 (a wrong
 // quantization rule or one expert's wrong scales moves many rows; a flip, few).
@@ -225,7 +225,7 @@ TEST_P(MoeFusedGemmOnlyTest, LeavesTheLayerConsistentOnOneGpu) {
 // equal the first (no reference: the CPU reference of this size takes minutes; the small cases above
 // check the values).
 // Before the drain kept its warpgroups' warps in step, FP8 runs of the full dit-moe layer hung within
-// about a second of launches, in 6 of 6 runs (results/h200/moe_drain_hang_1gpu.txt).
+// about a second of launches, in 6 of 6 runs (results/h200/moe/moe_drain_hang_1gpu.txt).
 void run_liveness_case(int ranks) {
   auto team = comm::Team::single_process(first_gpus(ranks));
   const MoeDims d{ranks, 8192 / ranks, 1408, 5632, 8, 2};

@@ -173,7 +173,7 @@ constexpr std::int64_t moe_lead_knee_rows(std::int64_t block_n, std::int64_t sm_
 // G - 1 cursors behind it may still be in flight (instances in lockstep need D >= 1 + ceil((G - 1) / P_1)
 // to never wait); the last term is the skew between instances: an instance that has just run a
 // Linear-2 tile (K = h_inter) is T_L2 / T_L1 = h_inter / hidden Linear-1 tiles (K = hidden) behind the
-// others, h_inter / hidden grid steps of G / P_1 rows each. Measured with results/h200/moe_lead_1gpu.json
+// others, h_inter / hidden grid steps of G / P_1 rows each. Measured with results/h200/moe/moe_lead_1gpu.json
 // (one GPU, T = 16384, bf16 and FP8, both leads in one script): dit-moe 4 -> 9 (interleaved / wave time
 // 1.114 -> 1.026 bf16, 1.030 -> 0.998 FP8), geometric mean over the 7 shapes x 2 precisions 0.988 -> 0.972.
 constexpr std::int64_t moe_default_lead_rows(std::int64_t block_n, std::int64_t producers, std::int64_t h_inter,
