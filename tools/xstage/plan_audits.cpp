@@ -1,0 +1,369 @@
+// The audits behind `xstage plan` (plan_audits.hpp).
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "cli_common.hpp"
+#include "plan_audits.hpp"
+#include "xstage/model/audit.hpp"
+#include "xstage/model/burst_gap.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/model/units.hpp"
+#include "xstage/model/workloads.hpp"
+#include "xstage/moe/moe_fused_layout.hpp"
+#include "xstage/moe/routing.hpp"
+#include "xstage/sim/design_check.hpp"
+#include "xstage/sim/moe_schedules.hpp"
+
+namespace xstage::cli::plan {
+namespace {
+
+using units::us_to_s;
+
+// Work limit of `plan moe --simulate`: about kBytesPerSimulatedTokenSlot per routed token slot
+// (measured: 1 GiB at 2 ranks x 262144 tokens x top-8), checked before the routing is generated.
+constexpr double kMaxSimulatedTokenSlots = 1 << 23;
+constexpr double kBytesPerSimulatedTokenSlot = 256;
+
+int producers_or_default(const PlanCommon& c, const model::Platform& p) {
+  return c.producers > 0 ? c.producers : platform_max_producers(p);
+}
+
+model::AttentionInput attention_input(const AttnOptions& o, int producers) {
+  model::AttentionInput in;
+  in.producers = producers;
+  in.block_m = o.block_m;
+  in.head_dim = o.head_dim;
+  in.block_n = o.block_n;
+  in.output_bytes_per_element = o.out_bytes;
+  in.sigma_s = us_to_s(o.sigma_us);
+  in.qk_cover_s = o.qk_cover_us < 0 ? -1.0 : us_to_s(o.qk_cover_us);
+  in.completion_latency_s = us_to_s(o.latency_us);
+  in.completion_cover_s = o.cover_us < 0 ? -1.0 : us_to_s(o.cover_us);
+  in.heads_per_gpu = o.heads_per_gpu;
+  in.batch = o.batch;
+  for (long long m : o.seq) {
+    // N_t = ceil(M / b_m) * heads * batch (eq. 17) in 64-bit integers: refuse what does not fit.
+    checked_product({{"ceil(--seq " + std::to_string(m) + " / --block-m " + std::to_string(o.block_m) + ")",
+                      (m + o.block_m - 1) / o.block_m},
+                     {"--heads-per-gpu", o.heads_per_gpu},
+                     {"--batch", o.batch}});
+    in.seq_lens.push_back(m);
+  }
+  return in;
+}
+
+void print_attention(const model::AttentionAudit& a, const model::AttentionInput& in) {
+  out_stream() << "FlashAttention epilogue A2A: K = " << in.producers << ", output tile " << in.block_m << "x" << in.head_dim
+            << " (" << fmt_num(a.bytes_per_producer / 1024, 1) << " KiB/producer), V = " << fmt_mib(a.burst.volume_bytes, 2)
+            << " MiB, T_iss0 = " << fmt_us(a.burst.t_iss0_s, 3) << " us (" << model::to_string(a.burst.t_iss0_source)
+            << "), sigma = " << fmt_us(in.sigma_s, 3) << " us/KV tile\n";
+  out_stream() << "G* = " << fmt_us(a.recovery_gap_s, 2) << " us, q_peak0 = " << fmt_mib(a.burst.q_peak0_bytes, 2)
+            << " MiB vs Q = " << fmt_mib(a.burst.capacity_bytes, 2) << " MiB ("
+            << (a.burst.verdict.capacity_bound_ok ? "capacity bound holds" : "capacity bound violated: isolated T_iss " +
+                                                                               fmt_us(a.burst.isolated_t_iss_s, 2) + " us")
+            << "), M_ub* = " << a.sufficient_seq_len_tokens << " tokens (eq. 20)\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : a.points)
+    rows.push_back({std::to_string(p.seq_len), fmt_us(p.qloop_gap_s, 1), fmt_us(p.issue_backpressure_s, 2),
+                    fmt_us(p.critical_stall_s, 2), std::to_string(p.output_bursts), fmt_us(p.completion_coupled_exposed_s, 1),
+                    model::to_string(p.verdict.action)});
+  print_table({"M", "G_Qloop us", "dt (18) us", "dt' (19) us", "N_t", "E_cc (17) us", "action (10)"}, rows);
+}
+
+void run_attn_impl(const PlanCommon& c, const AttnOptions& o) {
+  const model::Platform platform = model::load_platform_or_default(c.platform);
+  const model::AttentionInput in = attention_input(o, producers_or_default(c, platform));
+  const model::AttentionAudit a = model::audit_attention(platform, in);
+  if (c.json) {
+    nlohmann::json j = model::to_json(a, in);
+    stamp_json(j, "xstage.plan.attn/1", c.platform, platform);
+    print_json(j);
+    return;
+  }
+  out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
+  print_attention(a, in);
+}
+
+// Per-SM GEMM rate of a built-in shape's mainloop estimate: --sm-tflops, else the platform's measured rate
+// at the precision (its datasheet fallback where the platform states none).
+model::GemmRate shape_gemm_rate(const model::Platform& platform, const MoeOptions& o) {
+  if (o.sm_tflops > 0) return {o.sm_tflops * 1e12, "--sm-tflops"};
+  return platform.gemm_rate_at(o.precision);
+}
+
+model::MoeInput moe_input(const model::Platform& platform, const MoeOptions& o, int producers) {
+  if (!o.shape.empty()) {
+    const model::MoeShape* s = model::find_moe_shape(o.shape);
+    if (!s) {
+      std::string known;
+      for (const auto& x : model::builtin_moe_shapes()) known += std::string(known.empty() ? "" : ", ") + x.name;
+      throw InputError("--shape: unknown shape \"" + o.shape + "\" (known: " + known + ")");
+    }
+    model::MoeInput in = model::moe_input_for_shape(*s, producers, shape_gemm_rate(platform, o).flop_per_s_per_sm,
+                                                    o.block_m, o.block_n, o.out_bytes);
+    in.staging_s = us_to_s(o.staging_us);
+    return in;
+  }
+  model::MoeInput in;
+  in.tile_bytes = o.tile_bytes;
+  in.active_producers = producers;
+  in.t_l1_mma_s = us_to_s(o.t_l1_us);
+  in.t_l2_mma_s = us_to_s(o.t_l2_us);
+  in.n1 = o.n1;
+  in.n2 = o.n2;
+  in.block_n = o.block_n;
+  in.sm_count = producers;
+  in.h_inter = o.h_inter;
+  in.staging_s = us_to_s(o.staging_us);
+  return in;
+}
+
+// Eq. 10's verdict with the bound(s) that fail, so a reshape is never printed without its reason.
+std::string verdict_text(const model::DesignVerdict& v) {
+  const char* why = !v.rate_bound_ok && !v.capacity_bound_ok ? " (rate, capacity)"
+                    : !v.rate_bound_ok                       ? " (rate)"
+                    : !v.capacity_bound_ok                   ? " (capacity)"
+                                                             : "";
+  return std::string(model::to_string(v.action)) + why;
+}
+
+std::vector<std::string> moe_row(const std::string& name, const model::MoeInput& in, const model::MoeAudit& a) {
+  return {name,
+          fmt_mib(a.volume_bytes, 2),
+          fmt_us(in.t_l1_mma_s, 2) + "/" + fmt_us(in.t_l2_mma_s, 2),
+          fmt_num(in.n1, 0) + "/" + fmt_num(in.n2, 0),
+          fmt_us(a.wave_issue_overhead_s, 2),
+          fmt_us(a.interleaved_issue_overhead_s, 2),
+          fmt_us(a.wave_tile_stall_s, 2) + "/" + fmt_us(a.interleaved_tile_stall_s, 2),
+          a.interleaving_sufficient ? "yes" : "no",
+          std::to_string(a.lead_knee_rows),
+          verdict_text(a.wave_verdict) + " -> " + verdict_text(a.interleaved_verdict)};
+}
+const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT wave us", "dT int us",
+                                             "stall w/i us", "eq.14", "D_knee", "wave -> int"};
+
+// Scheduler rows (b_m-token blocks) of each of rank 0's local experts: every source rank routes its
+// tokens (a generated routing, seeded per rank, or the same trace file replayed by every rank).
+std::vector<int> rows_of_rank0(const model::MoeShape& shape, const MoeOptions& o) {
+  if (shape.experts % o.ranks != 0)
+    throw InputError("--ranks: " + std::to_string(o.ranks) + " does not divide the " + std::to_string(shape.experts) + " experts");
+  // The simulation's routing, rows and tile events grow with the routed token slots (and the rows per
+  // slot for b_m below 128): refuse before generating anything.
+  require_work_within("plan moe --simulate: --ranks " + std::to_string(o.ranks) + " x --tokens " +
+                          std::to_string(o.tokens_per_rank) + " x top-" + std::to_string(shape.top_k) +
+                          (o.block_m < 128 ? " x 128 / --block-m " + std::to_string(o.block_m) : std::string()),
+                      static_cast<double>(o.ranks) * o.tokens_per_rank * shape.top_k * std::max(1.0, 128.0 / o.block_m),
+                      kMaxSimulatedTokenSlots, "routed token slots", kBytesPerSimulatedTokenSlot);
+  const bool generated = o.routing == "balanced" || o.routing == "skewed";
+  if (!generated && !std::filesystem::exists(o.routing))
+    throw InputError("--routing: must be balanced, skewed or a routing file, got \"" + o.routing + "\"");
+  std::vector<long long> received(shape.experts, 0);
+  for (int src = 0; src < o.ranks; ++src) {
+    const moe::Routing r = !generated ? moe::load_routing_file(o.routing)
+                           : o.routing == "balanced"
+                               ? moe::balanced_routing(o.tokens_per_rank, shape.experts, shape.top_k, 1000 + src)
+                               : moe::skewed_routing(o.tokens_per_rank, shape.experts, shape.top_k, o.zipf_s, 1000 + src);
+    if (r.experts != shape.experts || r.top_k != shape.top_k)
+      throw InputError("--routing: " + o.routing + " routes to " + std::to_string(r.experts) + " experts, top-" +
+                       std::to_string(r.top_k) + "; shape " + shape.name + " has " + std::to_string(shape.experts) +
+                       ", top-" + std::to_string(shape.top_k));
+    const auto counts = moe::tokens_per_expert(r);
+    for (int e = 0; e < shape.experts; ++e) received[e] += counts[e];
+  }
+  return sim::rows_per_local_expert(received, o.ranks, 0, o.block_m);
+}
+
+nlohmann::json simulate_orders(const model::Platform& platform, const model::MoeShape& shape, const model::MoeInput& in,
+                               const MoeOptions& o, int producers) {
+  sim::MoeOrderParams p;
+  p.rows_per_expert = rows_of_rank0(shape, o);
+  sim::set_tile_counts(in, p);
+  p.instances = std::max(1, producers / 2);
+  // The fused layer's default D (MoeFused::schedule_param) for this b_n and producer count.
+  p.lead_rows = o.lead_rows > 0 ? o.lead_rows
+                                : static_cast<int>(model::moe_default_lead_rows(in.block_n, producers, in.h_inter,
+                                                                                shape.hidden));
+  p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave
+                                              : sim::default_experts_per_wave(static_cast<int>(p.rows_per_expert.size()));
+  const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances, sim::moe_remote_share(o.ranks),
+                                                       sim::moe_combine_model(o.combine));
+  const sim::MoeOrderPrediction pred = sim::predict_moe_orders(platform, p, costs);
+  return {{"routing", o.routing}, {"ranks", o.ranks}, {"tokens_per_rank", o.tokens_per_rank},
+          {"producers", 2 * p.instances}, {"lead_rows", p.lead_rows}, {"experts_per_wave", p.experts_per_wave},
+          {"combine", o.combine}, {"remote_share", sim::moe_remote_share(o.ranks)},
+          {"rows", nlohmann::json(p.rows_per_expert)}, {"wave", sim::to_json(pred.wave)},
+          {"interleaved", sim::to_json(pred.interleaved)}, {"predicted_speedup", pred.predicted_speedup},
+          {"choice", sim::to_string(pred.choice)}};
+}
+
+void run_moe_impl(const PlanCommon& c, const MoeOptions& o) {
+  const model::Platform platform = model::load_platform_or_default(c.platform);
+  const model::MoeInput in = moe_input(platform, o, producers_or_default(c, platform));
+  const model::MoeAudit a = model::audit_moe(platform, in);
+  nlohmann::json simulated;
+  if (o.simulate) {
+    if (o.shape.empty()) throw InputError("--simulate needs --shape (experts and top-k come from the shape)");
+    simulated = simulate_orders(platform, *model::find_moe_shape(o.shape), in, o, producers_or_default(c, platform));
+  }
+  if (c.json) {
+    nlohmann::json j = model::to_json(a);
+    if (o.simulate) j["simulated"] = simulated;
+    stamp_json(j, "xstage.plan.moe/1", c.platform, platform);
+    j["input"] = {{"tile_bytes", in.tile_bytes}, {"active_producers", in.active_producers},
+                  {"t_l1_mma_us", units::s_to_us(in.t_l1_mma_s)}, {"t_l2_mma_us", units::s_to_us(in.t_l2_mma_s)},
+                  {"n1", in.n1}, {"n2", in.n2}, {"block_n", in.block_n}, {"sm_count", in.sm_count},
+                  {"h_inter", in.h_inter}, {"staging_us", units::s_to_us(in.staging_s)}};
+    if (!o.shape.empty()) {
+      const model::GemmRate g = shape_gemm_rate(platform, o);
+      j["input"]["precision"] = o.precision;
+      j["input"]["sm_tflops"] = g.flop_per_s_per_sm / 1e12;
+      j["input"]["sm_tflops_source"] = g.source;
+    }
+    print_json(j);
+    return;
+  }
+  out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
+  if (!o.shape.empty()) {
+    const model::GemmRate g = shape_gemm_rate(platform, o);
+    out_stream() << o.precision << " mainloops estimated at " << fmt_num(g.flop_per_s_per_sm / 1e12, 2)
+                 << " TFLOP/s per SM (" << g.source << ")\n";
+  }
+  print_table(kMoeHeader, {moe_row(o.shape.empty() ? "custom" : o.shape, in, a)});
+  if (o.simulate) {
+    out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << o.tokens_per_rank
+              << " tokens/rank over " << o.ranks << " ranks, K = " << simulated["producers"].get<int>()
+              << ", D = " << simulated["lead_rows"].get<int>() << "\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const char* name : {"wave", "interleaved"}) {
+      const auto& r = simulated[name];
+      rows.push_back({name, fmt_num(r["makespan_us"].get<double>(), 1), fmt_num(r["total_stall_us"].get<double>(), 1),
+                      fmt_num(r["median_tile_stall_us"].get<double>(), 2), fmt_num(r["max_tile_stall_us"].get<double>(), 2),
+                      fmt_num(r["dependency_wait_us"].get<double>(), 1)});
+    }
+    print_table({"order", "makespan us", "total stall us", "median tile stall us", "max tile stall us", "L1->L2 wait us"},
+                rows);
+    out_stream() << "predicted speedup interleaved/wave " << fmt_num(simulated["predicted_speedup"].get<double>(), 3)
+              << ": choose " << simulated["choice"].get<std::string>() << "\n";
+  }
+}
+
+// The as-built verdict with the stalls it rests on (first aligned burst / steady state, per burst): reshape
+// exactly when the steady stall exceeds the check's tolerance, so the verdict and the number agree.
+std::string as_built_text(const sim::RecurringBurstCheck& b) {
+  return std::string(model::to_string(b.action)) + " (" + b.binding_bound + "; stall " + fmt_us(b.first_burst_stall_s, 2) +
+         "/" + fmt_us(b.steady_stall_s, 2) + " us)";
+}
+
+// `xstage plan` with no kernel: every built-in workload on the platform.
+void run_default_impl(const PlanCommon& c) {
+  const model::Platform platform = model::load_platform_or_default(c.platform);
+  const int k = producers_or_default(c, platform);
+  nlohmann::json j = {{"producers", k}, {"attention", nlohmann::json::array()}, {"moe", nlohmann::json::array()}};
+  stamp_json(j, "xstage.plan/1", c.platform, platform);
+  if (!c.json) {
+    out_stream() << "xstage plan: design test of built-in workloads on platform " << platform_label(c.platform, platform) << " (R = "
+              << fmt_num(units::bytes_per_s_to_gbps(platform.drain_rate_bytes_per_s), 1) << " GB/s, K = " << k << ")\n";
+    if (!platform.description.empty()) out_stream() << "  " << platform.description << "\n";
+    const model::Lookup t0 = platform.issue_floor_s(k, 32768);
+    out_stream() << "  " << platform.issue_floor.size() << " measured issue floors; T_iss0(K=" << k
+              << ", B=32 KiB) = " << fmt_us(t0.value, 3) << " us (" << model::to_string(t0.source) << ")\n";
+    for (const auto& q : platform.capacity)
+      out_stream() << "  Q(K=" << q.producers << ") = " << fmt_mib(q.bytes, 3) << " MiB\n";
+    out_stream() << "\nDiT attention, post-attention All-to-All from the FlashAttention epilogue (bf16, 128x128 tiles, sigma = "
+              << fmt_num(units::s_to_us(model::kPaperSigmaS), 2) << " us/KV tile)\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& w : model::builtin_attention_workloads()) {
+    AttnOptions o;
+    o.head_dim = w.head_dim;
+    o.heads_per_gpu = w.heads / w.sp_degree;
+    o.seq = {w.seq_len};
+    const model::AttentionInput in = attention_input(o, k);
+    const model::AttentionAudit a = model::audit_attention(platform, in);
+    const auto& p = a.points.front();
+    // As built: the output bursts recur every Q-loop; the simulator says what binds in steady state.
+    const sim::RecurringBurstCheck built = sim::recurring_burst_check(platform, k, a.bytes_per_producer, p.qloop_gap_s);
+    nlohmann::json wj = model::to_json(a, in);
+    wj["name"] = w.name;
+    wj["source"] = w.source;
+    wj["as_built"] = {{"action", model::to_string(built.action)}, {"binding_bound", built.binding_bound},
+                      {"first_burst_stall_us", units::s_to_us(built.first_burst_stall_s)},
+                      {"steady_stall_us", units::s_to_us(built.steady_stall_s)},
+                      {"stall_tolerance_us", units::s_to_us(built.tolerance_s)}};
+    j["attention"].push_back(wj);
+    rows.push_back({w.name, std::to_string(w.seq_len), std::to_string(o.heads_per_gpu), fmt_us(a.recovery_gap_s, 2),
+                    fmt_mib(a.burst.q_peak0_bytes, 2), std::to_string(a.sufficient_seq_len_tokens),
+                    fmt_us(p.issue_backpressure_s, 2), fmt_us(p.completion_coupled_exposed_s, 1),
+                    verdict_text(p.verdict),
+                    as_built_text(built)});
+  }
+  if (!c.json)
+    print_table({"workload", "M", "heads/GPU", "G* us", "q_peak0 MiB", "M_ub*", "dt(M) us", "E_cc us", "aligned (eq. 10)",
+                 "as built (simulated; stall first/steady)"},
+                rows);
+
+  // Mainloops at the platform's per-SM GEMM rate of each precision (measured by the traced kernels where
+  // the platform states it, else the datasheet); Combine output is bf16 in both.
+  const model::GemmRate rate_bf16 = platform.gemm_rate_at("bf16"), rate_fp8 = platform.gemm_rate_at("fp8");
+  j["gemm_rate_per_sm"] = {{"bf16", {{"tflops_per_sm", rate_bf16.flop_per_s_per_sm / 1e12}, {"source", rate_bf16.source}}},
+                           {"fp8", {{"tflops_per_sm", rate_fp8.flop_per_s_per_sm / 1e12}, {"source", rate_fp8.source}}}};
+  MoeOptions mo;
+  if (!c.json)
+    out_stream() << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << mo.block_n
+              << ", bf16 Combine; mainloops estimated at " << fmt_num(rate_bf16.flop_per_s_per_sm / 1e12, 2)
+              << " TFLOP/s per SM bf16 (" << rate_bf16.source << "), " << fmt_num(rate_fp8.flop_per_s_per_sm / 1e12, 2)
+              << " FP8 (" << rate_fp8.source << "))\n";
+  rows.clear();
+  for (const char* precision : {"bf16", "fp8"}) {
+    MoeOptions po = mo;
+    po.precision = precision;
+    for (const auto& s : model::builtin_moe_shapes()) {
+      po.shape = s.name;
+      const model::MoeInput in = moe_input(platform, po, k);
+      const model::MoeAudit a = model::audit_moe(platform, in);
+      nlohmann::json mj = model::to_json(a);
+      mj["name"] = s.name;
+      mj["precision"] = precision;
+      mj["source"] = s.source;
+      mj["t_l1_mma_us"] = units::s_to_us(in.t_l1_mma_s);
+      mj["t_l2_mma_us"] = units::s_to_us(in.t_l2_mma_s);
+      // As built (wave order, the worst): on the two ranks of the default plan half of a tile's Combine is
+      // remote, issued in moe::kFusedCombineChunks chunks over the next tile's k-steps.
+      const double chunk = sim::moe_remote_share(2) * in.tile_bytes / moe::kFusedCombineChunks;
+      const double step = in.t_l2_mma_s / moe::kFusedCombineChunks;
+      const sim::RecurringBurstCheck built = sim::recurring_burst_check(
+          platform, k, chunk, std::max(0.0, step - platform.issue_floor_s(k, chunk).value), 24);
+      mj["wave_as_built"] = {{"action", model::to_string(built.action)}, {"binding_bound", built.binding_bound},
+                             {"chunk_bytes", chunk}, {"steady_stall_us", units::s_to_us(built.steady_stall_s)},
+                             {"first_burst_stall_us", units::s_to_us(built.first_burst_stall_s)},
+                             {"stall_tolerance_us", units::s_to_us(built.tolerance_s)}};
+      j["moe"].push_back(mj);
+      rows.push_back(moe_row(std::string(s.name) + " " + precision, in, a));
+      rows.back().push_back(as_built_text(built));
+    }
+  }
+  if (c.json) {
+    print_json(j);
+    return;
+  }
+  std::vector<std::string> header = kMoeHeader;
+  header.push_back("wave as built (simulated; stall first/steady)");
+  print_table(header, rows);
+  out_stream() << "\nM_ub*: sequence length from which the Q-loop alone hides the burst (eq. 20). E_cc: exposed time if the\n"
+               "issuer waited for remote completion (eq. 17). Aligned (eq. 10), the worst case: (rate) V/R > T_iss0 + G,\n"
+               "(capacity) the aligned burst's q_peak0 exceeds Q, so an aligned burst stalls on Q. As built (simulated):\n"
+               "the bursts recur from an aligned start with first-come service; stall: the median producer's stall of\n"
+               "the first burst / per later burst; reshape means the steady state stalls (rate). Mainloops at the\n"
+               "platform's per-SM GEMM rates (measured: the traced kernels; docs/platform.md).\n"
+               "Details: xstage plan attn|moe --help.\n";
+}
+
+}  // namespace
+
+void run_attn(const PlanCommon& c, const AttnOptions& o) { run_attn_impl(c, o); }
+void run_moe(const PlanCommon& c, const MoeOptions& o) { run_moe_impl(c, o); }
+void run_default(const PlanCommon& c) { run_default_impl(c); }
+
+}  // namespace xstage::cli::plan
