@@ -7,10 +7,11 @@ nccl_lib=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl
 export LD_LIBRARY_PATH=$nccl_lib:${LD_LIBRARY_PATH:-}
 B=${BUILD:-build}
 for m in 32768 65536; do
-  timeout 60 $B/xstage attn ulysses --gpus 0 --seq $m --heads 4 --variant fa-only,serial-ours,fused,completion-coupled,fused-tma,coupled-tma --iters 15 --passes 2 --out $OUT/one_gpu_$m.json 2>&1 | tail -8
+  timeout 60 $B/xstage attn ulysses --gpus 0 --seq $m --heads 4 --variant fa-only,fa-only-tma,serial-ours,fused-tma,coupled-tma --iters 15 --passes 2 --out $OUT/one_gpu_$m.json 2>&1 | tail -8
 done
 cuobjdump --dump-sass $B/xstage > /tmp/all.sass 2>/dev/null
-awk '/Function :/{p=0} /Function : .*attn_forward_kernel.*AttnEpilogueA2AIS3_Lb0ELNS0_12A2AStoreModeE0/{p=1} p' /tmp/all.sass > $OUT/sass_fused.txt
-awk '/Function :/{p=0} /Function : .*attn_forward_kernel.*AttnEpilogueA2AIS3_Lb0ELNS0_12A2AStoreModeE2/{p=1} p' /tmp/all.sass > $OUT/sass_fused_tma.txt
+# AttnEpilogueA2A<Traits, kCompletionCoupled>: Lb0 is fused-tma's kernel, Lb1 coupled-tma's.
+awk '/Function :/{p=0} /Function : .*attn_forward_kernel.*AttnEpilogueA2AIS3_Lb0EE/{p=1} p' /tmp/all.sass > $OUT/sass_fused_tma.txt
+awk '/Function :/{p=0} /Function : .*attn_forward_kernel.*AttnEpilogueA2AIS3_Lb1EE/{p=1} p' /tmp/all.sass > $OUT/sass_coupled_tma.txt
 awk '/Function :/{p=0} /Function : .*attn_forward_kernel.*Li128ELi128ELi2ELb1EEENS0_17AttnEpilogueLocal/{p=1} p' /tmp/all.sass > $OUT/sass_local.txt
 wc -l $OUT/*.txt

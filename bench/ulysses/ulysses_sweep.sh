@@ -40,7 +40,7 @@ for p in $NATURAL_POINTS; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t"
 for p in ${GRAPH_POINTS-"8192:4:0 16384:4:0 65536:4:0"}; do IFS=: read m h t <<< "$p"; run_point "$m" "$h" "$t" own-last --graph; done
 # One GPU (every row local): the fused kernels' own cost without remote traffic.
 for m in ${ONE_GPU_POINTS-32768 65536}; do
-  timeout 90 "$BUILD"/xstage attn ulysses --gpus 0 --seq "$m" --heads 4 --variant fa-only,fa-only-tma,serial-ours,fused,fused-direct,completion-coupled,fused-tma,coupled-tma \
+  timeout 90 "$BUILD"/xstage attn ulysses --gpus 0 --seq "$m" --heads 4 --variant fa-only,fa-only-tma,serial-ours,fused-tma,coupled-tma \
     --warmup 2 --iters ${ITERS:-20} --passes ${PASSES:-2} --out "$OUT/points/one_gpu_${m}_4.json" >> "$log" 2>&1
   echo "one-gpu point $m rc=$?" | tee -a "$log"
 done

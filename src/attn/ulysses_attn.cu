@@ -1,6 +1,5 @@
-// The fused attention + post-attention All-to-All kernels (head dim 128 only: five instantiations of the
-// same kernel template as the local path: piggyback staged / direct / TMA bulk, completion-coupled staged
-// / TMA bulk).
+// The fused attention + post-attention All-to-All kernels (head dim 128 only): two instantiations of the
+// same kernel template as the local path, the TMA bulk-store epilogue piggyback and completion-coupled.
 #include <string>
 
 #include "attn_epilogue_a2a.cuh"
@@ -51,19 +50,12 @@ cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogu
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
   if (attn_fused_a2a_grid(args.problem, device) > kA2AMaxCtas) return cudaErrorInvalidValue;
-  using Mode = A2AStoreMode;
   const int f = ep.first_m_blocks;
   switch (mode) {
-    case FusedEpilogue::kPiggyback:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kStaged>>(a, ep, stream, f);
-    case FusedEpilogue::kCompletionCoupled:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true, Mode::kStaged>>(a, ep, stream, f);
-    case FusedEpilogue::kPiggybackDirect:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kDirect>>(a, ep, stream, f);
     case FusedEpilogue::kPiggybackTma:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false, Mode::kBulk>>(a, ep, stream, f);
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false>>(a, ep, stream, f);
     case FusedEpilogue::kCompletionCoupledTma:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true, Mode::kBulk>>(a, ep, stream, f);
+      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true>>(a, ep, stream, f);
   }
   return cudaErrorInvalidValue;
 }

@@ -12,7 +12,7 @@ constexpr int kA2AThreads = 512;
 
 // Every thread moves 16-byte vectors of o_local [seq, heads_per_gpu, head_dim] to the owner's
 // [local_seq, heads_total, head_dim]; consecutive threads take consecutive vectors of one row, so a
-// warp writes contiguous 512-byte runs like the fused epilogue. Then one flag per CTA per receiver.
+// warp writes contiguous 512-byte runs (two heads' 256-byte rows of one token). Then one flag per CTA per receiver.
 __global__ void __launch_bounds__(kA2AThreads) a2a_remote_store_kernel(const uint4* __restrict__ o_local,
                                                                         const A2AEpilogueParams ep, int heads_per_gpu,
                                                                         int vec_per_row) {

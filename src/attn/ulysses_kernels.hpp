@@ -13,12 +13,11 @@
 
 namespace xstage::attn {
 
+// The fused kernel's epilogue (attn_epilogue_a2a.cuh): each warp stages its 16 rows and TMA bulk-stores
+// them to their owners (256 B per row), one flag per CTA at the end.
 enum class FusedEpilogue {
-  kPiggyback,          // remote stores at tile boundaries, one flag per CTA at the end
-  kCompletionCoupled,  // + every tile waits for its stores' remote completion (fence.sc.sys)
-  kPiggybackDirect,    // piggyback without shared-memory staging (bf16x2 stores from the fragment)
-  kPiggybackTma,       // piggyback, each warp stages its 16 rows and TMA bulk-stores them (256 B per row)
-  kCompletionCoupledTma,  // kPiggybackTma + every tile waits for its bulk stores' completion (wait_group 0)
+  kPiggybackTma,          // no per-tile wait: the next tile's Q-loop covers the drain
+  kCompletionCoupledTma,  // every tile waits for its bulk stores' completion (wait_group 0): the counterfactual
 };
 
 // Attention over args.problem (batch 1, heads = heads_per_gpu, seq_q = ep.seq, any seq_k, head_dim 128)

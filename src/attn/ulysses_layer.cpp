@@ -22,9 +22,6 @@ const char* to_string(UlyssesVariant v) {
     case UlyssesVariant::kA2ANccl: return "a2a-nccl";
     case UlyssesVariant::kSerialOurs: return "serial-ours";
     case UlyssesVariant::kSerialNccl: return "serial-nccl";
-    case UlyssesVariant::kFused: return "fused";
-    case UlyssesVariant::kCompletionCoupled: return "completion-coupled";
-    case UlyssesVariant::kFusedDirect: return "fused-direct";
     case UlyssesVariant::kFusedTma: return "fused-tma";
     case UlyssesVariant::kCoupledTma: return "coupled-tma";
     case UlyssesVariant::kFaOnlyTma: return "fa-only-tma";
@@ -35,8 +32,7 @@ const char* to_string(UlyssesVariant v) {
 
 std::vector<UlyssesVariant> all_ulysses_variants() {
   return {UlyssesVariant::kFaOnly,     UlyssesVariant::kA2AOurs,    UlyssesVariant::kA2ANccl,
-          UlyssesVariant::kSerialOurs, UlyssesVariant::kSerialNccl, UlyssesVariant::kFused,
-          UlyssesVariant::kCompletionCoupled, UlyssesVariant::kFusedDirect, UlyssesVariant::kFusedTma,
+          UlyssesVariant::kSerialOurs, UlyssesVariant::kSerialNccl, UlyssesVariant::kFusedTma,
           UlyssesVariant::kCoupledTma, UlyssesVariant::kFaOnlyTma, UlyssesVariant::kSerialTma};
 }
 
@@ -49,9 +45,6 @@ std::vector<UlyssesVariant> fused_ulysses_variants() {
 
 bool ulysses_variant_is_fused(UlyssesVariant v) {
   switch (v) {
-    case UlyssesVariant::kFused:
-    case UlyssesVariant::kCompletionCoupled:
-    case UlyssesVariant::kFusedDirect:
     case UlyssesVariant::kFusedTma:
     case UlyssesVariant::kCoupledTma: return true;
     default: return false;
@@ -413,11 +406,8 @@ void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sen
     }
     if (fused) {
       AttnForwardArgs a{prob, R.qkv[0], R.qkv[1], R.qkv[2], nullptr, nullptr};
-      const FusedEpilogue mode = v == UlyssesVariant::kFused               ? FusedEpilogue::kPiggyback
-                                 : v == UlyssesVariant::kFusedDirect      ? FusedEpilogue::kPiggybackDirect
-                                 : v == UlyssesVariant::kFusedTma         ? FusedEpilogue::kPiggybackTma
-                                 : v == UlyssesVariant::kCoupledTma       ? FusedEpilogue::kCompletionCoupledTma
-                                                                          : FusedEpilogue::kCompletionCoupled;
+      const FusedEpilogue mode =
+          v == UlyssesVariant::kCoupledTma ? FusedEpilogue::kCompletionCoupledTma : FusedEpilogue::kPiggybackTma;
       XSTAGE_CUDA_CHECK(attn_forward_fused_a2a(a, R.ep, mode, R.stream));
     }
     if (ours) XSTAGE_CUDA_CHECK(a2a_remote_store(R.o_local, R.ep, hl, d, a2a_grid_, R.stream));

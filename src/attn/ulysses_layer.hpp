@@ -15,11 +15,9 @@
 //   a2a-ours / a2a-nccl the post-attention All-to-All alone: remote-store kernel + owner's wait /
 //                       NCCL grouped send/recv + unpack into the DiT layout
 //   serial-ours / serial-nccl  fa-only, then the matching All-to-All
-//   fused               remote stores from the attention epilogue, one flag per CTA, owner's wait
-//   completion-coupled  the fused kernel with a remote-completion wait after every tile
-//   fused-direct        fused without shared-memory staging (4-byte stores straight from registers)
-//   fused-tma           fused with TMA bulk stores: each warp stages its 16 rows, one 256-byte
-//                       cp.async.bulk per row, no named barrier per tile
+//   fused-tma           remote stores from the attention epilogue as TMA bulk copies: each warp stages
+//                       its 16 rows, one 256-byte cp.async.bulk per row, no named barrier per tile; one
+//                       flag per CTA, owner's wait
 //   coupled-tma         fused-tma with a remote-completion wait (cp.async.bulk.wait_group 0) after
 //                       every tile: the completion-coupled counterfactual, like for like with fused-tma
 //   fa-only-tma         the fused-tma kernel (same SASS) with a one-rank parameter block: every row
@@ -46,9 +44,6 @@ enum class UlyssesVariant {
   kA2ANccl,
   kSerialOurs,
   kSerialNccl,
-  kFused,
-  kCompletionCoupled,
-  kFusedDirect,
   kFusedTma,
   kCoupledTma,
   kFaOnlyTma,
@@ -57,7 +52,7 @@ enum class UlyssesVariant {
 const char* to_string(UlyssesVariant v);
 bool parse_ulysses_variant(const std::string& s, UlyssesVariant* out);
 std::vector<UlyssesVariant> all_ulysses_variants();
-// The variants whose attention kernel stores the output to its owners (fused, completion-coupled, ...).
+// The variants whose attention kernel stores the output to its owners (fused-tma, coupled-tma).
 std::vector<UlyssesVariant> fused_ulysses_variants();
 bool ulysses_variant_is_fused(UlyssesVariant v);
 // Every variant name, comma separated (for messages).

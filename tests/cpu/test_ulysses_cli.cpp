@@ -23,7 +23,7 @@ TEST(UlyssesCli, BadValuesNameTheOptionAndValue) {
   expect_input_error("attn ulysses --seq 4096 --heads 4 --text -3", "--text", "-3");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --gpus 0,x", "--gpus", "0,x");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --gpus 0,0", "--gpus", "0,0");
-  expect_input_error("attn ulysses --seq 4096 --heads 4 --variant fused,bogus", "--variant", "bogus");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --variant fused-tma,bogus", "--variant", "bogus");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --variant fused-tma,tma", "--variant", "tma");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --variant coupled", "--variant", "coupled");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --store-path nvshmem", "--store-path", "nvshmem");
@@ -39,11 +39,24 @@ TEST(UlyssesCli, VariantListNamesEveryVariant) {
   const auto help = xstage::test::run_cli("attn ulysses --help");
   const auto bad = xstage::test::run_cli("attn ulysses --seq 4096 --heads 4 --variant nope");
   EXPECT_NE(bad.code, 0);
-  for (const char* v : {"fa-only", "a2a-ours", "a2a-nccl", "serial-ours", "serial-nccl", "fused", "completion-coupled",
-                        "fused-direct", "fused-tma", "coupled-tma", "fa-only-tma", "serial-tma"}) {
+  for (const char* v : {"fa-only", "a2a-ours", "a2a-nccl", "serial-ours", "serial-nccl", "fused-tma", "coupled-tma",
+                        "fa-only-tma", "serial-tma"}) {
     EXPECT_NE(help.out.find(v), std::string::npos) << v << " missing from --help";
     EXPECT_NE(bad.err.find(v), std::string::npos) << v << " missing from the --variant error: " << bad.err;
   }
+}
+
+// The staged and direct epilogues were pruned (docs/ulysses_notes.md, Pruned variants): their names are
+// refused like any unknown value, and no longer listed.
+TEST(UlyssesCli, PrunedVariantsAreRefused) {
+  if (!have_ulysses()) GTEST_SKIP() << "built without CUDA/NCCL: no attn ulysses subcommand";
+  for (const char* v : {"fused", "completion-coupled", "fused-direct"})
+    expect_input_error(std::string("attn ulysses --seq 4096 --heads 4 --variant fused-tma,") + v, "--variant",
+                       std::string("'") + v + "'");
+  const auto bad = xstage::test::run_cli("attn ulysses --seq 4096 --heads 4 --variant nope");
+  EXPECT_EQ(bad.err.find("fused-direct"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.err.find("completion-coupled"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.err.find("fused,"), std::string::npos) << bad.err;
 }
 
 TEST(UlyssesCli, MissingRequiredOptionIsAnError) {
