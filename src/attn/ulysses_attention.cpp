@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ulysses_kernels.hpp"
-#include "ulysses_layer.hpp"
+#include "ulysses_epilogue.hpp"
 #include "xstage/comm/window.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/model/error.hpp"

@@ -17,7 +17,7 @@
 #include "xstage/testing/attn_random.hpp"
 #include "xstage/testing/attn_reference.hpp"
 #include "ulysses_kernels.hpp"
-#include "ulysses_layer.hpp"
+#include "xstage/testing/ulysses_layer.hpp"
 #include "xstage/comm/team.hpp"
 
 namespace xstage::attn {

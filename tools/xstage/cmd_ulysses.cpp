@@ -18,7 +18,7 @@
 #include "cli_common.hpp"
 #include "cli_gpu.hpp"
 #include "registry.hpp"
-#include "ulysses_layer.hpp"
+#include "xstage/testing/ulysses_layer.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/gpu/provenance.hpp"

@@ -32,7 +32,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "a2a_params.hpp"
+#include "ulysses_epilogue.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/comm/window.hpp"
 
@@ -65,17 +65,6 @@ enum class UlyssesStorePath { kNcclWindow, kPeerPointer };
 // outside a capture).
 cudaError_t record_timing_event(cudaEvent_t event, cudaStream_t stream);
 
-// Query-tile order of the attention kernels on rank r.
-enum class UlyssesTileOrder {
-  kNatural,      // sequence order, m-block fastest per head
-  kOwnLast,      // rotated: the rank's own rows are the last m-blocks of every head (a2a_own_rows_last_rotation)
-  kRemoteFirst,  // rotated as kOwnLast, and the m-blocks holding other owners' rows of every head run before
-                 // any own-row m-block (a2a_remote_m_blocks): the last remote stores end earlier waves,
-                 // so later Q-loops drain them; only the fused kernels' schedule changes (rows do not)
-};
-const char* to_string(UlyssesTileOrder o);
-bool parse_ulysses_tile_order(const std::string& s, UlyssesTileOrder* out);
-
 struct UlyssesConfig {
   int seq = 0;            // total tokens (image + text)
   int text = 0;           // of which joint text tokens at the end (for reporting; sharded like the rest)
@@ -89,17 +78,6 @@ struct UlyssesConfig {
 
 // Empty when the configuration can run on a team of `world` GPUs, else a one-line reason naming the field.
 std::string ulysses_config_error(const UlyssesConfig& c, int world);
-
-// The post-attention All-to-All parameters of `rank`: every owner's output buffer and flag array in the
-// device table `table` ([dst x world, flags x world] as this GPU reaches them), the rotation of
-// UlyssesTileOrder `order` (row_rotation) and its first scheduling phase (first_m_blocks).
-A2AEpilogueParams ulysses_epilogue_params(int rank, int world, int seq, int heads_per_gpu, int head_dim,
-                                          UlyssesTileOrder order, void* const* table, const uint32_t* epoch);
-
-// The [dst x world, flags x world] pointers of every rank's window as local rank `local_index` reaches
-// them (LSA pointers: output at offset 0, flags at `flags_offset`), checked non-null and 16-byte aligned.
-std::vector<void*> ulysses_window_owner_table(comm::SymmetricWindow& window, int local_index, int world,
-                                              std::size_t flags_offset, cudaStream_t stream);
 
 class UlyssesLayer {
  public:
