@@ -3,14 +3,12 @@
 // path: warm-up, then back-to-back iterations with an event at every iteration boundary and one where
 // the sender's part ends (sender-side boundary), variants in a rotated order per pass, the SM clock
 // after each series, medians with raw samples; and the Burst-Gap model's predictions (audit_attention).
+// The measurement is the testing library's (xstage/testing/ulysses_bench.hpp); this file parses,
+// checks and reports.
 #include <CLI/CLI.hpp>
 #include <cuda_runtime_api.h>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
-#include <cmath>
-#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,16 +16,11 @@
 #include "cli_common.hpp"
 #include "cli_gpu.hpp"
 #include "registry.hpp"
-#include "xstage/testing/ulysses_layer.hpp"
-#include "xstage/comm/team.hpp"
 #include "xstage/gpu/check.hpp"
-#include "xstage/gpu/provenance.hpp"
-#include "xstage/model/audit.hpp"
-#include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
-#include "xstage/testing/bench_host.hpp"
-#include "xstage/testing/interleaved_timing.hpp"
-#include "xstage/testing/stats.hpp"
+#include "xstage/model/platform.hpp"
+#include "xstage/testing/ulysses_bench.hpp"
+#include "xstage/testing/ulysses_layer.hpp"
 
 namespace xstage::cli {
 void add_attn_ulysses(CLI::App* attn);
@@ -75,10 +68,6 @@ std::vector<UlyssesVariant> parse_variants(const std::string& s) {
   return v;
 }
 
-struct Series {
-  std::vector<double> sender_s, iter_s, clock_mhz;
-};
-
 void run_ulysses(const Options& opt) {
   const std::vector<int> gpus = xstage::cli::parse_gpu_list("--gpus", opt.gpus);
   const std::vector<UlyssesVariant> variants = parse_variants(opt.variants);
@@ -108,194 +97,22 @@ void run_ulysses(const Options& opt) {
   if (!opt.out.empty()) xstage::cli::check_output_path("--out", opt.out, opt.force, {opt.platform});
   xstage::cli::require_cuda_devices("attn ulysses", gpus);
 
-  xstage::comm::disable_multicast_env();
-  auto team = xstage::comm::Team::single_process(gpus);
-  UlyssesLayer layer(team, cfg);
-  const int n = layer.world();
-  const uint64_t seed = xstage::testing::resolve_seed(opt.seed);
-  layer.fill_inputs(seed);
-  layer.pre_attention_a2a();
-  layer.synchronize();
-
-  // Correctness first: every variant that produces the layer's output, on poisoned buffers.
-  auto outputs = [&](UlyssesVariant v) { return layer.run_and_read_outputs(v); };
-  json check = json::object();
-  bool all_ok = true;
-  const auto serial = outputs(UlyssesVariant::kSerialOurs);
-  size_t poisoned = 0;
-  for (const auto& o : serial)
-    for (uint16_t b : o) poisoned += b == 0xFFFF;
-  check["serial_ours_unwritten_elements"] = poisoned;
-  all_ok = all_ok && poisoned == 0;
-  // The attention output of the local kernel (left by serial-ours) against fa-only-tma's (the fused-tma
-  // kernel storing locally): the like-for-like serial baseline computes the same bits.
-  std::vector<std::vector<uint16_t>> attn_local(n);
-  for (int r = 0; r < n; ++r) attn_local[r] = layer.read_local_attention(r);
-  std::vector<UlyssesVariant> checked = {UlyssesVariant::kSerialNccl, UlyssesVariant::kSerialTma};
-  for (UlyssesVariant v : fused_ulysses_variants()) checked.push_back(v);
-  for (UlyssesVariant v : checked) {
-    const auto o = outputs(v);
-    size_t diff = 0;
-    for (int r = 0; r < n; ++r)
-      for (size_t i = 0; i < o[r].size(); ++i) diff += o[r][i] != serial[r][i];
-    check[std::string(to_string(v)) + "_elements_differing_from_serial_ours"] = diff;
-    all_ok = all_ok && diff == 0;
-    if (v == UlyssesVariant::kSerialTma) {
-      size_t dl = 0;
-      for (int r = 0; r < n; ++r) {
-        const auto a = layer.read_local_attention(r);
-        for (size_t i = 0; i < a.size(); ++i) dl += a[i] != attn_local[r][i];
-      }
-      check["fa-only-tma_local_elements_differing_from_fa-only"] = dl;
-      all_ok = all_ok && dl == 0;
-    }
-  }
-  check["bit_identical"] = all_ok;
-
-  // Timing: variants interleaved per iteration, in a rotated order per pass (interleaved_timing.hpp).
-  const int iters = opt.iters;
-  std::vector<xstage::testing::TimedStream> streams;
-  for (auto& lr : team.local_ranks()) streams.push_back({lr.device, lr.stream});
-  const std::vector<xstage::testing::InterleavedPass> passes = xstage::testing::time_interleaved(
-      streams, {variants.size(), opt.warmup, iters, opt.passes, opt.graph},
-      [&](size_t k, const std::vector<cudaEvent_t>& sender_done) { layer.enqueue(variants[k], sender_done); },
-      record_timing_event, [&] { layer.synchronize(); });
-  std::map<UlyssesVariant, Series> series;
-  json order = json::array();
-  for (const auto& p : passes) {
-    json po = json::array();
-    for (size_t k : p.order) po.push_back(to_string(variants[k]));
-    for (size_t k = 0; k < variants.size(); ++k) {
-      Series& s = series[variants[k]];
-      s.sender_s.insert(s.sender_s.end(), p.sender_s[k].begin(), p.sender_s[k].end());
-      s.iter_s.insert(s.iter_s.end(), p.iter_s[k].begin(), p.iter_s[k].end());
-    }
-    for (size_t k = 0; k < variants.size(); ++k) series[variants[k]].clock_mhz.push_back(p.sm_clock_mhz);
-    order.push_back(po);
-  }
-
-  json jv = json::object();
-  std::map<UlyssesVariant, double> med_s, med_i;
-  for (auto& [v, s] : series) {
-    med_s[v] = xstage::testing::median(s.sender_s);
-    med_i[v] = xstage::testing::median(s.iter_s);
-    json a = json::array(), b = json::array();
-    for (double x : s.sender_s) a.push_back(x * 1e6);
-    for (double x : s.iter_s) b.push_back(x * 1e6);
-    jv[to_string(v)] = {{"sender_median_us", med_s[v] * 1e6}, {"iteration_median_us", med_i[v] * 1e6},
-                        {"sender_samples_us", a}, {"iteration_samples_us", b}, {"sm_clock_mhz_after", s.clock_mhz}};
-  }
-  auto has = [&](UlyssesVariant v) { return series.count(v) > 0; };
-  json metrics = json::object();
-  using xstage::model::hiding_ratio;
-  using xstage::model::residual_s;
-  using xstage::model::speedup;
-  const auto FA = UlyssesVariant::kFaOnly;
-  for (const char* boundary : {"sender", "iteration"}) {
-    auto& med = std::string(boundary) == "sender" ? med_s : med_i;
-    json m = json::object();
-    for (UlyssesVariant f : fused_ulysses_variants()) {
-      if (!has(f) || !has(FA)) continue;
-      json x = {{"residual_us", residual_s(med[f], med[FA]) * 1e6},
-                {"residual_fraction_of_fa", residual_s(med[f], med[FA]) / med[FA]}};
-      for (UlyssesVariant ser : {UlyssesVariant::kSerialOurs, UlyssesVariant::kSerialNccl}) {
-        if (!has(ser)) continue;
-        x[std::string("hiding_ratio_vs_") + to_string(ser)] = hiding_ratio(med[f], med[FA], med[ser]);
-        x[std::string("speedup_vs_") + to_string(ser)] = speedup(med[ser], med[f]);
-      }
-      // Like for like: the same kernel storing locally (fa-only-tma) and its serial (serial-tma), so the
-      // mainloop's code generation is the same on both sides (every fused variant is that kernel).
-      const auto FT = UlyssesVariant::kFaOnlyTma, ST = UlyssesVariant::kSerialTma;
-      if (has(FT)) {
-        x["residual_vs_fa-only-tma_us"] = residual_s(med[f], med[FT]) * 1e6;
-        x["residual_vs_fa-only-tma_fraction"] = residual_s(med[f], med[FT]) / med[FT];
-        if (has(ST)) {
-          x["hiding_ratio_vs_serial-tma"] = hiding_ratio(med[f], med[FT], med[ST]);
-          x["speedup_vs_serial-tma"] = speedup(med[ST], med[f]);
-        }
-      }
-      m[to_string(f)] = x;
-    }
-    metrics[boundary] = m;
-  }
-
-  // Model: σ from the measured attention-only time (per KV tile of the Q-loop), K = the fused grid.
-  json model = nullptr;
-  if (has(FA)) {
-    const int64_t m_blocks = (cfg.seq + 127) / 128, tiles = m_blocks * cfg.heads_per_gpu;
-    const int64_t waves = (tiles + layer.fused_grid() - 1) / layer.fused_grid();
-    const int64_t kv_tiles = xstage::model::kv_tiles(cfg.seq, 128);
-    xstage::model::AttentionInput in;
-    in.producers = layer.fused_grid();
-    in.sigma_s = med_i[FA] / double(waves * kv_tiles);
-    in.seq_lens = {cfg.seq};
-    in.heads_per_gpu = cfg.heads_per_gpu;
-    in.completion_latency_s = 0.0;  // not measured here: E_cc below is the drain-only lower bound
-    const auto audit = xstage::model::audit_attention(platform, in);
-    model = xstage::model::to_json(audit, in);
-    model["platform"] = platform.name;
-    const auto& pt = audit.points.at(0);
-    model["summary"] = {{"G_star_us", audit.recovery_gap_s * 1e6},
-                        {"M_ub_star_tokens", audit.sufficient_seq_len_tokens},
-                        {"sigma_us", in.sigma_s * 1e6},
-                        {"predicted_E_cc_us", pt.completion_coupled_exposed_s * 1e6},
-                        {"predicted_drain_residual_us", pt.drain_residual_s * 1e6},
-                        {"output_bursts", pt.output_bursts}};
-    // The tile order's uncovered tail: the remote bytes of the schedule's final round (slowest rank),
-    // drained at R after the last Q-loop (drain only; what own-last vs remote-first changes).
-    int64_t tail_bytes = 0;
-    for (int r = 0; r < n; ++r) tail_bytes = std::max(tail_bytes, layer.final_round_remote_bytes(r));
-    model["summary"]["final_round_remote_bytes"] = tail_bytes;
-    model["summary"]["predicted_tail_drain_us"] =
-        xstage::model::drain_time_s(double(tail_bytes), platform.drain_rate_bytes_per_s) * 1e6;
-  }
-
-  json first_m_blocks = json::array();  // per rank: the fused kernels' first scheduling phase
-  for (int r = 0; r < n; ++r) first_m_blocks.push_back(layer.first_m_blocks(r));
-  json result = {{"schema", "xstage.ulysses/1"},
-                 {"seq_image", opt.seq},
-                 {"seq_text", opt.text},
-                 {"seq_total", cfg.seq},
-                 {"world", n},
-                 {"heads_per_gpu", cfg.heads_per_gpu},
-                 {"heads_total", layer.heads_total()},
-                 {"head_dim", cfg.head_dim},
-                 {"shard_len", a2a_shard_len(cfg.seq, n)},
-                 {"store_path", opt.store_path},
-                 {"tile_order", opt.tile_order},
-                 {"first_m_blocks", first_m_blocks},
-                 {"fused_grid", layer.fused_grid()},
-                 {"a2a_grid", layer.a2a_grid()},
-                 {"remote_bytes_per_rank", layer.remote_bytes_per_rank(0)},
-                 {"seed", seed},
-                 {"warmup", opt.warmup},
-                 {"iters_per_series", iters},
-                 {"passes", opt.passes},
-                 {"order", order},
-                 {"cuda_graph", opt.graph},
-                 {"timing_method",
-                  std::string(opt.graph ? "each pass (warm-up and timed iterations) captured into one CUDA graph per GPU and replayed once"
-                                        : "stream launches queued back to back (no CUDA graph)") +
-                      ", variants interleaved per iteration in a rotated order; "
-                  "per iteration: events at its start, where the sender's part ends, and its end; max over ranks; medians over all passes; "
-                  "SM clock measured after each pass"},
-                 {"check", check},
-                 {"variants", jv},
-                 {"metrics", metrics},
-                 {"model", model},
-                 {"provenance", xstage::gpu::collect_provenance(gpus, 0, nullptr)}};
+  const xstage::testing::UlyssesBenchRun run = xstage::testing::run_ulysses_bench(
+      gpus, cfg, variants,
+      {opt.seq, opt.text, opt.store_path, opt.tile_order, opt.warmup, opt.iters, opt.passes, opt.graph, opt.seed},
+      platform);
+  json result = run.result;
   xstage::cli::stamp_json(result, "xstage.attn.ulysses/1", opt.platform, platform);
   if (!opt.out.empty()) xstage::cli::write_file_atomically(opt.out, result.dump(2) + "\n", opt.force, {opt.platform});
   if (opt.json_out) {
     xstage::cli::print_json(result);
   } else {
     std::vector<std::vector<std::string>> rows;
-    for (auto& [v, s] : series)
-      rows.push_back({to_string(v), fmt::format("{:.1f}", med_s[v] * 1e6), fmt::format("{:.1f}", med_i[v] * 1e6)});
+    for (const auto& r : run.rows) rows.push_back({r[0], r[1], r[2]});
     xstage::cli::print_table({"variant", "sender us", "iteration us"}, rows);
-    out_printf("bit-identical: %s\n", all_ok ? "yes" : "NO");
+    out_printf("bit-identical: %s\n", run.bit_identical ? "yes" : "NO");
   }
-  if (!all_ok) throw xstage::gpu::DeviceError("ulysses: fused output differs from the serial output (see check)");
+  if (!run.bit_identical) throw xstage::gpu::DeviceError("ulysses: fused output differs from the serial output (see check)");
 }
 
 }  // namespace
