@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "attn_forward.hpp"
-#include "attn_random.hpp"
+#include "xstage/testing/attn_random.hpp"
 #include "ulysses_kernels.hpp"
 #include "xstage/sched/attn_tile_config.hpp"
 #include "xstage/comm/window.hpp"
