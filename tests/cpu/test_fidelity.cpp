@@ -186,6 +186,22 @@ TEST(Fidelity, CommittedPlatformIsTheFitOfTheCommittedRecords) {
   EXPECT_GT(p.drain_rate_at(33), p.drain_rate_at(132));
 }
 
+TEST(Fidelity, FitCommandWritesTheCommittedKnee) {
+  // `xstage fit` fits the knee for the simulator too: its capacities are the committed platform's.
+  const std::string out = ::testing::TempDir() + "/xstage_fit_knee_platform.json";
+  const xstage::test::CliRun r = xstage::test::run_cli("fit --records " + src(kCalib + "records.csv") + " --raw " +
+                                                       src(kCalib + "raw.json") + " --out " + out + " --force --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const model::Platform fitted = model::load_platform_file(out);
+  const model::Platform p = model::load_platform_file(src("platforms/h200_x2_measured.json"));
+  ASSERT_EQ(fitted.capacity.size(), p.capacity.size());
+  for (std::size_t i = 0; i < p.capacity.size(); ++i) {
+    EXPECT_NEAR(fitted.capacity[i].bytes / p.capacity[i].bytes, 1.0, 1e-9);
+    EXPECT_NEAR(fitted.capacity[i].isolated_drain_rate_bytes_per_s / p.capacity[i].isolated_drain_rate_bytes_per_s, 1.0, 1e-9);
+  }
+  for (const auto& k : nlohmann::json::parse(r.out)["knees"]) EXPECT_LE(k["simulated_max_rel_residual"].get<double>(), 0.15);
+}
+
 TEST(Fidelity, VerdictOfTheGapSweepAgreesWithTheRecords) {
   // G = 13.86 µs: measured T_iss = T_iss0; the aligned capacity bound is violated, the sustained verdict is piggyback.
   const model::Platform p = model::load_platform_file(src("platforms/h200_x2_measured.json"));
