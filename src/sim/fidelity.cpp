@@ -59,14 +59,7 @@ void predict_isolated(const model::Platform& p, FidelityPoint& pt) {
   const double q = p.capacity_bytes(r.producers).value;
   pt.model_t_iss_s = model::isolated_issue_time_ramped_s(t0, v, rate, q, p.knee_ramp_s);
   // One aligned burst from an empty path; the probe reports the slowest producer (the aggregate end).
-  SimConfig cfg;
-  cfg.drain_rate_bytes_per_s = rate;
-  cfg.capacity_bytes = q;
-  cfg.drain_ramp_s = p.knee_ramp_s;
-  cfg.time_limit_s = 1.0;
-  const SimResult res = simulate(cfg, periodic_schedules(r.producers, r.bytes_per_producer, t0, 0.0, 1));
-  const auto agg = aggregate_by_index(res, r.producers);
-  pt.sim_t_iss_s = agg.at(0).issue_end_s - agg.at(0).start_s;
+  pt.sim_t_iss_s = isolated_issue_time_s(r.producers, r.bytes_per_producer, t0, rate, q, p.knee_ramp_s);
 }
 
 }  // namespace

@@ -240,6 +240,18 @@ std::vector<AggregateBurst> aggregate_by_index(const SimResult& r, int producers
   return agg;
 }
 
+double isolated_issue_time_s(int producers, double bytes_per_producer, double issue_floor_s, double drain_rate_bytes_per_s,
+                             double capacity_bytes, double drain_ramp_s) {
+  SimConfig cfg;
+  cfg.drain_rate_bytes_per_s = drain_rate_bytes_per_s;
+  cfg.capacity_bytes = capacity_bytes;
+  cfg.drain_ramp_s = drain_ramp_s;
+  cfg.time_limit_s = 1.0;
+  const SimResult res = simulate(cfg, periodic_schedules(producers, bytes_per_producer, issue_floor_s, 0.0, 1));
+  const auto agg = aggregate_by_index(res, producers);
+  return agg.at(0).issue_end_s - agg.at(0).start_s;
+}
+
 SteadyState steady_state(const SimResult& r, int producers) {
   const std::vector<AggregateBurst> agg = aggregate_by_index(r, producers);
   const int n = static_cast<int>(agg.size());

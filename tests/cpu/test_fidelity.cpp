@@ -2,6 +2,7 @@
 // (results/h200-x2/calibration/) and the paper's platform file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "cli_runner.hpp"
 #include "xstage/sim/design_check.hpp"
 #include "xstage/sim/fidelity.hpp"
+#include "xstage/sim/simulator.hpp"
 
 using namespace xstage;
 
@@ -103,9 +105,47 @@ TEST(Fidelity, IsolatedBurstsFollowTheRampedKnee) {
   EXPECT_GE(rep.isolated_past_knee_model_t_iss.points, 30);
   EXPECT_LE(rep.isolated_past_knee_model_t_iss.median_rel, 0.05);
   EXPECT_LE(rep.isolated_past_knee_model_t_iss.max_rel, 0.15);
-  // The simulator drains the same ramp; first-come service adds the last producer's tail.
+  // The simulator drains the same ramp with first-come service; the knee's (Q, R_iso) are fitted for
+  // both predictors, so it meets the same bar.
+  EXPECT_EQ(rep.isolated_sim_t_iss.points, 69);
+  EXPECT_LE(rep.isolated_sim_t_iss.median_rel, 0.05);
+  EXPECT_LE(rep.isolated_sim_t_iss.max_rel, 0.15);
   EXPECT_LE(rep.isolated_past_knee_sim_t_iss.median_rel, 0.05);
-  EXPECT_LE(rep.isolated_past_knee_sim_t_iss.max_rel, 0.17);
+  EXPECT_LE(rep.isolated_past_knee_sim_t_iss.max_rel, 0.15);
+}
+
+// Largest relative error of the simulator's isolated predictions with the platform `p` (its floors, Q, R_iso, τ).
+static double simulated_isolated_max_error(const model::Platform& p, const std::vector<model::CalibrationRecord>& records) {
+  double worst = 0.0;
+  for (const auto& r : records) {
+    if (r.mode != model::BurstMode::kIsolated || r.target != model::StoreTarget::kRemote) continue;
+    const double t = sim::isolated_issue_time_s(r.producers, r.bytes_per_producer,
+                                                p.issue_floor_s(r.producers, r.bytes_per_producer).value,
+                                                p.isolated_drain_rate_at(r.producers), p.capacity_bytes(r.producers).value,
+                                                p.knee_ramp_s);
+    worst = std::max(worst, rel(t, r.t_iss_s));
+  }
+  return worst;
+}
+
+TEST(Fidelity, KneeFittedForTheClosedFormAloneMissesInTheSimulator) {
+  // First-come service leaves the last producers a tail at their own rate (about 0.4 of the remaining
+  // floor): with (Q, R_iso) fitted for the closed form alone, the simulator misses K = 33, 32 KiB by
+  // 16 %; fitted for both predictors, every isolated record is within 15 % in both.
+  const auto records = model::load_records_csv(src(kCalib + "records.csv"));
+  model::FitOptions fo;
+  fo.zero_gap_loops = model::load_zero_gap_loops(src(kCalib + "raw.json"));
+  const model::FitResult closed_only = model::fit_platform(records, fo);
+  EXPECT_GT(simulated_isolated_max_error(closed_only.platform, records), 0.15);
+  fo.isolated_simulator = sim::isolated_issue_time_s;
+  const model::FitResult joint = model::fit_platform(records, fo);
+  EXPECT_LE(simulated_isolated_max_error(joint.platform, records), 0.15);
+  for (const auto& k : joint.knees) {
+    if (!k.knee_found) continue;
+    EXPECT_LE(k.ramped_max_rel_residual, 0.15) << k.producers;
+    EXPECT_LE(k.simulated_max_rel_residual, 0.15) << k.producers;
+    EXPECT_GT(k.simulated_max_rel_residual, 0.0) << k.producers;
+  }
 }
 
 TEST(Fidelity, LocalControlIsReportedNotFitted) {
@@ -121,9 +161,10 @@ TEST(Fidelity, LocalControlIsReportedNotFitted) {
 
 TEST(Fidelity, CommittedPlatformIsTheFitOfTheCommittedRecords) {
   // The committed platform is `xstage fit --records records.csv --raw raw.json`: R(K) sees the zero-gap
-  // records through their measured loop gaps.
+  // records through their measured loop gaps; the knee is fitted for the closed form and the simulator.
   model::FitOptions fo;
   fo.zero_gap_loops = model::load_zero_gap_loops(src(kCalib + "raw.json"));
+  fo.isolated_simulator = sim::isolated_issue_time_s;  // as `xstage fit` does
   const model::FitResult fit = model::fit_platform(model::load_records_csv(src(kCalib + "records.csv")), fo);
   const model::Platform p = model::load_platform_file(src("platforms/h200_x2_measured.json"));
   EXPECT_NEAR(fit.platform.drain_rate_bytes_per_s / p.drain_rate_bytes_per_s, 1.0, 1e-9);
@@ -143,6 +184,22 @@ TEST(Fidelity, CommittedPlatformIsTheFitOfTheCommittedRecords) {
   EXPECT_NEAR(p.knee_ramp_s, 1.8e-6, 0.3e-6);
   EXPECT_NEAR(p.burst_overhead_s, 0.177e-6, 0.01e-6);
   EXPECT_GT(p.drain_rate_at(33), p.drain_rate_at(132));
+}
+
+TEST(Fidelity, FitCommandWritesTheCommittedKnee) {
+  // `xstage fit` fits the knee for the simulator too: its capacities are the committed platform's.
+  const std::string out = ::testing::TempDir() + "/xstage_fit_knee_platform.json";
+  const xstage::test::CliRun r = xstage::test::run_cli("fit --records " + src(kCalib + "records.csv") + " --raw " +
+                                                       src(kCalib + "raw.json") + " --out " + out + " --force --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const model::Platform fitted = model::load_platform_file(out);
+  const model::Platform p = model::load_platform_file(src("platforms/h200_x2_measured.json"));
+  ASSERT_EQ(fitted.capacity.size(), p.capacity.size());
+  for (std::size_t i = 0; i < p.capacity.size(); ++i) {
+    EXPECT_NEAR(fitted.capacity[i].bytes / p.capacity[i].bytes, 1.0, 1e-9);
+    EXPECT_NEAR(fitted.capacity[i].isolated_drain_rate_bytes_per_s / p.capacity[i].isolated_drain_rate_bytes_per_s, 1.0, 1e-9);
+  }
+  for (const auto& k : nlohmann::json::parse(r.out)["knees"]) EXPECT_LE(k["simulated_max_rel_residual"].get<double>(), 0.15);
 }
 
 TEST(Fidelity, VerdictOfTheGapSweepAgreesWithTheRecords) {

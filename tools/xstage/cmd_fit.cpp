@@ -7,6 +7,7 @@
 #include "xstage/model/calibration_fit.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/sim/simulator.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -29,6 +30,7 @@ void run_fit(const FitCliOptions& o) {
   const auto records = model::load_records_csv(o.records);
   model::FitOptions fo;
   if (!o.raw.empty()) fo.zero_gap_loops = model::load_zero_gap_loops(o.raw);
+  fo.isolated_simulator = sim::isolated_issue_time_s;  // the knee is fitted for the simulator too
   model::FitResult fit = model::fit_platform(records, fo);
   if (fit.platform.issue_floor.empty())
     throw InputError(o.records + ": no periodic gap sweep with gap > 0 and no isolated points: cannot fit T_iss0");
@@ -69,7 +71,11 @@ void run_fit(const FitCliOptions& o) {
                           {"knee_volume_bytes", k.knee_volume_bytes},
                           {"capacity_bytes", k.capacity_bytes},
                           {"capacity_is_lower_bound", !k.knee_found},
-                          {"median_rel_residual", k.median_rel_residual}});
+                          {"median_rel_residual", k.median_rel_residual},
+                          {"ramped_capacity_bytes", k.ramped_capacity_bytes},
+                          {"ramped_drain_rate_gbps", units::bytes_per_s_to_gbps(k.ramped_drain_rate_bytes_per_s)},
+                          {"ramped_max_rel_residual", k.ramped_max_rel_residual},
+                          {"simulated_max_rel_residual", k.simulated_max_rel_residual}});
   j["warnings"] = fit.warnings;
   for (const auto& w : fit.warnings) err_stream() << "xstage: warning: fit: " << w << '\n';
   if (o.json) {

@@ -9,6 +9,7 @@
 // (local_drain_rate) is fitted from them.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,12 @@ struct FitOptions {
   // The probe's zero-gap loop gaps (raw.json); without them a zero-gap record's gap is the fitted
   // zero_gap_overhead. They enter R(K) through the gap the model sees (probe_model_gap_s).
   std::vector<ZeroGapLoop> zero_gap_loops;
+  // The simulator's isolated-burst prediction (sim::isolated_issue_time_s: K, B, floor, R_iso, Q, τ → slowest
+  // producer's issue time). When set, each K's smooth-knee (Q, R_iso) is refined so that the largest
+  // relative error of either predictor, the closed form or the simulator, over K's isolated records is
+  // least: both then predict the records with one set of parameters (docs/model.md). Unset: the closed
+  // form's fit alone.
+  std::function<double(int, double, double, double, double, double)> isolated_simulator;
 };
 
 struct RateFit {
@@ -58,6 +65,8 @@ struct KneeFit {
   double ramped_drain_rate_bytes_per_s = 0.0;
   double ramped_median_rel_residual = 0.0;
   double ramped_max_rel_residual = 0.0;
+  double simulated_median_rel_residual = 0.0;  // the simulator's, with the same (Q, R_iso, τ); 0: not run
+  double simulated_max_rel_residual = 0.0;
 };
 
 // R(K) (docs/model.md, "Fidelity"): the rate of the period law at K. Started from the robust slope through

@@ -82,6 +82,13 @@ struct AggregateBurst {
 };
 std::vector<AggregateBurst> aggregate_by_index(const SimResult& result, int producers);
 
+// One aligned burst of K producers × B bytes from an empty path (the calibration's isolated burst):
+// the slowest producer's issue time, first-come service, drain R with ramp τ (SimConfig::drain_ramp_s).
+// The one simulator prediction of an isolated record: the fidelity report and the knee fit
+// (model::FitOptions::isolated_simulator) both call it.
+double isolated_issue_time_s(int producers, double bytes_per_producer, double issue_floor_s, double drain_rate_bytes_per_s,
+                             double capacity_bytes, double drain_ramp_s);
+
 struct SteadyState {
   double issue_time_s;  // median burst issue time over the second half of the bursts (aggregate burst)
   double period_s;      // median start-to-start period over the second half
