@@ -58,7 +58,7 @@ def main():
         line, = a.loglog(v, [p["measured_t_iss_us"] for p in row], "o", label=f"K={k} measured")
         a.loglog(v, [p["model_t_iss_us"] for p in row], "-", color=line.get_color(), label=f"K={k} ramped knee")
         a.loglog(v, [p["sim_t_iss_us"] for p in row], ":", color=line.get_color())
-    a.set(xlabel="V (MiB)", ylabel="T_iss slowest producer (us)", title="(c) isolated bursts; dotted: simulator (corner)")
+    a.set(xlabel="V (MiB)", ylabel="T_iss slowest producer (us)", title="(c) isolated bursts; dotted: simulator")
     a.legend(fontsize=7)
 
     a = ax[1][1]
