@@ -97,11 +97,11 @@ void run_ulysses(const Options& opt) {
   if (!opt.out.empty()) xstage::cli::check_output_path("--out", opt.out, opt.force, {opt.platform});
   xstage::cli::require_cuda_devices("attn ulysses", gpus);
 
-  const xstage::testing::UlyssesBenchRun run = xstage::testing::run_ulysses_bench(
+  xstage::testing::UlyssesBenchRun run = xstage::testing::run_ulysses_bench(
       gpus, cfg, variants,
       {opt.seq, opt.text, opt.store_path, opt.tile_order, opt.warmup, opt.iters, opt.passes, opt.graph, opt.seed},
       platform);
-  json result = run.result;
+  json& result = run.result;  // stamped in place, then written and printed
   xstage::cli::stamp_json(result, "xstage.attn.ulysses/1", opt.platform, platform);
   if (!opt.out.empty()) xstage::cli::write_file_atomically(opt.out, result.dump(2) + "\n", opt.force, {opt.platform});
   if (opt.json_out) {

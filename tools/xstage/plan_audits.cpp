@@ -72,20 +72,6 @@ void print_attention(const model::AttentionAudit& a, const model::AttentionInput
   print_table({"M", "G_Qloop us", "dt (18) us", "dt' (19) us", "N_t", "E_cc (17) us", "action (10)"}, rows);
 }
 
-void run_attn_impl(const PlanCommon& c, const AttnOptions& o) {
-  const model::Platform platform = model::load_platform_or_default(c.platform);
-  const model::AttentionInput in = attention_input(o, producers_or_default(c, platform));
-  const model::AttentionAudit a = model::audit_attention(platform, in);
-  if (c.json) {
-    nlohmann::json j = model::to_json(a, in);
-    stamp_json(j, "xstage.plan.attn/1", c.platform, platform);
-    print_json(j);
-    return;
-  }
-  out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
-  print_attention(a, in);
-}
-
 // Per-SM GEMM rate of a built-in shape's mainloop estimate: --sm-tflops, else the platform's measured rate
 // at the precision (its datasheet fallback where the platform states none).
 model::GemmRate shape_gemm_rate(const model::Platform& platform, const MoeOptions& o) {
@@ -198,7 +184,30 @@ nlohmann::json simulate_orders(const model::Platform& platform, const model::Moe
           {"choice", sim::to_string(pred.choice)}};
 }
 
-void run_moe_impl(const PlanCommon& c, const MoeOptions& o) {
+// The as-built verdict with the stalls it rests on (first aligned burst / steady state, per burst): reshape
+// exactly when the steady stall exceeds the check's tolerance, so the verdict and the number agree.
+std::string as_built_text(const sim::RecurringBurstCheck& b) {
+  return std::string(model::to_string(b.action)) + " (" + b.binding_bound + "; stall " + fmt_us(b.first_burst_stall_s, 2) +
+         "/" + fmt_us(b.steady_stall_s, 2) + " us)";
+}
+
+}  // namespace
+
+void run_attn(const PlanCommon& c, const AttnOptions& o) {
+  const model::Platform platform = model::load_platform_or_default(c.platform);
+  const model::AttentionInput in = attention_input(o, producers_or_default(c, platform));
+  const model::AttentionAudit a = model::audit_attention(platform, in);
+  if (c.json) {
+    nlohmann::json j = model::to_json(a, in);
+    stamp_json(j, "xstage.plan.attn/1", c.platform, platform);
+    print_json(j);
+    return;
+  }
+  out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
+  print_attention(a, in);
+}
+
+void run_moe(const PlanCommon& c, const MoeOptions& o) {
   const model::Platform platform = model::load_platform_or_default(c.platform);
   const model::MoeInput in = moe_input(platform, o, producers_or_default(c, platform));
   const model::MoeAudit a = model::audit_moe(platform, in);
@@ -249,15 +258,8 @@ void run_moe_impl(const PlanCommon& c, const MoeOptions& o) {
   }
 }
 
-// The as-built verdict with the stalls it rests on (first aligned burst / steady state, per burst): reshape
-// exactly when the steady stall exceeds the check's tolerance, so the verdict and the number agree.
-std::string as_built_text(const sim::RecurringBurstCheck& b) {
-  return std::string(model::to_string(b.action)) + " (" + b.binding_bound + "; stall " + fmt_us(b.first_burst_stall_s, 2) +
-         "/" + fmt_us(b.steady_stall_s, 2) + " us)";
-}
-
 // `xstage plan` with no kernel: every built-in workload on the platform.
-void run_default_impl(const PlanCommon& c) {
+void run_default(const PlanCommon& c) {
   const model::Platform platform = model::load_platform_or_default(c.platform);
   const int k = producers_or_default(c, platform);
   nlohmann::json j = {{"producers", k}, {"attention", nlohmann::json::array()}, {"moe", nlohmann::json::array()}};
@@ -359,11 +361,5 @@ void run_default_impl(const PlanCommon& c) {
                "platform's per-SM GEMM rates (measured: the traced kernels; docs/platform.md).\n"
                "Details: xstage plan attn|moe --help.\n";
 }
-
-}  // namespace
-
-void run_attn(const PlanCommon& c, const AttnOptions& o) { run_attn_impl(c, o); }
-void run_moe(const PlanCommon& c, const MoeOptions& o) { run_moe_impl(c, o); }
-void run_default(const PlanCommon& c) { run_default_impl(c); }
 
 }  // namespace xstage::cli::plan
