@@ -12,11 +12,9 @@ reference, beside the error of cuDNN's own bf16 output against that reference.
 """
 import argparse
 import contextlib
-import datetime
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -29,7 +27,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from provenance import PowerSampler, nvidia_smi_field, sm_clock_mhz  # noqa: E402
+from provenance import PowerSampler, provenance, sm_clock_mhz  # noqa: E402
 
 SEQS = [8192, 16384, 32768, 65536]
 HEADS = [3, 5, 12]
@@ -226,6 +224,7 @@ def main():
     ap.add_argument("--no-head-dim-64", action="store_true", help="leave out the d = 64 points")
     ap.add_argument("--quick", action="store_true", help="only the first shape of each list (smoke test)")
     args = ap.parse_args()
+    prov = provenance(torch, git_revision_given=args.git_revision)  # before any timing: the start clock
 
     SAMPLER = PowerSampler()
     fa4_call, fa4_info = load_fa4()
@@ -334,12 +333,7 @@ def main():
     result = {
         "schema": "xstage.attn_vs_cudnn", "version": 2,
         "provenance": {
-            "git_revision": args.git_revision, "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "command": " ".join(sys.argv), "host": platform.node(), "device": torch.cuda.get_device_name(0),
-            "nvidia_driver": nvidia_smi_field("driver_version"), "torch": torch.__version__,
-            "torch_cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(), "fa4": fa4_info,
-            "sm_clock_mhz_start": sm_clock_mhz(), "max_sm_clock_mhz": nvidia_smi_field("clocks.max.sm"),
-            "power_limit_w": nvidia_smi_field("power.limit"),
+            **prov, "device_name": torch.cuda.get_device_name(0), "fa4": fa4_info,
             "power_sampler": {"field": SAMPLER.power_field, "error": SAMPLER.error, "samples": len(SAMPLER.samples)},
         },
         "method": "per-launch CUDA event times after warm-up; inputs rotated over >= 3x L2; per shape two passes "
