@@ -71,16 +71,23 @@ def dist_version(*names: str) -> str | None:
 def provenance(torch=None, device: int = 0, git_revision_given: str | None = None,
                packages: tuple[str, ...] = (), argv: list[str] | None = None) -> dict:
     """The provenance block of a result JSON. `torch`: the imported module, when the benchmark uses it."""
+    # One nvidia-smi call for the four card readings (each as nvidia-smi prints it, units included).
+    smi = (nvidia_smi_field("driver_version,clocks.sm,clocks.max.sm,power.limit", device) or "").split(", ")
+    smi = smi if len(smi) == 4 else [None] * 4
+    try:
+        clock = float(smi[1].split()[0]) if smi[1] else None
+    except ValueError:
+        clock = None
     doc = {
         "git_revision": git_revision(git_revision_given),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(shlex.quote(a) for a in ([sys.executable, *sys.argv] if argv is None else argv)),
         "host": platform.node(),
         "python": sys.version.split()[0],
-        "nvidia_driver": nvidia_smi_field("driver_version", device),
-        "sm_clock_mhz_start": sm_clock_mhz(device),
-        "max_sm_clock_mhz": nvidia_smi_field("clocks.max.sm", device),
-        "power_limit": nvidia_smi_field("power.limit", device),
+        "nvidia_driver": smi[0],
+        "sm_clock_mhz_start": clock,
+        "max_sm_clock_mhz": smi[2],
+        "power_limit": smi[3],
     }
     if torch is not None:
         doc["torch"] = torch.__version__
