@@ -3,6 +3,7 @@
 #include "attn_forward.hpp"
 
 #include "attn_epilogue_local.cuh"
+#include "attn_fp8_quant.hpp"
 #include "attn_launch.cuh"
 #include "xstage/sched/attn_tile_config.hpp"
 #include "xstage/sched/attn_tile_scheduler.hpp"
@@ -26,6 +27,31 @@ AttnForwardProblem make_bshd_problem(int batch, int seq_q, int seq_k, int heads,
   return p;
 }
 
+const char* attn_precision_name(AttnPrecision precision) {
+  switch (precision) {
+    case AttnPrecision::kBf16:
+      return "bf16";
+    case AttnPrecision::kFp8:
+      return "fp8";
+  }
+  return nullptr;
+}
+
+bool attn_precision_from_name(const std::string& name, AttnPrecision* precision) {
+  for (AttnPrecision c : {AttnPrecision::kBf16, AttnPrecision::kFp8}) {
+    if (name == attn_precision_name(c)) {
+      *precision = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t attn_forward_workspace_bytes(const AttnForwardProblem& p, AttnPrecision precision) {
+  if (precision != AttnPrecision::kFp8) return 0;
+  return fp8_workspace_layout(p).bytes;
+}
+
 double attn_forward_flops(const AttnForwardProblem& p) {
   return 4.0 * p.batch * p.heads * double(p.seq_q) * double(p.seq_k) * p.head_dim;
 }
@@ -38,6 +64,22 @@ std::string attn_forward_can_implement(const AttnForwardArgs& a) {
   if (p.seq_q < 1) return "seq_q " + std::to_string(p.seq_q);
   if (p.seq_k < 1) return "seq_k " + std::to_string(p.seq_k);
   if (!a.q || !a.k || !a.v || !a.o) return "null q, k, v or o pointer";
+  if (attn_precision_name(a.precision) == nullptr) {
+    return "precision " + std::to_string(int(a.precision)) + " (accepted: bf16, fp8)";
+  }
+  if (a.precision == AttnPrecision::kFp8) {
+    if (p.head_dim != kFp8HeadDim) {
+      return "head_dim " + std::to_string(p.head_dim) + " with precision fp8 (supported: " +
+             std::to_string(kFp8HeadDim) + ")";
+    }
+    const size_t need = fp8_workspace_layout(p).bytes;
+    if (a.workspace == nullptr) return "precision fp8 needs a workspace of " + std::to_string(need) + " bytes (null)";
+    if (a.workspace_bytes < need) {
+      return "workspace_bytes " + std::to_string(a.workspace_bytes) + " (precision fp8 needs " + std::to_string(need) +
+             ")";
+    }
+    if (reinterpret_cast<uintptr_t>(a.workspace) % 256 != 0) return "workspace pointer not 256-byte aligned";
+  }
   // TMA: global addresses 16-byte aligned, strides multiples of 16 bytes (8 bf16 elements).
   const int64_t strides[] = {p.q_stride_batch, p.q_stride_seq, p.q_stride_head, p.k_stride_batch,
                              p.k_stride_seq,   p.k_stride_head, p.v_stride_batch, p.v_stride_seq,
@@ -85,6 +127,7 @@ cudaError_t attn_forward(const AttnForwardArgs& args, cudaStream_t stream) {
   AttnDeviceInfo info;
   if ((e = attn_device_info(device, &info)) != cudaSuccess) return e;
   if (info.cc_major != 9 || info.cc_minor != 0) return cudaErrorNoKernelImageForDevice;  // wgmma/setmaxnreg need sm_90a
+  if (args.precision == AttnPrecision::kFp8) return attn_forward_fp8_local(args, stream);
   if (args.problem.head_dim == 64) return launch<64>(args, stream);
   return launch<128>(args, stream);
 }

@@ -1,6 +1,9 @@
 // Register-fragment views and the warpgroup GEMM issue used by the attention mainloop.
 #pragma once
 
+#include <cstdint>
+
+#include <cuda_fp8.h>
 #include <cute/tensor.hpp>
 
 namespace xstage::attn {
@@ -24,6 +27,43 @@ CUTE_HOST_DEVICE constexpr auto acc_to_operand_a_layout(Layout const& acc) {
   return cute::make_layout(cute::make_layout(cute::get<0>(l), cute::get<1>(l), cute::get<2, 0>(l)),
                            cute::get<1>(acc),
                            cute::coalesce(cute::make_layout(cute::get<2, 1>(l), cute::get<2>(acc))));
+}
+
+// Register A operand of the FP8 P V GEMM for one warpgroup's 64 x kBlockN P: per k32 instruction the
+// e4m3 atom's (4 keys, row +8, keys +16) values, compact (four bytes per register).
+template <int kBlockN>
+CUTE_HOST_DEVICE constexpr auto fp8_operand_a_layout() {
+  static_assert(kBlockN % 32 == 0);
+  return cute::make_layout(cute::Shape<cute::Shape<cute::_4, cute::_2, cute::_2>, cute::_1, cute::Int<kBlockN / 32>>{});
+}
+
+// Packs P (the fp32 S accumulator after softmax, compact ((2, 2, N/8), 1, 1)) into the e4m3 A operand
+// (fp8_operand_a_layout) without moving values between threads: register (row +8, half, k32 block kb)
+// takes the column pairs of 8-column chunks 4kb + 2 half and 4kb + 2 half + 1 of its row. Those are not
+// the keys the A layout names at those positions; V^T is stored in the matching key order
+// (fp8_key_of_slot, attn_fp8_quant.hpp), so P V is exact. Rounding: e4m3, round to nearest even,
+// saturating (p <= 256 < 448 never saturates).
+template <class TensorS, class TensorP>
+CUTE_DEVICE void acc_to_fp8_operand_a(TensorS const& acc_s, TensorP& frag_p) {
+  using namespace cute;
+  constexpr int kChunks = decltype(size<0, 2>(acc_s))::value;  // 8-column chunks
+  static_assert(decltype(size(frag_p))::value == 4 * kChunks, "one byte per accumulator value");
+  Tensor regs = recast<uint32_t>(frag_p);
+  auto pair = [&](int row8, int chunk) -> uint32_t {
+    const int i = 2 * row8 + 4 * chunk;  // compact accumulator: (column pair, row +8, chunk)
+    return __nv_cvt_float2_to_fp8x2(make_float2(acc_s(i), acc_s(i + 1)), __NV_SATFINITE, __NV_E4M3);
+  };
+  CUTE_UNROLL
+  for (int kb = 0; kb < kChunks / 4; ++kb) {
+    CUTE_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      CUTE_UNROLL
+      for (int row8 = 0; row8 < 2; ++row8) {
+        const int chunk = 4 * kb + 2 * half;
+        regs(row8 + 2 * half + 4 * kb) = pair(row8, chunk) | (pair(row8, chunk + 1) << 16);
+      }
+    }
+  }
 }
 
 // Issues one warpgroup GEMM C (+)= A B over all k blocks and commits it as one wgmma group; the caller

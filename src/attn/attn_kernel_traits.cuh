@@ -1,12 +1,20 @@
 // Compile-time description of the attention forward kernel: tile shapes, shared-memory layouts,
-// GMMA tiled MMAs and pipelines. One instantiation per head dimension.
+// GMMA tiled MMAs and pipelines. One instantiation per head dimension and operand precision.
+//
+// Operand precision (kFp8): bf16 Q, K, V in shared memory, or their e4m3 quantization
+// (attn_fp8_quant.hpp). FP8 GMMA reads both operands K-major, so the FP8 path keeps V as V^T with the
+// key index contiguous (a layout the quantization pre-pass writes); the bf16 path reads V as stored,
+// the MN-major B operand of P V. The output (Element) is bf16 in both.
 #pragma once
+
+#include <type_traits>
 
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/numeric_types.h>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
+#include "attn_fp8_quant.hpp"
 #include "xstage/sched/attn_tile_config.hpp"
 
 namespace xstage::attn {
@@ -14,11 +22,13 @@ namespace xstage::attn {
 // Defaults come from the constexpr tile table; the other parameters exist for tuning builds.
 template <int HeadDim, int BlockN_ = sched::attn_tile_config(HeadDim).block_n,
           int Stages = sched::attn_tile_config(HeadDim).kv_stages,
-          bool WgGemmOrder = sched::attn_tile_config(HeadDim).wg_gemm_order>
+          bool WgGemmOrder = sched::attn_tile_config(HeadDim).wg_gemm_order, bool Fp8 = false>
 struct AttnKernelTraits {
   static constexpr sched::AttnTileConfig kConfig{sched::attn_tile_config(HeadDim).block_m, BlockN_, Stages,
                                                  sched::attn_tile_config(HeadDim).mma_warpgroups, WgGemmOrder};
-  using Element = cutlass::bfloat16_t;
+  static constexpr bool kFp8 = Fp8;
+  using Element = cutlass::bfloat16_t;  // the output tile (and the operands of the bf16 path)
+  using ElementMma = std::conditional_t<Fp8, cutlass::float_e4m3_t, cutlass::bfloat16_t>;  // Q, K, V operands
   using ElementAccum = float;
 
   static constexpr int kHeadDim = HeadDim;
@@ -47,39 +57,51 @@ struct AttnKernelTraits {
   using BlockN = cute::Int<kBlockN>;
   using HeadDimT = cute::Int<kHeadDim>;
 
-  // S = Q K^T: both operands from shared memory, K-major. O = P V: P from registers, V^T MN-major.
+  // S = Q K^T: both operands from shared memory, K-major. O = P V: P from registers; V^T MN-major (bf16)
+  // or K-major (FP8, whose GMMA has no MN-major form).
+  static constexpr auto kMajorVt = Fp8 ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
   using AtomLayoutMma = cute::Layout<cute::Shape<cute::Int<kNumMmaWarpGroups>, cute::_1, cute::_1>>;
   using TiledMmaQK = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<Element, Element, ElementAccum, cute::Shape<cute::_64, BlockN, HeadDimT>>(),
+      cute::GMMA::ss_op_selector<ElementMma, ElementMma, ElementAccum, cute::Shape<cute::_64, BlockN, HeadDimT>>(),
       AtomLayoutMma{}));
   using TiledMmaPV = decltype(cute::make_tiled_mma(
-      cute::GMMA::rs_op_selector<Element, Element, ElementAccum, cute::Shape<cute::_64, HeadDimT, BlockN>,
-                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+      cute::GMMA::rs_op_selector<ElementMma, ElementMma, ElementAccum, cute::Shape<cute::_64, HeadDimT, BlockN>,
+                                 cute::GMMA::Major::K, kMajorVt>(),
       AtomLayoutMma{}));
 
   using SmemLayoutQ =
-      decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{}, cute::Shape<BlockM, HeadDimT>{}));
-  using SmemLayoutK = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
+      decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<ElementMma>{}, cute::Shape<BlockM, HeadDimT>{}));
+  using SmemLayoutK = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<ElementMma>{},
                                                    cute::Shape<BlockN, HeadDimT, cute::Int<kStages>>{}));
-  // V is stored as V^T (head_dim x kv rows), contiguous along head_dim: the MN-major B operand of P V.
-  using SmemLayoutVt = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
-                                                    cute::Shape<HeadDimT, BlockN, cute::Int<kStages>>{},
-                                                    cute::Step<cute::_2, cute::_1, cute::_3>{}));
+  // V is held as V^T (head_dim x kv rows). bf16: contiguous along head_dim (V as stored), the MN-major
+  // B operand of P V. FP8: contiguous along the keys (the pre-pass's V^T), the K-major B operand.
+  using SmemLayoutVtBf16 = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<ElementMma>{},
+                                                        cute::Shape<HeadDimT, BlockN, cute::Int<kStages>>{},
+                                                        cute::Step<cute::_2, cute::_1, cute::_3>{}));
+  using SmemLayoutVtFp8 = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<ElementMma>{},
+                                                       cute::Shape<HeadDimT, BlockN, cute::Int<kStages>>{}));
+  using SmemLayoutVt = std::conditional_t<Fp8, SmemLayoutVtFp8, SmemLayoutVtBf16>;
 
-  static constexpr int kBytesQ = kBlockM * kHeadDim * int(sizeof(Element));
-  static constexpr int kBytesKV = kBlockN * kHeadDim * int(sizeof(Element));
+  static constexpr int kBytesQ = kBlockM * kHeadDim * int(sizeof(ElementMma));
+  static constexpr int kBytesKV = kBlockN * kHeadDim * int(sizeof(ElementMma));
 
   using PipelineQ = cutlass::PipelineTmaAsync<1>;
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
 
   struct MainloopStorage {
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> smem_k;
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutVt>, 1024> smem_v;
+    cute::array_aligned<ElementMma, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
+    cute::array_aligned<ElementMma, cute::cosize_v<SmemLayoutK>, 1024> smem_k;
+    cute::array_aligned<ElementMma, cute::cosize_v<SmemLayoutVt>, 1024> smem_v;
     typename PipelineQ::SharedStorage pipe_q;
     typename PipelineKV::SharedStorage pipe_k;
     typename PipelineKV::SharedStorage pipe_v;
   };
 };
+
+// The FP8 kernel of a head dimension: the FP8 tile table's shapes, block_n the quantization pre-pass's
+// key-scale block (attn_fp8_quant.hpp).
+template <int HeadDim>
+using AttnFp8KernelTraits = AttnKernelTraits<HeadDim, kFp8KBlock, sched::attn_fp8_tile_config(HeadDim).kv_stages,
+                                             sched::attn_fp8_tile_config(HeadDim).wg_gemm_order, true>;
 
 }  // namespace xstage::attn

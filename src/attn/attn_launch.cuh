@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "attn_forward.hpp"
+#include "attn_fp8_quant.hpp"
 #include "attn_kernel.cuh"
 #include "xstage/gpu/launch_attr.hpp"
 #include "xstage/sched/attn_tile_scheduler.hpp"
@@ -60,27 +61,53 @@ template <class Traits, class Epilogue>
 cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogue::Params const& ep, cudaStream_t stream,
                                       int first_m_blocks = 0) {
   using Kernel = AttnForwardKernel<Traits, Epilogue>;
-  using Element = typename Traits::Element;
+  using Element = typename Traits::ElementMma;
   const AttnForwardProblem& p = a.problem;
 
   typename Kernel::Mainloop::Arguments ma{};
-  ma.q = static_cast<Element const*>(a.q);
-  ma.k = static_cast<Element const*>(a.k);
-  ma.v = static_cast<Element const*>(a.v);
   ma.batch = p.batch;
   ma.seq_q = p.seq_q;
   ma.seq_k = p.seq_k;
   ma.heads = p.heads;
-  ma.q_stride_batch = p.q_stride_batch;
-  ma.q_stride_seq = p.q_stride_seq;
-  ma.q_stride_head = p.q_stride_head;
-  ma.k_stride_batch = p.k_stride_batch;
-  ma.k_stride_seq = p.k_stride_seq;
-  ma.k_stride_head = p.k_stride_head;
-  ma.v_stride_batch = p.v_stride_batch;
-  ma.v_stride_seq = p.v_stride_seq;
-  ma.v_stride_head = p.v_stride_head;
   ma.softmax_scale = p.softmax_scale > 0.f ? p.softmax_scale : 1.f / std::sqrt(float(p.head_dim));
+  if constexpr (Traits::kFp8) {
+    // The operands are the pre-pass's (the caller ran fp8_quantize into a.workspace on this stream).
+    static_assert(Traits::kBlockN == kFp8KBlock && Traits::kBlockM % kFp8QBlock == 0);
+    const Fp8Workspace w = fp8_workspace_layout(p);
+    const Fp8Operands op = fp8_operands(w, a.workspace);
+    const int64_t row = int64_t(p.heads) * p.head_dim;  // Q8, K8: [B, S, H, D] contiguous
+    ma.q = static_cast<Element const*>(op.q8);
+    ma.k = static_cast<Element const*>(op.k8);
+    ma.v = static_cast<Element const*>(op.vt8);
+    ma.q_stride_seq = row;
+    ma.q_stride_head = p.head_dim;
+    ma.q_stride_batch = row * p.seq_q;
+    ma.k_stride_seq = row;
+    ma.k_stride_head = p.head_dim;
+    ma.k_stride_batch = row * p.seq_k;
+    ma.v_stride_seq = w.seq_k_pad;  // Vt8 [B, H, D, seq_k_pad]: the dim stride
+    ma.v_stride_head = int64_t(p.head_dim) * w.seq_k_pad;
+    ma.v_stride_batch = int64_t(p.heads) * p.head_dim * w.seq_k_pad;
+    ma.q_scale = op.q_scale;
+    ma.k_scale = op.k_scale;
+    ma.v_scale = op.v_scale;
+    ma.q_blocks = w.q_blocks;
+    ma.k_blocks = w.k_blocks;
+    ma.seq_k_pad = w.seq_k_pad;
+  } else {
+    ma.q = static_cast<Element const*>(a.q);
+    ma.k = static_cast<Element const*>(a.k);
+    ma.v = static_cast<Element const*>(a.v);
+    ma.q_stride_batch = p.q_stride_batch;
+    ma.q_stride_seq = p.q_stride_seq;
+    ma.q_stride_head = p.q_stride_head;
+    ma.k_stride_batch = p.k_stride_batch;
+    ma.k_stride_seq = p.k_stride_seq;
+    ma.k_stride_head = p.k_stride_head;
+    ma.v_stride_batch = p.v_stride_batch;
+    ma.v_stride_seq = p.v_stride_seq;
+    ma.v_stride_head = p.v_stride_head;
+  }
 
   typename Kernel::Params params{Kernel::Mainloop::to_params(ma), ep,
                                  sched::AttnTileScheduler(p.seq_q, Traits::kBlockM, p.heads, p.batch, first_m_blocks)};

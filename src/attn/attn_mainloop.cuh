@@ -5,6 +5,11 @@
 // only partial block (ragged sequence end) is the first one and the steady-state loop needs no mask.
 // In the loop, S_j = Q K_j^T and O += P_{j+1} V_{j+1} are issued back to back; softmax of S_j runs
 // while the tensor cores still work on P V.
+//
+// FP8 (Traits::kFp8): the operands are the pre-pass's e4m3 Q, K and V^T (attn_fp8_quant.hpp); each key
+// block's scores are scaled by the block's Q and K scales inside the softmax (OnlineSoftmax kBlockScaled),
+// P is packed to e4m3 in place (acc_to_fp8_operand_a) and the V channel scales are applied once per tile
+// to the normalized output (apply_v_scale).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -21,7 +26,8 @@ namespace xstage::attn {
 
 template <class Traits>
 struct AttnMainloop {
-  using Element = typename Traits::Element;
+  using Element = typename Traits::ElementMma;  // operand type in shared memory
+  static constexpr bool kFp8 = Traits::kFp8;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
@@ -32,10 +38,12 @@ struct AttnMainloop {
   using PipelineKV = typename Traits::PipelineKV;
   using Storage = typename Traits::MainloopStorage;
 
-  // Global tensors as (seq, dim, head, batch); V is read as V^T: (dim, seq, head, batch).
+  // Global tensors as (seq, dim, head, batch); V is read as V^T: (dim, seq, head, batch), contiguous
+  // along dim (bf16: V as stored) or along seq (FP8: the pre-pass's V^T).
   using ShapeT = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
   using StrideT = cute::Stride<int64_t, cute::_1, int64_t, int64_t>;
-  using StrideVtT = cute::Stride<cute::_1, int64_t, int64_t, int64_t>;
+  using StrideVtT = std::conditional_t<kFp8, cute::Stride<int64_t, cute::_1, int64_t, int64_t>,
+                                       cute::Stride<cute::_1, int64_t, int64_t, int64_t>>;
 
   using TmaQ = decltype(cute::make_tma_copy(
       cute::SM90_TMA_LOAD{},
@@ -60,6 +68,12 @@ struct AttnMainloop {
     int seq_k;
     float softmax_scale;
     float scale_log2;
+    // FP8 only: the pre-pass's scales (attn_fp8_quant.hpp) and their per-(batch, head) counts.
+    float const* q_scale;
+    float const* k_scale;
+    float const* v_scale;
+    int q_blocks;
+    int k_blocks;
   };
 
   struct Arguments {
@@ -69,19 +83,33 @@ struct AttnMainloop {
     int batch, seq_q, seq_k, heads;
     int64_t q_stride_batch, q_stride_seq, q_stride_head;  // in elements; the head-dim stride is 1
     int64_t k_stride_batch, k_stride_seq, k_stride_head;
-    int64_t v_stride_batch, v_stride_seq, v_stride_head;
+    int64_t v_stride_batch, v_stride_seq, v_stride_head;  // FP8: V^T's strides, v_stride_seq its dim stride
     float softmax_scale;
+    // FP8 only (v is V^T [B, H, D, seq_k_pad]; seq_k_pad its key extent).
+    float const* q_scale = nullptr;
+    float const* k_scale = nullptr;
+    float const* v_scale = nullptr;
+    int q_blocks = 0;
+    int k_blocks = 0;
+    int seq_k_pad = 0;
   };
 
   static Params to_params(Arguments const& a) {
     using namespace cute;
     const ShapeT shape_q{a.seq_q, kHeadDim, a.heads, a.batch};
     const ShapeT shape_k{a.seq_k, kHeadDim, a.heads, a.batch};
-    const ShapeT shape_vt{kHeadDim, a.seq_k, a.heads, a.batch};
+    const ShapeT shape_vt{kHeadDim, kFp8 ? a.seq_k_pad : a.seq_k, a.heads, a.batch};
     auto mQ = make_tensor(make_gmem_ptr(a.q), shape_q, StrideT{a.q_stride_seq, _1{}, a.q_stride_head, a.q_stride_batch});
     auto mK = make_tensor(make_gmem_ptr(a.k), shape_k, StrideT{a.k_stride_seq, _1{}, a.k_stride_head, a.k_stride_batch});
-    auto mVt =
-        make_tensor(make_gmem_ptr(a.v), shape_vt, StrideVtT{_1{}, a.v_stride_seq, a.v_stride_head, a.v_stride_batch});
+    auto mVt = [&] {
+      if constexpr (kFp8) {
+        return make_tensor(make_gmem_ptr(a.v), shape_vt,
+                           StrideVtT{a.v_stride_seq, _1{}, a.v_stride_head, a.v_stride_batch});
+      } else {
+        return make_tensor(make_gmem_ptr(a.v), shape_vt,
+                           StrideVtT{_1{}, a.v_stride_seq, a.v_stride_head, a.v_stride_batch});
+      }
+    }();
     Params p{
         make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, Shape<BlockM, HeadDimT>{}, _1{}),
         make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}), Shape<BlockN, HeadDimT>{}, _1{}),
@@ -92,7 +120,12 @@ struct AttnMainloop {
         shape_vt,
         a.seq_k,
         a.softmax_scale,
-        a.softmax_scale * 1.4426950408889634f};
+        a.softmax_scale * 1.4426950408889634f,
+        a.q_scale,
+        a.k_scale,
+        a.v_scale,
+        a.q_blocks,
+        a.k_blocks};
     return p;
   }
 
@@ -145,7 +178,7 @@ struct AttnMainloop {
   template <class StateQ, class StateKV, class TensorO, class Softmax>
   static CUTE_DEVICE void mma(Params const& p, Storage& storage, PipelineQ& pipe_q, PipelineKV& pipe_k,
                               PipelineKV& pipe_v, StateQ& q_read, StateKV& k_read, StateKV& v_read, TensorO& acc_o,
-                              Softmax& softmax, int mma_thread_idx) {
+                              Softmax& softmax, int mma_thread_idx, int m_block, int head, int batch) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
@@ -178,12 +211,38 @@ struct AttnMainloop {
     };
 
     Tensor acc_s = partition_fragment_C(mma_qk, Shape<BlockM, BlockN>{});
-    // P in the register layout of the P V A operand; same element order as acc_s.
-    Tensor frag_p = make_tensor<Element>(acc_to_operand_a_layout(acc_s.layout()));
+    // P in the register layout of the P V A operand. bf16: the same element order as acc_s. FP8: the
+    // e4m3 atom's order, V^T's keys permuted to match (acc_to_fp8_operand_a).
+    Tensor frag_p = [&] {
+      if constexpr (kFp8) {
+        return make_tensor<Element>(fp8_operand_a_layout<kBlockN>());
+      } else {
+        return make_tensor<Element>(acc_to_operand_a_layout(acc_s.layout()));
+      }
+    }();
     auto convert_p = [&](auto const& s) {
-      Tensor p_as_s = make_tensor(frag_p.data(), s.layout());
-      CUTE_UNROLL
-      for (int i = 0; i < size(s); ++i) p_as_s(i) = Element(s(i));
+      if constexpr (kFp8) {
+        acc_to_fp8_operand_a(s, frag_p);
+      } else {
+        Tensor p_as_s = make_tensor(frag_p.data(), s.layout());
+        CUTE_UNROLL
+        for (int i = 0; i < size(s); ++i) p_as_s(i) = Element(s(i));
+      }
+    };
+    // FP8: key block j's scores are s_raw x (softmax scale x log2 e x q_scale x k_scale[j]).
+    [[maybe_unused]] float q_scale_log2 = 0.f;
+    [[maybe_unused]] float const* k_scale = nullptr;
+    if constexpr (kFp8) {
+      const int64_t bh = int64_t(batch) * get<2>(p.shape_q) + head;
+      q_scale_log2 = p.scale_log2 * p.q_scale[bh * p.q_blocks + m_block * Traits::kNumMmaWarpGroups + wg];
+      k_scale = p.k_scale + bh * p.k_blocks;
+    }
+    auto block_scale_log2 = [&](int n_block) {
+      if constexpr (kFp8) {
+        return q_scale_log2 * __ldg(k_scale + n_block);
+      } else {
+        return 0.f;
+      }
     };
 
     // First (possibly partial) key block.
@@ -206,12 +265,13 @@ struct AttnMainloop {
         }
       }
     }
-    softmax.template step<true>(acc_s);
+    softmax.template step<true>(acc_s, block_scale_log2(n_blocks - 1));
     convert_p(acc_s);
 
     bool first_pv = true;
     CUTE_NO_UNROLL
     for (int n_block = n_blocks - 2; n_block >= 0; --n_block) {
+      [[maybe_unused]] const float c_j = block_scale_log2(n_block);  // FP8: loaded under the GEMMs
       attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK);
       turn_wait();
       wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s, /*zero_init=*/true);
@@ -222,7 +282,7 @@ struct AttnMainloop {
       warpgroup_wait<1>();  // S of this block is ready; P V of the previous block may still run
       pipe_k.consumer_release(k_read);
       ++k_read;
-      auto rescale = softmax.template step<false>(acc_s);
+      auto rescale = softmax.template step<false>(acc_s, c_j);
       warpgroup_wait<0>();  // P V done: its V stage and the P registers are free
       pipe_v.consumer_release(v_read);
       ++v_read;
@@ -242,6 +302,17 @@ struct AttnMainloop {
     warpgroup_wait<0>();
     pipe_v.consumer_release(v_read);
     ++v_read;
+  }
+
+  // FP8: multiplies the normalized output by V's channel scales (O = P (V8 diag(v_scale))).
+  template <class TensorO>
+  static CUTE_DEVICE void apply_v_scale(Params const& p, TensorO& acc_o, int mma_thread_idx, int head, int batch) {
+    using namespace cute;
+    typename Traits::TiledMmaPV mma_pv;
+    Tensor tOcO = mma_pv.get_thread_slice(mma_thread_idx).partition_C(make_identity_tensor(Shape<BlockM, HeadDimT>{}));
+    float const* v_scale = p.v_scale + (int64_t(batch) * get<2>(p.shape_q) + head) * kHeadDim;
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= __ldg(v_scale + get<1>(tOcO(i)));
   }
 };
 

@@ -1,5 +1,11 @@
 // Online softmax over the S accumulator of one consumer thread (two query rows per thread per 64-row
 // warpgroup slice), in base 2: p = 2^(s * scale_log2 - m * scale_log2), one FFMA and one EX2 per element.
+//
+// kBlockScaled (the FP8 path): each key block's raw scores carry their own factor c_j (softmax scale x
+// log2(e) x the block's Q and K quantization scales), so the running max is kept in the scaled log2
+// domain, and p = 2^(s c_j - m + 8): P is produced with 2^8 headroom, in [0, 256], where e4m3 keeps
+// full precision down to 2^-6 x 256 instead of flushing small probabilities. The headroom cancels in
+// the normalization (the row sum carries it too) and is taken out of the log-sum-exp.
 #pragma once
 
 #include <cmath>
@@ -21,10 +27,11 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-template <int kRows>
+template <int kRows, bool kBlockScaled = false>
 struct OnlineSoftmax {
   static constexpr int kNumRows = kRows;
-  float row_max[kRows];  // running max of raw scores (unscaled)
+  static constexpr float kPLog2Headroom = 8.f;  // kBlockScaled: p carries a factor 2^8
+  float row_max[kRows];  // running max: of raw scores (unscaled), or kBlockScaled: of s c_j (log2 domain)
   float row_sum[kRows];  // running sum of p, per thread; reduced over the quad only at the end
   float scale_log2;      // softmax_scale * log2(e)
   float softmax_scale;
@@ -38,26 +45,67 @@ struct OnlineSoftmax {
   }
 
   // Replaces the scores in acc_s by p and returns, per row, the factor by which the output
-  // accumulated so far must be multiplied (meaningless for the first block).
+  // accumulated so far must be multiplied (meaningless for the first block). block_scale_log2: the
+  // block's c_j (kBlockScaled only).
   template <bool kFirst, class TensorS>
-  __device__ __forceinline__ cute::array<float, kRows> step(TensorS& acc_s) {
+  __device__ __forceinline__ cute::array<float, kRows> step(TensorS& acc_s, float block_scale_log2 = 0.f) {
+    if constexpr (kBlockScaled) {
+      return step_block_scaled<kFirst>(acc_s, block_scale_log2);
+    } else {
+      return step_unscaled<kFirst>(acc_s);
+    }
+  }
+
+  // Four independent max chains (a thread row has 32 columns): max is exact in any order, and the
+  // chains let FMNMX issue back to back instead of waiting on one 32-long dependency chain.
+  template <class TensorRowCol>
+  static __device__ __forceinline__ float row_max_of(TensorRowCol const& s, int r, float seed) {
+    constexpr int kCols = decltype(cute::size<1>(s))::value;
+    static_assert(kCols % 4 == 0);
+    float mc[4] = {seed, s(r, 1), s(r, 2), s(r, 3)};
+    mc[0] = fmaxf(mc[0], s(r, 0));
+    CUTE_UNROLL
+    for (int c = 4; c < kCols; c += 4) {
+      CUTE_UNROLL
+      for (int k = 0; k < 4; ++k) mc[k] = fmaxf(mc[k], s(r, c + k));
+    }
+    return quad_max(fmaxf(fmaxf(mc[0], mc[1]), fmaxf(mc[2], mc[3])));
+  }
+
+  template <bool kFirst, class TensorS>
+  __device__ __forceinline__ cute::array<float, kRows> step_block_scaled(TensorS& acc_s, float c_j) {
     auto s = cute::make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
     static_assert(decltype(cute::size<0>(s))::value == kRows);
     cute::array<float, kRows> rescale;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      // Four independent max chains (a thread row has 32 columns): max is exact in any order, and the
-      // chains let FMNMX issue back to back instead of waiting on one 32-long dependency chain.
       constexpr int kCols = decltype(cute::size<1>(s))::value;
-      static_assert(kCols % 4 == 0);
-      float mc[4] = {row_max[r], s(r, 1), s(r, 2), s(r, 3)};
-      mc[0] = fmaxf(mc[0], s(r, 0));
+      // c_j > 0, so the max of s c_j is c_j times the max of s.
+      const float m = fmaxf(row_max[r], row_max_of(s, r, -INFINITY) * c_j);
+      rescale[r] = kFirst || m == row_max[r] ? 1.f : gpu::ex2_approx_ftz(row_max[r] - m);
+      row_max[r] = m;
+      const float bias = kPLog2Headroom - m;
+      float sum = 0.f;
       CUTE_UNROLL
-      for (int c = 4; c < kCols; c += 4) {
-        CUTE_UNROLL
-        for (int k = 0; k < 4; ++k) mc[k] = fmaxf(mc[k], s(r, c + k));
+      for (int c = 0; c < kCols; ++c) {
+        const float p = gpu::ex2_approx_ftz(__fmaf_rn(s(r, c), c_j, bias));
+        s(r, c) = p;
+        sum += p;
       }
-      float m = quad_max(fmaxf(fmaxf(mc[0], mc[1]), fmaxf(mc[2], mc[3])));
+      row_sum[r] = kFirst ? sum : __fmaf_rn(row_sum[r], rescale[r], sum);
+    }
+    return rescale;
+  }
+
+  template <bool kFirst, class TensorS>
+  __device__ __forceinline__ cute::array<float, kRows> step_unscaled(TensorS& acc_s) {
+    auto s = cute::make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
+    static_assert(decltype(cute::size<0>(s))::value == kRows);
+    cute::array<float, kRows> rescale;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      constexpr int kCols = decltype(cute::size<1>(s))::value;
+      const float m = row_max_of(s, r, row_max[r]);
       // Every row has a finite score in its first block (at least one key is valid), so m is finite.
       const float m_scaled = m * scale_log2;
       // Exactly 1 when the running max did not move (the common case once a few key blocks are in),
@@ -105,7 +153,11 @@ struct OnlineSoftmax {
       const float inv = 1.f / sum;
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(o); ++c) o(r, c) *= inv;
-      lse[r] = row_max[r] * softmax_scale + logf(sum);
+      if constexpr (kBlockScaled) {
+        lse[r] = (row_max[r] - kPLog2Headroom) * 0.6931471805599453f + logf(sum);
+      } else {
+        lse[r] = row_max[r] * softmax_scale + logf(sum);
+      }
     }
     return lse;
   }

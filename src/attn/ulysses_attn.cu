@@ -1,5 +1,6 @@
 // The fused attention + post-attention All-to-All kernels (head dim 128 only): two instantiations of the
-// same kernel template as the local path, the TMA bulk-store epilogue piggyback and completion-coupled.
+// same kernel template as the local path, the TMA bulk-store epilogue piggyback and completion-coupled;
+// the FP8 pair is in ulysses_attn_fp8.cu.
 #include <string>
 
 #include "attn_epilogue_a2a.cuh"
@@ -51,6 +52,7 @@ cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogu
   if (e != cudaSuccess) return e;
   if (attn_fused_a2a_grid(args.problem, device) > kA2AMaxCtas) return cudaErrorInvalidValue;
   const int f = ep.first_m_blocks;
+  if (a.precision == AttnPrecision::kFp8) return attn_forward_fused_a2a_fp8(a, ep, mode, stream);
   switch (mode) {
     case FusedEpilogue::kPiggybackTma:
       return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false>>(a, ep, stream, f);

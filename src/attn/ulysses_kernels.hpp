@@ -1,6 +1,6 @@
 // Kernels of the Ulysses attention layer (host interface): the fused attention + post-attention
 // All-to-All, the stand-alone remote-store All-to-All, the consumer-side wait, and the head-block
-// copies that pack/unpack NCCL's contiguous per-peer chunks. bf16, head_dim 128 for the fused kernels.
+// copies that pack/unpack NCCL's contiguous per-peer chunks. bf16 in and out (bf16 or FP8 operands), head_dim 128 for the fused kernels.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,10 @@ enum class FusedEpilogue {
 std::string attn_fused_a2a_can_implement(const AttnForwardArgs& args, const A2AEpilogueParams& ep);
 cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogueParams& ep, FusedEpilogue mode,
                                    cudaStream_t stream);
+// The FP8 pair (ulysses_attn_fp8.cu), called by attn_forward_fused_a2a for args.precision kFp8 after its
+// checks: quantizes into args.workspace, then launches.
+cudaError_t attn_forward_fused_a2a_fp8(const AttnForwardArgs& args, const A2AEpilogueParams& ep, FusedEpilogue mode,
+                                       cudaStream_t stream);
 // CTAs of the fused kernel's persistent grid (each publishes one flag per receiver).
 int attn_fused_a2a_grid(const AttnForwardProblem& p, int device);
 

@@ -82,7 +82,7 @@ std::vector<float> attn_gather_rows(const AttnForwardProblem& p, const uint16_t*
 
 AttnErrorStats attn_compare(const std::vector<float>& x, const std::vector<float>& ref) {
   AttnErrorStats st;
-  double num = 0, den = 0;
+  double num = 0, den = 0, l1 = 0, l1_ref = 0, dot = 0, xx = 0;
   for (size_t i = 0; i < x.size() && i < ref.size(); ++i) {
     if (!std::isfinite(x[i])) {
       ++st.non_finite;
@@ -91,10 +91,19 @@ AttnErrorStats attn_compare(const std::vector<float>& x, const std::vector<float
     const double diff = double(x[i]) - double(ref[i]);
     num += diff * diff;
     den += double(ref[i]) * double(ref[i]);
+    l1 += std::fabs(diff);
+    l1_ref += std::fabs(double(ref[i]));
+    dot += double(x[i]) * double(ref[i]);
+    xx += double(x[i]) * double(x[i]);
     st.max_abs = std::max(st.max_abs, std::fabs(diff));
   }
   st.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  if (st.non_finite > 0) st.rel_l2 = std::numeric_limits<double>::infinity();
+  st.rel_l1 = l1_ref > 0 ? l1 / l1_ref : l1;
+  st.cosine = xx > 0 && den > 0 ? dot / std::sqrt(xx * den) : (xx == den ? 1.0 : 0.0);
+  if (st.non_finite > 0) {
+    st.rel_l2 = st.rel_l1 = std::numeric_limits<double>::infinity();
+    st.cosine = 0;
+  }
   return st;
 }
 

@@ -24,6 +24,7 @@ __attribute__((weak)) void add_attn_ulysses(CLI::App* attn);
 namespace {
 
 struct BenchOptions : xstage::testing::AttnBenchOptions {
+  std::string precision_name = "bf16";
   bool json = false;
   bool force = false;
   std::string out;
@@ -33,6 +34,13 @@ struct BenchOptions : xstage::testing::AttnBenchOptions {
 void run_bench(const BenchOptions& opt) {
   if (!xstage::sched::attn_head_dim_supported(opt.head_dim)) {
     throw xstage::InputError(fmt::format("--head-dim: unsupported value {} (supported: 64, 128)", opt.head_dim));
+  }
+  xstage::attn::AttnPrecision precision{};
+  if (!xstage::attn::attn_precision_from_name(opt.precision_name, &precision)) {
+    throw xstage::InputError(fmt::format("--precision: unsupported value '{}' (accepted: bf16, fp8)", opt.precision_name));
+  }
+  if (precision == xstage::attn::AttnPrecision::kFp8 && opt.head_dim != 128) {
+    throw xstage::InputError(fmt::format("--precision fp8: --head-dim {} (the FP8 kernel supports 128)", opt.head_dim));
   }
   const int seq_kv_checked = opt.seq_kv > 0 ? opt.seq_kv : opt.seq;
   // Element counts of the largest buffers in 64-bit integers (each tensor is b x s x h x d bf16).
@@ -47,6 +55,7 @@ void run_bench(const BenchOptions& opt) {
 
   xstage::testing::AttnBenchOptions run = opt;
   run.keep_inputs = !opt.dump_dir.empty();
+  run.precision = precision;
   xstage::testing::AttnBenchResult r = xstage::testing::run_attn_bench(run);
   xstage::cli::stamp_json(r.json, "xstage.attn.bench/1");
   // The dump is written once the whole run has succeeded, beside --out, so a failure leaves neither.
@@ -62,7 +71,7 @@ void run_bench(const BenchOptions& opt) {
 }
 
 void add_attn(CLI::App& root) {
-  CLI::App* attn = root.add_subcommand("attn", "Attention forward kernel (Hopper, bf16): check and benchmark");
+  CLI::App* attn = root.add_subcommand("attn", "Attention forward kernel (Hopper, bf16 or FP8): check and benchmark");
   attn->require_subcommand(1);
   auto opt = std::make_shared<BenchOptions>();
   CLI::App* bench = attn->add_subcommand("bench", "Check against the host reference, then time (median of many runs)");
@@ -78,6 +87,9 @@ void add_attn(CLI::App& root) {
   bench->add_option("--device", opt->device, "CUDA device ordinal")->check(xstage::cli::kNonNegative);
   xstage::cli::add_seed_option(bench, opt->seed, "Input seed");
   bench->add_flag("--lse", opt->lse, "Also write and check the log-sum-exp output");
+  bench->add_option("--precision", opt->precision_name,
+                    "Operand precision: bf16, or fp8 (e4m3 GEMMs after a quantization pre-pass counted in the "
+                    "time; head dim 128)");
   xstage::cli::add_json_option(bench, opt->json, "Print the result as JSON");
   xstage::cli::add_out_option(bench, opt->out, "Also write the JSON result to this file");
   xstage::cli::add_force_option(bench, opt->force, "Replace --out and the --dump files if they exist");

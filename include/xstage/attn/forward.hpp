@@ -1,7 +1,16 @@
 // Public host API of the attention forward kernel (bf16 in/out, fp32 accumulation, non-causal) over
 // caller-owned device buffers and the caller's stream. The CLI, the tests and the C ABI call it.
+//
+// Precision. kBf16 multiplies bf16 operands. kFp8 (head_dim 128) multiplies e4m3 operands on FP8 GMMA,
+// twice the tensor rate, from the same bf16 q, k, v: a pre-pass on the same stream quantizes them into
+// a caller-provided workspace (attn_forward_workspace_bytes), and its cost is part of every call.
+//   Q: one scale per 64 query rows of a (batch, head); K: its mean over the sequence subtracted per
+//   channel (softmax is unchanged by it), then one scale per 128 keys; V: one scale per channel of a
+//   (batch, head); P: e4m3 with 2^8 headroom (p in [0, 256]); accumulation fp32; output bf16.
+// docs/attn_fp8.md has the measured accuracy and speed and why each scale is where it is.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -24,6 +33,13 @@ struct AttnForwardProblem {
   float softmax_scale = 0.f;  // 0 selects 1/sqrt(head_dim)
 };
 
+enum class AttnPrecision : int { kBf16 = 0, kFp8 = 1 };
+
+// "bf16" or "fp8"; nullptr for a value outside the enum.
+const char* attn_precision_name(AttnPrecision precision);
+// Parses "bf16" / "fp8"; false (and *precision untouched) for anything else.
+bool attn_precision_from_name(const std::string& name, AttnPrecision* precision);
+
 struct AttnForwardArgs {
   AttnForwardProblem problem;
   const void* q = nullptr;  // bf16
@@ -31,9 +47,16 @@ struct AttnForwardArgs {
   const void* v = nullptr;
   void* o = nullptr;        // bf16, same element strides as given in problem
   float* lse = nullptr;     // optional [batch, heads, seq_q] fp32, natural-log log-sum-exp
+  AttnPrecision precision = AttnPrecision::kBf16;
+  void* workspace = nullptr;   // kFp8: device memory of attn_forward_workspace_bytes, 256-byte aligned,
+  size_t workspace_bytes = 0;  // not used by another call on another stream at the same time
 };
 
 AttnForwardProblem make_bshd_problem(int batch, int seq_q, int seq_k, int heads, int head_dim);
+
+// Device bytes the call needs as args.workspace: 0 for kBf16; for kFp8 the e4m3 copies of q, k and V^T
+// and their scales.
+size_t attn_forward_workspace_bytes(const AttnForwardProblem& p, AttnPrecision precision);
 
 // Empty when the kernel can run the problem; otherwise the reason, naming the offending field.
 std::string attn_forward_can_implement(const AttnForwardArgs& args);

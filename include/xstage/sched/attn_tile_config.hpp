@@ -21,6 +21,12 @@ constexpr AttnTileConfig attn_tile_config(int head_dim) {
   return AttnTileConfig{128, 128, 2, 2, true};
 }
 
+// The FP8 kernel (head_dim 128): e4m3 tiles are half the bytes, so a longer key block fits in two stages
+// (128 x 224: Q 16 KiB + 2 x (K + V) 112 KiB + the epilogue's staging), and it spends the softmax's
+// fixed per-block costs (row-max shuffles, barriers, pipeline waits) over more keys. block_n is also the
+// key block of one K quantization scale, and a multiple of 32 (the P V GEMM's k step).
+constexpr AttnTileConfig attn_fp8_tile_config(int /*head_dim*/) { return AttnTileConfig{128, 128, 2, 2, true}; }
+
 constexpr int attn_smem_operand_bytes(int head_dim) {
   const AttnTileConfig c = attn_tile_config(head_dim);
   return 2 * head_dim * (c.block_m + 2 * c.kv_stages * c.block_n);

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "xstage/attn/forward.hpp"
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +28,7 @@ struct AttnBenchOptions {
   int device = 0;
   long long seed = -1;  // -1: fresh
   bool lse = false;
+  xstage::attn::AttnPrecision precision = xstage::attn::AttnPrecision::kBf16;
   bool keep_inputs = false;  // return q, k, v, o of the checked run (AttnBenchResult::dumps)
 };
 

@@ -35,6 +35,8 @@ std::vector<float> attn_gather_rows(const AttnForwardProblem& p, const uint16_t*
 
 struct AttnErrorStats {
   double rel_l2 = 0;        // ||x - ref|| / ||ref||
+  double rel_l1 = 0;        // sum |x - ref| / sum |ref|
+  double cosine = 1;        // x . ref / (||x|| ||ref||)
   double max_abs = 0;       // max |x - ref|
   size_t non_finite = 0;    // NaN or Inf in x (unwritten elements are poisoned with NaN)
 };
