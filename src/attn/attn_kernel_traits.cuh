@@ -78,8 +78,13 @@ struct AttnKernelTraits {
   using SmemLayoutVtBf16 = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<ElementMma>{},
                                                         cute::Shape<HeadDimT, BlockN, cute::Int<kStages>>{},
                                                         cute::Step<cute::_2, cute::_1, cute::_3>{}));
-  using SmemLayoutVtFp8 = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<ElementMma>{},
-                                                       cute::Shape<HeadDimT, BlockN, cute::Int<kStages>>{}));
+  // Its rows are block_n bytes: the widest swizzle atom that divides them (128 x 128 B for block_n 128).
+  using VtAtomFp8 = std::conditional_t<
+      kBlockN % 128 == 0, cute::GMMA::Layout_K_SW128_Atom<ElementMma>,
+      std::conditional_t<kBlockN % 64 == 0, cute::GMMA::Layout_K_SW64_Atom<ElementMma>,
+                         cute::GMMA::Layout_K_SW32_Atom<ElementMma>>>;
+  using SmemLayoutVtFp8 =
+      decltype(cute::tile_to_shape(VtAtomFp8{}, cute::Shape<HeadDimT, BlockN, cute::Int<kStages>>{}));
   using SmemLayoutVt = std::conditional_t<Fp8, SmemLayoutVtFp8, SmemLayoutVtBf16>;
 
   static constexpr int kBytesQ = kBlockM * kHeadDim * int(sizeof(ElementMma));
