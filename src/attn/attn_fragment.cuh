@@ -46,7 +46,9 @@ CUTE_HOST_DEVICE constexpr auto fp8_operand_a_layout() {
 template <class TensorS, class TensorP>
 CUTE_DEVICE void acc_to_fp8_operand_a(TensorS const& acc_s, TensorP& frag_p) {
   using namespace cute;
-  constexpr int kChunks = decltype(size<0, 2>(acc_s))::value;  // 8-column chunks
+  // 8-column chunks over all of the accumulator's N modes: a compact ((2, 2, N/8), 1, MMA_N) layout
+  // numbers its values pair + 2 row8 + 4 chunk whatever the GMMA atom's N.
+  constexpr int kChunks = decltype(size(acc_s))::value / 4;
   static_assert(decltype(size(frag_p))::value == 4 * kChunks, "one byte per accumulator value");
   Tensor regs = recast<uint32_t>(frag_p);
   auto pair = [&](int row8, int chunk) -> uint32_t {
