@@ -2,11 +2,13 @@
 // five launches of four memory-bound kernels on the caller's stream, deterministic (reductions in a fixed order).
 //   1. kv_stats:    per (b, h, chunk of kFp8StatRows rows): sum of K and max |V| per channel
 //   2. kv_finalize: per (b, h): K's mean and V's channel scales from the partials, in chunk order
-//   3. quant_rows:  per (b, h, block of Q or K rows): the block's max |x| (K: x - mean), its scale, e4m3
+//   3. quant_rows:  per (b, h, block of Q or K rows): max |x| (K: x - mean) per row (Q) or per block (K),
+//                   the scale, s8 (or e4m3)
 //   4. quant_vt:    per (b, h, group of 32 keys): V^T / v_scale in e4m3, keys in slot order
 #include "attn_fp8_quant.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -20,7 +22,22 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-__device__ __forceinline__ float block_scale_of(float amax) { return amax > 0.f ? amax / kFp8Max : 1.f; }
+__device__ __forceinline__ float block_scale_of(float amax, float qmax = kFp8Max) {
+  return amax > 0.f ? amax / qmax : 1.f;
+}
+
+using QkOut = std::conditional_t<kFp8QkInt8, int8_t, __nv_fp8_e4m3>;
+
+// Four values, already divided by their scale, as four Q8 / K8 bytes (round to nearest even; saturating).
+__device__ __forceinline__ uint32_t pack_qk4(float a, float b, float c, float d) {
+  if constexpr (kFp8QkInt8) {
+    auto byte = [](float x) { return uint32_t(uint8_t(int8_t(max(-127, min(127, __float2int_rn(x)))))); };
+    return byte(a) | byte(b) << 8 | byte(c) << 16 | byte(d) << 24;
+  } else {
+    return uint32_t(__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3)) |
+           uint32_t(__nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3)) << 16;
+  }
+}
 
 // Strided bf16 [B, S, H, D] source.
 struct BshdIn {
@@ -80,20 +97,22 @@ __global__ void __launch_bounds__(kD) kv_finalize_kernel(const float* k_sum, con
   v_scale[int64_t(bh) * kD + d] = block_scale_of(vmax);
 }
 
-// grid (blocks, B*H), 256 threads; each thread holds kRows * kD / 8 / 256 vectors of 8 channels.
-// mean: nullptr (Q) or K's [B*H, kD] mean. Rows past seq are zeros (their scale: the block's others).
-template <int kD, int kRows>
+// grid (blocks, B*H), 256 threads; each thread holds kRows * kD / 8 / 256 vectors of 8 channels, the kD / 8
+// threads of a row consecutive lanes of one warp. mean: nullptr (Q) or K's [B*H, kD] mean. kPerRow: one
+// scale per row (scale[bh * scales + row]), else one per block (scale[bh * scales + block]). Rows past seq
+// are zeros: their per-row scale is 1, and they do not change a block's.
+template <int kD, int kRows, bool kPerRow>
 __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, int seq, const float* mean,
-                                                         __nv_fp8_e4m3* out, float* scale, int blocks) {
+                                                         QkOut* out, float* scale, int scales) {
   constexpr int kVecPerRow = kD / 8;
   constexpr int kVec = kRows * kVecPerRow / 256;
-  static_assert(kVec * 256 == kRows * kVecPerRow);
+  static_assert(kVec * 256 == kRows * kVecPerRow && 32 % kVecPerRow == 0);
   const int blk = blockIdx.x, bh = blockIdx.y, b = bh / heads, h = bh % heads;
   const int col = (threadIdx.x % kVecPerRow) * 8;  // the same 8 channels for all of a thread's vectors
   float mu[8];
   for (int i = 0; i < 8; ++i) mu[i] = mean ? mean[int64_t(bh) * kD + col + i] : 0.f;
   float vals[kVec][8];
-  float amax = 0.f;
+  float amax = 0.f, row_amax[kVec];
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
     const int r = (threadIdx.x + v * 256) / kVecPerRow;
@@ -111,30 +130,40 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
 #pragma unroll
       for (int i = 0; i < 8; ++i) vals[v][i] = 0.f;
     }
+    float m = 0.f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(vals[v][i]));
+    for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(vals[v][i]));
+    // The row's kVecPerRow lanes are consecutive and aligned within the warp.
+    for (int o = kVecPerRow / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    row_amax[v] = m;
+    amax = fmaxf(amax, m);
   }
-  for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  __shared__ float warp_max[8];
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
-  __syncthreads();
-  amax = 0.f;
-  for (int w = 0; w < 8; ++w) amax = fmaxf(amax, warp_max[w]);
-  const float sc = block_scale_of(amax);
-  const float inv = 1.f / sc;
-  if (threadIdx.x == 0) scale[int64_t(bh) * blocks + blk] = sc;
+  float block_inv = 0.f;
+  if constexpr (!kPerRow) {
+    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    __shared__ float warp_max[8];
+    if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+    __syncthreads();
+    amax = 0.f;
+    for (int w = 0; w < 8; ++w) amax = fmaxf(amax, warp_max[w]);
+    const float sc = block_scale_of(amax, kFp8QkMax);
+    block_inv = 1.f / sc;
+    if (threadIdx.x == 0) scale[int64_t(bh) * scales + blk] = sc;
+  }
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
     const int r = (threadIdx.x + v * 256) / kVecPerRow;
     const int s = blk * kRows + r;
+    float inv = block_inv;
+    if constexpr (kPerRow) {
+      const float sc = block_scale_of(row_amax[v], kFp8QkMax);
+      inv = 1.f / sc;
+      if (threadIdx.x % kVecPerRow == 0) scale[int64_t(bh) * scales + s] = sc;
+    }
     if (s >= seq) continue;
     uint2 packed;
-    uint16_t* p16 = reinterpret_cast<uint16_t*>(&packed);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      p16[i] = __nv_cvt_float2_to_fp8x2(make_float2(vals[v][2 * i] * inv, vals[v][2 * i + 1] * inv), __NV_SATFINITE,
-                                        __NV_E4M3);
-    }
+    packed.x = pack_qk4(vals[v][0] * inv, vals[v][1] * inv, vals[v][2] * inv, vals[v][3] * inv);
+    packed.y = pack_qk4(vals[v][4] * inv, vals[v][5] * inv, vals[v][6] * inv, vals[v][7] * inv);
     *reinterpret_cast<uint2*>(out + ((int64_t(b) * seq + s) * heads + h) * kD + col) = packed;
   }
 }
@@ -191,12 +220,13 @@ cudaError_t quantize(const AttnForwardArgs& a, const Fp8Workspace& w, cudaStream
   auto* v_scale = reinterpret_cast<float*>(base + w.v_scale);
   kv_stats_kernel<kD><<<dim3(w.stat_chunks, bh), kD * 2, 0, stream>>>(k, v, p.heads, p.seq_k, k_sum, v_max);
   kv_finalize_kernel<kD><<<bh, kD, 0, stream>>>(k_sum, v_max, w.stat_chunks, p.seq_k, k_mean, v_scale);
-  quant_rows_kernel<kD, kFp8QBlock><<<dim3(w.q_blocks, bh), 256, 0, stream>>>(
-      q, p.heads, p.seq_q, nullptr, reinterpret_cast<__nv_fp8_e4m3*>(base + w.q8),
-      reinterpret_cast<float*>(base + w.q_scale), w.q_blocks);
-  quant_rows_kernel<kD, kFp8KBlock><<<dim3(w.k_blocks, bh), 256, 0, stream>>>(
-      k, p.heads, p.seq_k, k_mean, reinterpret_cast<__nv_fp8_e4m3*>(base + w.k8),
-      reinterpret_cast<float*>(base + w.k_scale), w.k_blocks);
+  constexpr int kQRowsPerCta = 64;
+  quant_rows_kernel<kD, kQRowsPerCta, true><<<dim3(w.q_rows / kQRowsPerCta, bh), 256, 0, stream>>>(
+      q, p.heads, p.seq_q, nullptr, reinterpret_cast<QkOut*>(base + w.q8), reinterpret_cast<float*>(base + w.q_scale),
+      w.q_rows);
+  quant_rows_kernel<kD, kFp8KBlock, false><<<dim3(w.k_blocks, bh), 256, 0, stream>>>(
+      k, p.heads, p.seq_k, k_mean, reinterpret_cast<QkOut*>(base + w.k8), reinterpret_cast<float*>(base + w.k_scale),
+      w.k_blocks);
   quant_vt_kernel<kD><<<dim3(w.seq_k_pad / kFp8KeyGroup, bh), 256, 0, stream>>>(v, p.heads, p.seq_k, w.seq_k_pad, v_scale,
                                                                 reinterpret_cast<__nv_fp8_e4m3*>(base + w.vt8));
   return cudaGetLastError();
@@ -208,8 +238,8 @@ Fp8Workspace fp8_workspace_layout(const AttnForwardProblem& p) {
   Fp8Workspace w;
   const size_t bh = size_t(p.batch) * p.heads, d = size_t(p.head_dim);
   const int block_m = sched::attn_tile_config(p.head_dim).block_m;
-  // Whole tiles of query blocks: the kernel's last tile reads a scale for each of its warpgroups.
-  w.q_blocks = (p.seq_q + block_m - 1) / block_m * (block_m / kFp8QBlock);
+  // Whole tiles of query rows: the kernel's last tile reads a scale for each of its rows.
+  w.q_rows = (p.seq_q + block_m - 1) / block_m * block_m;
   w.k_blocks = (p.seq_k + kFp8KBlock - 1) / kFp8KBlock;
   w.seq_k_pad = w.k_blocks * kFp8KBlock;
   w.stat_chunks = (p.seq_k + kFp8StatRows - 1) / kFp8StatRows;
@@ -222,7 +252,7 @@ Fp8Workspace fp8_workspace_layout(const AttnForwardProblem& p) {
   w.q8 = take(bh * p.seq_q * d);
   w.k8 = take(bh * p.seq_k * d);
   w.vt8 = take(bh * d * w.seq_k_pad);
-  w.q_scale = take(bh * w.q_blocks * sizeof(float));
+  w.q_scale = take(bh * w.q_rows * sizeof(float));
   w.k_scale = take(bh * w.k_blocks * sizeof(float));
   w.v_scale = take(bh * d * sizeof(float));
   w.k_mean = take(bh * d * sizeof(float));

@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int t = scheduler.first_tile(blockIdx.x); scheduler.valid(t); t = scheduler.next_tile(t, gridDim.x)) {
       const sched::AttnTile tile = scheduler.tile(t);
       Tensor acc_o = partition_fragment_C(mma_pv, Shape<typename Traits::BlockM, typename Traits::HeadDimT>{});
-      OnlineSoftmax<2, Traits::kFp8> softmax(params.mainloop.softmax_scale, params.mainloop.scale_log2);
+      OnlineSoftmax<2, Traits::kFp8, Traits::kQkInt8> softmax(params.mainloop.softmax_scale, params.mainloop.scale_log2);
       Mainloop::mma(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read, v_read, acc_o, softmax,
                     mma_thread_idx, tile.m_block, tile.head, tile.batch);
       auto lse = softmax.finalize(acc_o);

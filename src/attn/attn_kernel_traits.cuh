@@ -1,8 +1,8 @@
 // Compile-time description of the attention forward kernel: tile shapes, shared-memory layouts,
 // GMMA tiled MMAs and pipelines. One instantiation per head dimension and operand precision.
 //
-// Operand precision (kFp8): bf16 Q, K, V in shared memory, or their e4m3 quantization
-// (attn_fp8_quant.hpp). FP8 GMMA reads both operands K-major, so the FP8 path keeps V as V^T with the
+// Operand precision (kFp8): bf16 Q, K, V in shared memory, or their 8-bit quantization
+// (attn_fp8_quant.hpp): Q and K in s8 (kFp8QkInt8; S accumulates in int32), V in e4m3. FP8 GMMA reads both operands K-major, so the FP8 path keeps V as V^T with the
 // key index contiguous (a layout the quantization pre-pass writes); the bf16 path reads V as stored,
 // the MN-major B operand of P V. The output (Element) is bf16 in both.
 #pragma once
@@ -28,8 +28,11 @@ struct AttnKernelTraits {
                                                  sched::attn_tile_config(HeadDim).mma_warpgroups, WgGemmOrder};
   static constexpr bool kFp8 = Fp8;
   using Element = cutlass::bfloat16_t;  // the output tile (and the operands of the bf16 path)
-  using ElementMma = std::conditional_t<Fp8, cutlass::float_e4m3_t, cutlass::bfloat16_t>;  // Q, K, V operands
+  using ElementMma = std::conditional_t<Fp8, cutlass::float_e4m3_t, cutlass::bfloat16_t>;  // V (and P) operands
+  static constexpr bool kQkInt8 = Fp8 && kFp8QkInt8;
+  using ElementQK = std::conditional_t<kQkInt8, int8_t, ElementMma>;  // Q, K operands
   using ElementAccum = float;
+  using ElementAccumQK = std::conditional_t<kQkInt8, int32_t, float>;
 
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = kConfig.block_m;
@@ -62,7 +65,7 @@ struct AttnKernelTraits {
   static constexpr auto kMajorVt = Fp8 ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
   using AtomLayoutMma = cute::Layout<cute::Shape<cute::Int<kNumMmaWarpGroups>, cute::_1, cute::_1>>;
   using TiledMmaQK = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<ElementMma, ElementMma, ElementAccum, cute::Shape<cute::_64, BlockN, HeadDimT>>(),
+      cute::GMMA::ss_op_selector<ElementQK, ElementQK, ElementAccumQK, cute::Shape<cute::_64, BlockN, HeadDimT>>(),
       AtomLayoutMma{}));
   using TiledMmaPV = decltype(cute::make_tiled_mma(
       cute::GMMA::rs_op_selector<ElementMma, ElementMma, ElementAccum, cute::Shape<cute::_64, HeadDimT, BlockN>,
@@ -70,8 +73,8 @@ struct AttnKernelTraits {
       AtomLayoutMma{}));
 
   using SmemLayoutQ =
-      decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<ElementMma>{}, cute::Shape<BlockM, HeadDimT>{}));
-  using SmemLayoutK = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<ElementMma>{},
+      decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<ElementQK>{}, cute::Shape<BlockM, HeadDimT>{}));
+  using SmemLayoutK = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<ElementQK>{},
                                                    cute::Shape<BlockN, HeadDimT, cute::Int<kStages>>{}));
   // V is held as V^T (head_dim x kv rows). bf16: contiguous along head_dim (V as stored), the MN-major
   // B operand of P V. FP8: contiguous along the keys (the pre-pass's V^T), the K-major B operand.
@@ -87,15 +90,16 @@ struct AttnKernelTraits {
       decltype(cute::tile_to_shape(VtAtomFp8{}, cute::Shape<HeadDimT, BlockN, cute::Int<kStages>>{}));
   using SmemLayoutVt = std::conditional_t<Fp8, SmemLayoutVtFp8, SmemLayoutVtBf16>;
 
-  static constexpr int kBytesQ = kBlockM * kHeadDim * int(sizeof(ElementMma));
+  static_assert(sizeof(ElementQK) == sizeof(ElementMma), "one K and V stage size (kBytesKV)");
+  static constexpr int kBytesQ = kBlockM * kHeadDim * int(sizeof(ElementQK));
   static constexpr int kBytesKV = kBlockN * kHeadDim * int(sizeof(ElementMma));
 
   using PipelineQ = cutlass::PipelineTmaAsync<1>;
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
 
   struct MainloopStorage {
-    cute::array_aligned<ElementMma, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
-    cute::array_aligned<ElementMma, cute::cosize_v<SmemLayoutK>, 1024> smem_k;
+    cute::array_aligned<ElementQK, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
+    cute::array_aligned<ElementQK, cute::cosize_v<SmemLayoutK>, 1024> smem_k;
     cute::array_aligned<ElementMma, cute::cosize_v<SmemLayoutVt>, 1024> smem_v;
     typename PipelineQ::SharedStorage pipe_q;
     typename PipelineKV::SharedStorage pipe_k;

@@ -72,12 +72,12 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
   ma.softmax_scale = p.softmax_scale > 0.f ? p.softmax_scale : 1.f / std::sqrt(float(p.head_dim));
   if constexpr (Traits::kFp8) {
     // The operands are the pre-pass's (the caller ran fp8_quantize into a.workspace on this stream).
-    static_assert(Traits::kBlockN == kFp8KBlock && Traits::kBlockM % kFp8QBlock == 0);
+    static_assert(Traits::kBlockN == kFp8KBlock);
     const Fp8Workspace w = fp8_workspace_layout(p);
     const Fp8Operands op = fp8_operands(w, a.workspace);
     const int64_t row = int64_t(p.heads) * p.head_dim;  // Q8, K8: [B, S, H, D] contiguous
-    ma.q = static_cast<Element const*>(op.q8);
-    ma.k = static_cast<Element const*>(op.k8);
+    ma.q = static_cast<typename Traits::ElementQK const*>(op.q8);
+    ma.k = static_cast<typename Traits::ElementQK const*>(op.k8);
     ma.v = static_cast<Element const*>(op.vt8);
     ma.q_stride_seq = row;
     ma.q_stride_head = p.head_dim;
@@ -91,7 +91,7 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
     ma.q_scale = op.q_scale;
     ma.k_scale = op.k_scale;
     ma.v_scale = op.v_scale;
-    ma.q_blocks = w.q_blocks;
+    ma.q_rows = w.q_rows;
     ma.k_blocks = w.k_blocks;
     ma.seq_k_pad = w.seq_k_pad;
   } else {

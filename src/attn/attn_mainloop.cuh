@@ -6,8 +6,9 @@
 // In the loop, S_j = Q K_j^T and O += P_{j+1} V_{j+1} are issued back to back; softmax of S_j runs
 // while the tensor cores still work on P V.
 //
-// FP8 (Traits::kFp8): the operands are the pre-pass's e4m3 Q, K and V^T (attn_fp8_quant.hpp); each key
-// block's scores are scaled by the block's Q and K scales inside the softmax (OnlineSoftmax kBlockScaled),
+// FP8 (Traits::kFp8): the operands are the pre-pass's s8 Q and K and e4m3 V^T (attn_fp8_quant.hpp); the
+// int32 scores become floats in place (one IADD each, attn_fp8_quant.hpp), each key block's scores are
+// scaled by the rows' Q scales and the block's K scale inside the softmax (OnlineSoftmax kBlockScaled),
 // P is packed to e4m3 in place (acc_to_fp8_operand_a) and the V channel scales are applied once per tile
 // to the normalized output (apply_v_scale).
 #pragma once
@@ -26,7 +27,8 @@ namespace xstage::attn {
 
 template <class Traits>
 struct AttnMainloop {
-  using Element = typename Traits::ElementMma;  // operand type in shared memory
+  using Element = typename Traits::ElementMma;  // V's operand type in shared memory
+  using ElementQK = typename Traits::ElementQK;  // Q's and K's
   static constexpr bool kFp8 = Traits::kFp8;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
@@ -47,11 +49,11 @@ struct AttnMainloop {
 
   using TmaQ = decltype(cute::make_tma_copy(
       cute::SM90_TMA_LOAD{},
-      cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}),
+      cute::make_tensor(cute::make_gmem_ptr(static_cast<ElementQK const*>(nullptr)), ShapeT{}, StrideT{}),
       typename Traits::SmemLayoutQ{}, cute::Shape<BlockM, HeadDimT>{}, cute::_1{}));
   using TmaK = decltype(cute::make_tma_copy(
       cute::SM90_TMA_LOAD{},
-      cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}),
+      cute::make_tensor(cute::make_gmem_ptr(static_cast<ElementQK const*>(nullptr)), ShapeT{}, StrideT{}),
       cute::take<0, 2>(typename Traits::SmemLayoutK{}), cute::Shape<BlockN, HeadDimT>{}, cute::_1{}));
   using TmaV = decltype(cute::make_tma_copy(
       cute::SM90_TMA_LOAD{},
@@ -72,13 +74,13 @@ struct AttnMainloop {
     float const* q_scale;
     float const* k_scale;
     float const* v_scale;
-    int q_blocks;
+    int q_rows;
     int k_blocks;
   };
 
   struct Arguments {
-    Element const* q;
-    Element const* k;
+    ElementQK const* q;
+    ElementQK const* k;
     Element const* v;
     int batch, seq_q, seq_k, heads;
     int64_t q_stride_batch, q_stride_seq, q_stride_head;  // in elements; the head-dim stride is 1
@@ -89,7 +91,7 @@ struct AttnMainloop {
     float const* q_scale = nullptr;
     float const* k_scale = nullptr;
     float const* v_scale = nullptr;
-    int q_blocks = 0;
+    int q_rows = 0;
     int k_blocks = 0;
     int seq_k_pad = 0;
   };
@@ -124,7 +126,7 @@ struct AttnMainloop {
         a.q_scale,
         a.k_scale,
         a.v_scale,
-        a.q_blocks,
+        a.q_rows,
         a.k_blocks};
     return p;
   }
@@ -210,7 +212,21 @@ struct AttnMainloop {
       }
     };
 
-    Tensor acc_s = partition_fragment_C(mma_qk, Shape<BlockM, BlockN>{});
+    // S as the GMMA writes it (int32 for s8 Q, K) and as the softmax reads it (float, in place).
+    Tensor acc_s_raw = partition_fragment_C(mma_qk, Shape<BlockM, BlockN>{});
+    Tensor acc_s = [&] {
+      if constexpr (Traits::kQkInt8) {
+        return recast<float>(acc_s_raw);
+      } else {
+        return make_tensor(acc_s_raw.data(), acc_s_raw.layout());
+      }
+    }();
+    auto scores_to_float = [&] {
+      if constexpr (Traits::kQkInt8) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc_s_raw); ++i) acc_s(i) = __int_as_float(acc_s_raw(i) + kFp8QkIntBiasBits);
+      }
+    };
     // P in the register layout of the P V A operand. bf16: the same element order as acc_s. FP8: the
     // e4m3 atom's order, V^T's keys permuted to match (acc_to_fp8_operand_a).
     Tensor frag_p = [&] {
@@ -229,31 +245,40 @@ struct AttnMainloop {
         for (int i = 0; i < size(s); ++i) p_as_s(i) = Element(s(i));
       }
     };
-    // FP8: key block j's scores are s_raw x (softmax scale x log2 e x q_scale x k_scale[j]).
-    [[maybe_unused]] float q_scale_log2 = 0.f;
+    // FP8: row r's scores in key block j are s_raw x (softmax scale x log2 e x q_scale[r] x k_scale[j]).
+    using RowScales = cute::array<float, Softmax::kNumRows>;
+    [[maybe_unused]] RowScales q_scale_log2{};
     [[maybe_unused]] float const* k_scale = nullptr;
     if constexpr (kFp8) {
       const int64_t bh = int64_t(batch) * get<2>(p.shape_q) + head;
-      q_scale_log2 = p.scale_log2 * p.q_scale[bh * p.q_blocks + m_block * Traits::kNumMmaWarpGroups + wg];
+      Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<BlockM, BlockN>{}));
+      Tensor rows = make_tensor(tScS.data(), acc_rowcol_layout(tScS.layout()));
+      CUTE_UNROLL
+      for (int r = 0; r < Softmax::kNumRows; ++r) {
+        q_scale_log2[r] = p.scale_log2 * p.q_scale[bh * p.q_rows + m_block * kBlockM + get<0>(rows(r, 0))];
+      }
       k_scale = p.k_scale + bh * p.k_blocks;
     }
     auto block_scale_log2 = [&](int n_block) {
+      RowScales c{};
       if constexpr (kFp8) {
-        return q_scale_log2 * __ldg(k_scale + n_block);
-      } else {
-        return 0.f;
+        const float ks = __ldg(k_scale + n_block);
+        CUTE_UNROLL
+        for (int r = 0; r < Softmax::kNumRows; ++r) c[r] = q_scale_log2[r] * ks;
       }
+      return c;
     };
 
     // First (possibly partial) key block.
     attn_consumer_wait(pipe_q, q_read, kAttnWaitConsumerQ);
     attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK);
     turn_wait();
-    wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s, /*zero_init=*/true);
+    wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s_raw, /*zero_init=*/true);
     turn_pass();
     warpgroup_wait<0>();
     pipe_k.consumer_release(k_read);
     ++k_read;
+    scores_to_float();
     {
       const int valid_cols = p.seq_k - (n_blocks - 1) * kBlockN;
       if (valid_cols < kBlockN) {
@@ -271,10 +296,10 @@ struct AttnMainloop {
     bool first_pv = true;
     CUTE_NO_UNROLL
     for (int n_block = n_blocks - 2; n_block >= 0; --n_block) {
-      [[maybe_unused]] const float c_j = block_scale_log2(n_block);  // FP8: loaded under the GEMMs
+      [[maybe_unused]] const RowScales c_j = block_scale_log2(n_block);  // FP8: loaded under the GEMMs
       attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK);
       turn_wait();
-      wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s, /*zero_init=*/true);
+      wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s_raw, /*zero_init=*/true);
       attn_consumer_wait(pipe_v, v_read, kAttnWaitConsumerV);
       wgmma_issue<true>(mma_pv, frag_p, tOrV(_, _, _, v_read.index()), acc_o, first_pv);
       turn_pass();
@@ -282,6 +307,7 @@ struct AttnMainloop {
       warpgroup_wait<1>();  // S of this block is ready; P V of the previous block may still run
       pipe_k.consumer_release(k_read);
       ++k_read;
+      scores_to_float();
       auto rescale = softmax.template step<false>(acc_s, c_j);
       warpgroup_wait<0>();  // P V done: its V stage and the P registers are free
       pipe_v.consumer_release(v_read);

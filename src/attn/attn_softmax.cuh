@@ -1,17 +1,20 @@
 // Online softmax over the S accumulator of one consumer thread (two query rows per thread per 64-row
 // warpgroup slice), in base 2: p = 2^(s * scale_log2 - m * scale_log2), one FFMA and one EX2 per element.
 //
-// kBlockScaled (the FP8 path): each key block's raw scores carry their own factor c_j (softmax scale x
-// log2(e) x the block's Q and K quantization scales), so the running max is kept in the scaled log2
-// domain, and p = 2^(s c_j - m + 8): P is produced with 2^8 headroom, in [0, 256], where e4m3 keeps
+// kBlockScaled (the FP8 path): each row's raw scores in a key block carry their own factor c (softmax
+// scale x log2(e) x the row's Q and the block's K quantization scales), so the running max is kept in
+// the scaled log2 domain, and p = 2^(s c - m + 8): P is produced with 2^8 headroom, in [0, 256], where e4m3 keeps
 // full precision down to 2^-6 x 256 instead of flushing small probabilities. The headroom cancels in
-// the normalization (the row sum carries it too) and is taken out of the log-sum-exp.
+// the normalization (the row sum carries it too) and is taken out of the log-sum-exp. kScoreBias: the
+// raw scores arrive as s + kScoreBias (INT8 scores read as floats without a conversion, attn_fp8_quant.hpp);
+// the bias leaves inside the same FFMA, as a per-row constant that the normalization cancels.
 #pragma once
 
 #include <cmath>
 
 #include <cute/tensor.hpp>
 
+#include "attn_fp8_quant.hpp"
 #include "attn_fragment.cuh"
 #include "xstage/gpu/ptx_math.cuh"
 
@@ -27,8 +30,9 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-template <int kRows, bool kBlockScaled = false>
+template <int kRows, bool kBlockScaled = false, bool kIntScores = false>
 struct OnlineSoftmax {
+  static constexpr float kScoreBias = kIntScores ? kFp8QkIntBias : 0.f;
   static constexpr int kNumRows = kRows;
   static constexpr float kPLog2Headroom = 8.f;  // kBlockScaled: p carries a factor 2^8
   float row_max[kRows];  // running max: of raw scores (unscaled), or kBlockScaled: of s c_j (log2 domain)
@@ -45,12 +49,12 @@ struct OnlineSoftmax {
   }
 
   // Replaces the scores in acc_s by p and returns, per row, the factor by which the output
-  // accumulated so far must be multiplied (meaningless for the first block). block_scale_log2: the
-  // block's c_j (kBlockScaled only).
-  template <bool kFirst, class TensorS>
-  __device__ __forceinline__ cute::array<float, kRows> step(TensorS& acc_s, float block_scale_log2 = 0.f) {
+  // accumulated so far must be multiplied (meaningless for the first block). row_scale_log2: each row's
+  // c for this block (kBlockScaled only).
+  template <bool kFirst, class TensorS, class RowScales = float>
+  __device__ __forceinline__ cute::array<float, kRows> step(TensorS& acc_s, RowScales const& row_scale_log2 = {}) {
     if constexpr (kBlockScaled) {
-      return step_block_scaled<kFirst>(acc_s, block_scale_log2);
+      return step_block_scaled<kFirst>(acc_s, row_scale_log2);
     } else {
       return step_unscaled<kFirst>(acc_s);
     }
@@ -73,23 +77,25 @@ struct OnlineSoftmax {
   }
 
   template <bool kFirst, class TensorS>
-  __device__ __forceinline__ cute::array<float, kRows> step_block_scaled(TensorS& acc_s, float c_j) {
+  __device__ __forceinline__ cute::array<float, kRows> step_block_scaled(TensorS& acc_s,
+                                                                        cute::array<float, kRows> const& c) {
     auto s = cute::make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
     static_assert(decltype(cute::size<0>(s))::value == kRows);
     cute::array<float, kRows> rescale;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       constexpr int kCols = decltype(cute::size<1>(s))::value;
-      // c_j > 0, so the max of s c_j is c_j times the max of s.
-      const float m = fmaxf(row_max[r], row_max_of(s, r, -INFINITY) * c_j);
+      // c > 0, so the max of s c is c times the max of s. The biased max is exact: the scores are integers
+      // below 2^22 and their biased floats are spaced by 1.
+      const float m = fmaxf(row_max[r], (row_max_of(s, r, -INFINITY) - kScoreBias) * c[r]);
       rescale[r] = kFirst || m == row_max[r] ? 1.f : gpu::ex2_approx_ftz(row_max[r] - m);
       row_max[r] = m;
-      const float bias = kPLog2Headroom - m;
+      const float bias = kPLog2Headroom - m - kScoreBias * c[r];
       float sum = 0.f;
       CUTE_UNROLL
-      for (int c = 0; c < kCols; ++c) {
-        const float p = gpu::ex2_approx_ftz(__fmaf_rn(s(r, c), c_j, bias));
-        s(r, c) = p;
+      for (int j = 0; j < kCols; ++j) {
+        const float p = gpu::ex2_approx_ftz(__fmaf_rn(s(r, j), c[r], bias));
+        s(r, j) = p;
         sum += p;
       }
       row_sum[r] = kFirst ? sum : __fmaf_rn(row_sum[r], rescale[r], sum);
