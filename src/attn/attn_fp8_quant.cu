@@ -100,10 +100,12 @@ __global__ void __launch_bounds__(kD) kv_finalize_kernel(const float* k_sum, con
 // grid (blocks, B*H), 256 threads; each thread holds kRows * kD / 8 / 256 vectors of 8 channels, the kD / 8
 // threads of a row consecutive lanes of one warp. mean: nullptr (Q) or K's [B*H, kD] mean. kPerRow: one
 // scale per row (scale[bh * scales + row]), else one per block (scale[bh * scales + block]). Rows past seq
-// are zeros: their per-row scale is 1, and they do not change a block's.
+// are zeros: their per-row scale is 1, and they do not change a block's. dot_with (kPerRow only, or
+// nullptr): each row's dot product with this [B*H, kD] vector goes to dot_out[bh * scales + row].
 template <int kD, int kRows, bool kPerRow>
 __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, int seq, const float* mean,
-                                                         QkOut* out, float* scale, int scales) {
+                                                         QkOut* out, float* scale, int scales,
+                                                         const float* dot_with = nullptr, float* dot_out = nullptr) {
   constexpr int kVecPerRow = kD / 8;
   constexpr int kVec = kRows * kVecPerRow / 256;
   static_assert(kVec * 256 == kRows * kVecPerRow && 32 % kVecPerRow == 0);
@@ -137,6 +139,16 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
     for (int o = kVecPerRow / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     row_amax[v] = m;
     amax = fmaxf(amax, m);
+    if constexpr (kPerRow) {
+      if (dot_with != nullptr) {
+        float dot = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) dot = __fmaf_rn(vals[v][i], dot_with[int64_t(bh) * kD + col + i], dot);
+        for (int o = kVecPerRow / 2; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        const int s = blk * kRows + (threadIdx.x + v * 256) / kVecPerRow;
+        if (threadIdx.x % kVecPerRow == 0) dot_out[int64_t(bh) * scales + s] = dot;
+      }
+    }
   }
   float block_inv = 0.f;
   if constexpr (!kPerRow) {
@@ -223,7 +235,7 @@ cudaError_t quantize(const AttnForwardArgs& a, const Fp8Workspace& w, cudaStream
   constexpr int kQRowsPerCta = 64;
   quant_rows_kernel<kD, kQRowsPerCta, true><<<dim3(w.q_rows / kQRowsPerCta, bh), 256, 0, stream>>>(
       q, p.heads, p.seq_q, nullptr, reinterpret_cast<QkOut*>(base + w.q8), reinterpret_cast<float*>(base + w.q_scale),
-      w.q_rows);
+      w.q_rows, k_mean, reinterpret_cast<float*>(base + w.q_dot_kmean));
   quant_rows_kernel<kD, kFp8KBlock, false><<<dim3(w.k_blocks, bh), 256, 0, stream>>>(
       k, p.heads, p.seq_k, k_mean, reinterpret_cast<QkOut*>(base + w.k8), reinterpret_cast<float*>(base + w.k_scale),
       w.k_blocks);
@@ -256,6 +268,7 @@ Fp8Workspace fp8_workspace_layout(const AttnForwardProblem& p) {
   w.k_scale = take(bh * w.k_blocks * sizeof(float));
   w.v_scale = take(bh * d * sizeof(float));
   w.k_mean = take(bh * d * sizeof(float));
+  w.q_dot_kmean = take(bh * w.q_rows * sizeof(float));
   w.k_sum = take(bh * w.stat_chunks * d * sizeof(float));
   w.v_max = take(bh * w.stat_chunks * d * sizeof(float));
   w.bytes = at;
@@ -269,7 +282,8 @@ Fp8Operands fp8_operands(const Fp8Workspace& w, void* workspace) {
                      base + w.vt8,
                      reinterpret_cast<const float*>(base + w.q_scale),
                      reinterpret_cast<const float*>(base + w.k_scale),
-                     reinterpret_cast<const float*>(base + w.v_scale)};
+                     reinterpret_cast<const float*>(base + w.v_scale),
+                     reinterpret_cast<const float*>(base + w.q_dot_kmean)};
 }
 
 cudaError_t fp8_quantize(const AttnForwardArgs& args, const Fp8Workspace& w, cudaStream_t stream) {

@@ -5,6 +5,8 @@
 //   K8  [B, Sk, H, D] s8 (or e4m3), contig.  (k - k_mean[b, h, :]) / k_scale[b, h, key block of kKBlock rows]
 //   Vt8 [B, H, D, Sk_pad] e4m3               v^T / v_scale[b, h, d], keys permuted within groups of 32 (below)
 //   q_scale, k_scale, v_scale, k_mean      fp32
+//   q_dot_kmean [b, h, query row]          fp32 q . k_mean: what the smoothing took out of the row's scores,
+//                                          added back to the log-sum-exp (the output does not see it)
 //   k_sum, v_max partials                  fp32 [B*H, chunks, D]: the sequence statistics, reduced in a
 //                                          fixed order (bit-reproducible; no float atomics)
 //
@@ -65,7 +67,8 @@ XSTAGE_HOST_DEVICE constexpr int fp8_key_of_slot(int slot) {
 
 struct Fp8Workspace {
   // Byte offsets into the workspace (each 256-byte aligned) and the counts that size them.
-  size_t q8 = 0, k8 = 0, vt8 = 0, q_scale = 0, k_scale = 0, v_scale = 0, k_mean = 0, k_sum = 0, v_max = 0;
+  size_t q8 = 0, k8 = 0, vt8 = 0, q_scale = 0, k_scale = 0, v_scale = 0, k_mean = 0, q_dot_kmean = 0, k_sum = 0,
+         v_max = 0;
   size_t bytes = 0;
   int q_rows = 0;     // per (b, h): Q scales, Sq rounded up to the kernel's block_m (its last tile's rows)
   int k_blocks = 0;   // per (b, h): ceil(Sk / kFp8KBlock)
@@ -83,6 +86,7 @@ struct Fp8Operands {
   const float* q_scale;
   const float* k_scale;
   const float* v_scale;
+  const float* q_dot_kmean;
 };
 Fp8Operands fp8_operands(const Fp8Workspace& w, void* workspace);
 

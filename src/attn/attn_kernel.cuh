@@ -108,7 +108,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       Mainloop::mma(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read, v_read, acc_o, softmax,
                     mma_thread_idx, tile.m_block, tile.head, tile.batch);
       auto lse = softmax.finalize(acc_o);
-      if constexpr (Traits::kFp8) Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
+      if constexpr (Traits::kFp8) {
+        Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
+        Mainloop::restore_lse(params.mainloop, lse, mma_thread_idx, tile.m_block, tile.head, tile.batch);
+      }
       Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile,
                                                             scheduler.last_of_cta(t, gridDim.x), acc_o, lse,
                                                             mma_thread_idx);

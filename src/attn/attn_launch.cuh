@@ -91,6 +91,7 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
     ma.q_scale = op.q_scale;
     ma.k_scale = op.k_scale;
     ma.v_scale = op.v_scale;
+    ma.q_dot_kmean = op.q_dot_kmean;
     ma.q_rows = w.q_rows;
     ma.k_blocks = w.k_blocks;
     ma.seq_k_pad = w.seq_k_pad;

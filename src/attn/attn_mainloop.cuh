@@ -74,6 +74,7 @@ struct AttnMainloop {
     float const* q_scale;
     float const* k_scale;
     float const* v_scale;
+    float const* q_dot_kmean;
     int q_rows;
     int k_blocks;
   };
@@ -91,6 +92,7 @@ struct AttnMainloop {
     float const* q_scale = nullptr;
     float const* k_scale = nullptr;
     float const* v_scale = nullptr;
+    float const* q_dot_kmean = nullptr;
     int q_rows = 0;
     int k_blocks = 0;
     int seq_k_pad = 0;
@@ -126,6 +128,7 @@ struct AttnMainloop {
         a.q_scale,
         a.k_scale,
         a.v_scale,
+        a.q_dot_kmean,
         a.q_rows,
         a.k_blocks};
     return p;
@@ -339,6 +342,20 @@ struct AttnMainloop {
     float const* v_scale = p.v_scale + (int64_t(batch) * get<2>(p.shape_q) + head) * kHeadDim;
     CUTE_UNROLL
     for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= __ldg(v_scale + get<1>(tOcO(i)));
+  }
+
+  // FP8: the rows' log-sum-exp of the unsmoothed scores: the K smoothing took softmax_scale x q . k_mean
+  // out of every score of a row (attn_fp8_quant.hpp); it goes back here.
+  template <class RowLse>
+  static CUTE_DEVICE void restore_lse(Params const& p, RowLse& lse, int mma_thread_idx, int m_block, int head,
+                                      int batch) {
+    using namespace cute;
+    typename Traits::TiledMmaPV mma_pv;
+    Tensor tOcO = mma_pv.get_thread_slice(mma_thread_idx).partition_C(make_identity_tensor(Shape<BlockM, HeadDimT>{}));
+    Tensor rows = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
+    float const* dots = p.q_dot_kmean + (int64_t(batch) * get<2>(p.shape_q) + head) * p.q_rows + m_block * kBlockM;
+    CUTE_UNROLL
+    for (int r = 0; r < size<0>(rows); ++r) lse[r] += p.softmax_scale * __ldg(dots + get<0>(rows(r, 0)));
   }
 };
 
