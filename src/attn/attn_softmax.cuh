@@ -91,13 +91,16 @@ struct OnlineSoftmax {
       rescale[r] = kFirst || m == row_max[r] ? 1.f : gpu::ex2_approx_ftz(row_max[r] - m);
       row_max[r] = m;
       const float bias = kPLog2Headroom - m - kScoreBias * c[r];
-      float sum = 0.f;
+      // Four partial sums: the FP8 GEMMs are short, so the softmax's dependency chains are the critical path,
+      // and one 32-long chain of FADDs was its longest.
+      float sums[4] = {0.f, 0.f, 0.f, 0.f};
       CUTE_UNROLL
       for (int j = 0; j < kCols; ++j) {
         const float p = gpu::ex2_approx_ftz(__fmaf_rn(s(r, j), c[r], bias));
         s(r, j) = p;
-        sum += p;
+        sums[j % 4] += p;
       }
+      const float sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
       row_sum[r] = kFirst ? sum : __fmaf_rn(row_sum[r], rescale[r], sum);
     }
     return rescale;

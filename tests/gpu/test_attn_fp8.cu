@@ -148,20 +148,24 @@ TEST_P(AttnFp8, MeetsAccuracyBarsBesideBf16) {
   attn_reference_rows(p, hq.data(), hk.data(), hv.data(), rows, AttnRefPrecision::kExact, ref, ref_lse);
   const AttnErrorStats e8 = attn_compare(attn_gather_rows(p, fp8.o.data(), rows), ref);
   const AttnErrorStats e16 = attn_compare(attn_gather_rows(p, bf16.o.data(), rows), ref);
-  double lse_err = 0;
+  // The log-sum-exp carries the scores' quantization error, which grows with the scores (a peaked or
+  // outlier-dominated row): the bound is relative. A lost offset (the 2^8 headroom: 5.5; the K smoothing's
+  // q . k_mean: tens) is far outside it.
+  double lse_err = 0;  // max |lse - ref| / (0.02 |ref| + 0.05)
   for (size_t i = 0; i < rows.size(); ++i) {
     const float got = fp8.lse[(size_t(rows[i].batch) * p.heads + rows[i].head) * p.seq_q + rows[i].row];
-    lse_err = std::max(lse_err, std::isfinite(got) ? std::fabs(double(got) - ref_lse[i]) : INFINITY);
+    const double bound = 0.02 * std::fabs(double(ref_lse[i])) + 0.05;
+    lse_err = std::max(lse_err, std::isfinite(got) ? std::fabs(double(got) - ref_lse[i]) / bound : INFINITY);
   }
   const bool bars = e8.cosine >= 0.999 && e8.rel_l1 <= 3e-2;
-  std::printf("  %s seed=%llu rows=%zu: fp8 cos %.6f rel_l1 %.3e rel_l2 %.3e lse %.2e | bf16 cos %.6f rel_l1 %.3e"
+  std::printf("  %s seed=%llu rows=%zu: fp8 cos %.6f rel_l1 %.3e rel_l2 %.3e lse/bound %.2f | bf16 cos %.6f rel_l1 %.3e"
               " | bars %s\n",
               case_name(c).c_str(), (unsigned long long)seed, rows.size(), e8.cosine, e8.rel_l1, e8.rel_l2, lse_err,
               e16.cosine, e16.rel_l1, bars ? "met" : "missed");
   EXPECT_EQ(e8.non_finite, 0u);
   EXPECT_GE(e8.cosine, 0.995);
   EXPECT_LE(e8.rel_l1, 6e-2);
-  EXPECT_LT(lse_err, 0.1) << "log-sum-exp";
+  EXPECT_LE(lse_err, 1.0) << "log-sum-exp (error / bound)";
 }
 
 INSTANTIATE_TEST_SUITE_P(
