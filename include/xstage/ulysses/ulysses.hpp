@@ -17,6 +17,9 @@
 // 128), for the fused attention and the joint queries' attention alike; the All-to-Alls and the output stay
 // bf16. An object created with UlyssesLimits::precision fp8 also owns the FP8 pre-pass's workspace and
 // serves both precisions; one created for bf16 refuses fp8 forwards until reserve() raises its precision.
+// FP8 scales Q per 64 rows of this rank's kernel query order (its own rows last): the output equals the
+// local FP8 attention of the whole sequence bit for bit where that order keeps the 64-row blocks (one
+// rank; or shards and the sequence multiples of 64), and is within FP8's error of it elsewhere.
 //
 // The object owns its symmetric window and work buffers, allocated once for the maximum sizes it was
 // created with; reserve() grows them (collective). forward() enqueues on the caller's stream and never
