@@ -53,7 +53,7 @@ int xstage_ulysses_reserve(xstage_ulysses* u, int64_t max_seq_local, int64_t max
 int xstage_ulysses_destroy(xstage_ulysses* u);
 
 /* Precision (include/xstage/attn/forward.hpp): `precision` names the attention's operand precision,
- * "bf16" or "fp8" (e4m3 operands after a quantization pre-pass; head_dim 128); NULL is "bf16"; another
+ * "bf16" or "fp8" (8-bit operands after a quantization pre-pass; head_dim 128); NULL is "bf16"; another
  * value is XSTAGE_ERR_VALUE naming `precision`. The functions without the suffix are these with NULL.
  * An object created (or reserved) with "fp8" owns the FP8 workspace and runs either precision; one
  * created for "bf16" refuses an "fp8" forward (XSTAGE_ERR_VALUE) until reserved with "fp8". */

@@ -325,11 +325,10 @@ def ulysses_attention(q, k, v, group=None, *, joint_q=None, joint_k=None, joint_
     host synchronization per call). timeout: team creation (first call on a group). wait_timeout: the device-side
     wait for the other ranks' stores. Runs on the current CUDA stream; forward only (no autograd).
 
-    precision: the attention's operand precision, "bf16" or "fp8" (e4m3 operands after a quantization pre-pass on
-    the same stream, xstage.attention's FP8 path; inputs and outputs stay bfloat16, and so do the All-to-Alls). FP8
-    scales Q per 64 rows of each rank's kernel query order (its own rows last), so the result equals
-    xstage.attention(precision="fp8") on the whole sequence bit for bit where that order keeps the 64-row blocks
-    (one rank, or shards and sequence multiples of 64); elsewhere it is within FP8's error of it.
+    precision: the attention's operand precision, "bf16" or "fp8" (8-bit operands after a quantization pre-pass on
+    the same stream, xstage.attention's FP8 path; inputs and outputs stay bfloat16, and so do the All-to-Alls). The
+    pre-pass scales each query row on its own and quantizes K and V in sequence order, as on one GPU, so the result
+    equals xstage.attention(q, k, v, precision="fp8") on the whole sequence bit for bit, whatever the split.
     """
     where = _where("ulysses_attention")
     precision = _dist_abi.precision_arg(precision, where)

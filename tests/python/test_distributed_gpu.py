@@ -7,9 +7,9 @@ has GPUs for) or plain pytest (a one-process NCCL group is created). Three parts
       joint k/v and joint q; repeated calls (the flag/epoch protocol), a grown buffer, strided inputs (copied);
   (b) one rank of a 2- and 3-rank team emulated on one GPU through the C ABI's testing entry (every owner's buffer
       local): every row reaches its owner's buffer, bit for bit, every other element stays poisoned;
-  (a, b) at precision "fp8" too, against xstage.attention(..., precision="fp8"): on a group of one and on
-      64-row-aligned shards (FP8 scales Q per 64 rows of each rank's kernel order), and emulated ranks whose
-      reference is computed on the same kernel-order Q;
+  (a, b) at precision "fp8" too, against xstage.attention(..., precision="fp8") on the whole sequence, bit for
+      bit (the pre-pass scales each query row on its own and K, V in sequence order, whatever the split), and a
+      bf16 object grown to fp8;
   (c) diffusers' context parallelism (ContextParallelConfig(ulysses_degree=world); world 1 is allowed by setting
       the degree after construction, which diffusers' constructor refuses) on Wan and Flux blocks through xstage:
       compared with diffusers' native backend without context parallelism. Tolerance: xstage's max and mean
@@ -102,11 +102,11 @@ def fp8_attention(q, k, v):
 
 @pytest.mark.parametrize("joint", ["none", "kv", "qkv"])
 def test_ulysses_fp8_matches_fp8_attention_bit_for_bit(group, joint):
-    """FP8 Ulysses equals the local FP8 attention on the whole sequence where each rank's kernel query order keeps
-    the 64-row Q-scale blocks: any length on one rank (no rotation), 64-row-aligned shards on several."""
+    """FP8 Ulysses equals the local FP8 attention on the whole sequence, bit for bit, on uneven shards: each rank's
+    rotated query order changes no query row's scale (one per row), and K and V keep the sequence order."""
     world, rank = dist.get_world_size(group), dist.get_rank(group)
     B, H, T = 2, 4 * world, (0 if joint == "none" else 77)
-    S = 1024 * world + (333 if world == 1 else 0)
+    S = 1024 * world + (world - 1) + 333    # uneven shards where world > 1, no multiple of 64 either way
     (q, k, v), (jq, jk, jv) = full_inputs(21, B, S, H, T)
     if joint == "kv":
         jq = None
@@ -206,7 +206,7 @@ def test_emulated_rank_stores_every_row_to_its_owner(world, seq, joint, precisio
         info = xdist.shard_info(seq, world, rank)
         rot = info["rotation"]
         q_kernel = torch.roll(q, shifts=-rot, dims=1).contiguous()   # kernel row i is sequence row (i + rot) % seq
-        # The local attention of the kernel-order Q (FP8's Q-scale blocks follow that order), back in sequence order.
+        # The local attention of the kernel-order Q, back in sequence order.
         local = fp8_attention(q_kernel, k, v) if precision == "fp8" else xstage.attention(q_kernel, k, v)
         ref = torch.roll(local[0], shifts=rot, dims=0)      # [seq, hl, D], sequence order
         outs = [torch.full((xdist.shard_info(seq, world, p)["local_len"], H, D), float("nan"), dtype=torch.bfloat16,

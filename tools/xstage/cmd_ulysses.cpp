@@ -143,7 +143,7 @@ void add_attn_ulysses(CLI::App* attn) {
                 "own-last (each rank's own rows are the last query tiles of every head; default), remote-first "
                 "(as own-last, and every head's tiles holding other ranks' rows run before any own-row tile) or natural");
   u->add_option("--precision", opt->precision,
-                "Attention operand precision of every variant: bf16 (default), or fp8 (e4m3 GEMMs after a quantization "
+                "Attention operand precision of every variant: bf16 (default), or fp8 (8-bit GEMMs after a quantization "
                 "pre-pass counted in each iteration; head_dim 128)");
   add_seed_option(u, opt->seed, "Input seed");
   add_platform_option(u, opt->platform);

@@ -13,13 +13,13 @@
 // (replicated) attends to the same keys, on this rank's heads, and the heads are all-gathered into
 // joint_out [B, T, H, D] (the same on every rank).
 //
-// Precision (xstage/attn/forward.hpp): bf16, or fp8 (e4m3 operands after a quantization pre-pass, head_dim
+// Precision (xstage/attn/forward.hpp): bf16, or fp8 (8-bit operands after a quantization pre-pass, head_dim
 // 128), for the fused attention and the joint queries' attention alike; the All-to-Alls and the output stay
 // bf16. An object created with UlyssesLimits::precision fp8 also owns the FP8 pre-pass's workspace and
 // serves both precisions; one created for bf16 refuses fp8 forwards until reserve() raises its precision.
-// FP8 scales Q per 64 rows of this rank's kernel query order (its own rows last): the output equals the
-// local FP8 attention of the whole sequence bit for bit where that order keeps the 64-row blocks (one
-// rank; or shards and the sequence multiples of 64), and is within FP8's error of it elsewhere.
+// The FP8 pre-pass scales each query row on its own and quantizes K and V in sequence order (the joint
+// rows last), as the local FP8 path does on the whole sequence; so the output equals the local FP8
+// attention of the whole sequence bit for bit, whatever the split and this rank's query order.
 //
 // The object owns its symmetric window and work buffers, allocated once for the maximum sizes it was
 // created with; reserve() grows them (collective). forward() enqueues on the caller's stream and never
