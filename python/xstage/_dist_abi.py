@@ -90,8 +90,11 @@ def available() -> bool:
 
 
 def precision_arg(value, where: str) -> str:
-    """`value` when it is one of PRECISIONS, else ValueError naming `precision` and the value."""
-    if not isinstance(value, str) or value not in PRECISIONS:
+    """`value` when it is one of PRECISIONS; TypeError for a non-string, else ValueError, naming `precision` and the
+    value (as xstage.attention's check)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: precision is {value!r}; accepted: a str ({', '.join(map(repr, PRECISIONS))})")
+    if value not in PRECISIONS:
         raise ValueError(f"{where}: precision {value!r}; accepted: {', '.join(map(repr, PRECISIONS))}")
     return value
 

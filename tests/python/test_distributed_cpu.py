@@ -112,9 +112,10 @@ def test_c_abi_ulysses_precision_bad_input():
         _status(lib().xstage_ulysses_reserve_with_precision(None, 10, 0, b"fp8"))
 
 
-@pytest.mark.parametrize("value", ["fp16", "FP8", "", 8, None, b"fp8"])
-def test_precision_arg_names_precision_and_value(value):
-    with pytest.raises(ValueError, match=r"t: precision .*; accepted: 'bf16', 'fp8'"):
+@pytest.mark.parametrize("value,exc", [("fp16", ValueError), ("FP8", ValueError), ("", ValueError), (8, TypeError),
+                                       (None, TypeError), (b"fp8", TypeError)])
+def test_precision_arg_names_precision_and_value(value, exc):
+    with pytest.raises(exc, match=r"t: precision .*; accepted: .*'bf16', 'fp8'"):
         _dist_abi.precision_arg(value, "t")
     assert _dist_abi.precision_arg("fp8", "t") == "fp8" and _dist_abi.precision_arg("bf16", "t") == "bf16"
 
@@ -186,8 +187,8 @@ def _free_port() -> int:
 def test_ulysses_attention_precision_is_checked_first(torch_mod, xdist):
     """A bad precision is refused before the group, the team or the tensors are looked at."""
     q = bf16(torch_mod, 1, 8, 4, 128)
-    for bad in ("int8", 8):
-        with pytest.raises(ValueError, match=r"ulysses_attention: precision .*; accepted: 'bf16', 'fp8'"):
+    for bad, exc in (("int8", ValueError), (8, TypeError)):
+        with pytest.raises(exc, match=r"ulysses_attention: precision .*; accepted: .*'bf16', 'fp8'"):
             xdist.ulysses_attention(q, q, q, precision=bad)
 
 
