@@ -49,8 +49,8 @@ else:
 if not points:
     fail(f"{src}: no ulysses points")
 ORDER_RANK = {"own-last": 0, "remote-first": 1}
-points.sort(key=lambda p: (bool(p.get("cuda_graph")), ORDER_RANK.get(p.get("tile_order", ""), 2), p["heads_per_gpu"] != 4,
-                           p["seq_total"]))
+points.sort(key=lambda p: (p.get("precision", "bf16") != "bf16", bool(p.get("cuda_graph")),
+                           ORDER_RANK.get(p.get("tile_order", ""), 2), p["heads_per_gpu"] != 4, p["seq_total"]))
 with open(out_json, "w") as fh:
     json.dump({"schema": SWEEP_SCHEMA, "points": points, "torch_baseline": torch_res,
                "one_gpu_diagnostic": one_gpu}, fh, indent=1)
@@ -92,7 +92,8 @@ def met(p, v, key):
 def name(p):
     return f'{p["seq_image"]}' + (f' (+{p["seq_text"]})' if p["seq_text"] else "") + f' x {p["heads_per_gpu"]}' + \
         ("" if p.get("tile_order") == "own-last" else f' ({p.get("tile_order", "natural")})') + \
-        (" (CUDA graph)" if p.get("cuda_graph") else "")
+        (" (CUDA graph)" if p.get("cuda_graph") else "") + \
+        (f' ({p["precision"]})' if p.get("precision", "bf16") != "bf16" else "")
 
 
 def f1(x):
@@ -204,7 +205,7 @@ with open(out_md, "w") as fh:
         rows = []
         for p in points:
             t = tq(p["seq_image"], p["heads_per_gpu"], p["seq_text"])
-            if p.get("tile_order") == "natural" or not t:
+            if p.get("tile_order") == "natural" or p.get("precision", "bf16") != "bf16" or not t:  # torch: bf16
                 continue
             measured = [v for _, v in FUSED if not math.isnan(us(p, v))]
             best = min(measured, key=lambda v: us(p, v)) if measured else None

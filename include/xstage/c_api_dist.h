@@ -52,6 +52,17 @@ int xstage_ulysses_create(xstage_team* team, int64_t max_seq_local, int64_t head
 int xstage_ulysses_reserve(xstage_ulysses* u, int64_t max_seq_local, int64_t max_joint);
 int xstage_ulysses_destroy(xstage_ulysses* u);
 
+/* Precision (include/xstage/attn/forward.hpp): `precision` names the attention's operand precision,
+ * "bf16" or "fp8" (8-bit operands after a quantization pre-pass; head_dim 128); NULL is "bf16"; another
+ * value is XSTAGE_ERR_VALUE naming `precision`. The functions without the suffix are these with NULL.
+ * An object created (or reserved) with "fp8" owns the FP8 workspace and runs either precision; one
+ * created for "bf16" refuses an "fp8" forward (XSTAGE_ERR_VALUE) until reserved with "fp8". */
+int xstage_ulysses_create_with_precision(xstage_team* team, int64_t max_seq_local, int64_t heads, int64_t head_dim,
+                                         int64_t max_joint, double wait_timeout_s, const char* precision,
+                                         xstage_ulysses** out);
+int xstage_ulysses_reserve_with_precision(xstage_ulysses* u, int64_t max_seq_local, int64_t max_joint,
+                                          const char* precision);
+
 /* One forward: q, k, v, out [B, S_local, H, D] bf16 (S_local: this rank's rows of torch.chunk's split
  * of `seq`); joint_k, joint_v [B, T, H, D] replicated or NULL; joint_q [B, T, H, D] and joint_out
  * [B, T, H, D] together or NULL. softmax_scale 0: 1/sqrt(D). stream: a cudaStream_t of the team's
@@ -73,6 +84,9 @@ typedef struct xstage_ulysses_call {
 int xstage_ulysses_forward(xstage_ulysses* u, const xstage_ulysses_call* call);
 /* Every check of xstage_ulysses_forward, without a launch. */
 int xstage_ulysses_check(xstage_ulysses* u, const xstage_ulysses_call* call);
+/* The same at `precision` (above). */
+int xstage_ulysses_forward_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, const char* precision);
+int xstage_ulysses_check_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, const char* precision);
 
 /* Shard arithmetic (no GPU needed): out[0] rows per rank (ceil(seq / world)), out[1] rank's rows,
  * out[2] the rank's own-rows-last query rotation, out[3] rank's rows under torch.tensor_split.
@@ -93,6 +107,10 @@ int xstage_ulysses_heads_check(int64_t heads, int world);
 int xstage_testing_ulysses_emulated_rank(const DLTensor* q, const DLTensor* k, const DLTensor* v, int64_t heads,
                                          int rank, int world, DLTensor* const* owner_out, float softmax_scale,
                                          void* stream);
+/* The same at `precision` ("bf16", "fp8"; NULL: "bf16"): fp8 on a workspace it allocates. */
+int xstage_testing_ulysses_emulated_rank_with_precision(const DLTensor* q, const DLTensor* k, const DLTensor* v,
+                                                        int64_t heads, int rank, int world, DLTensor* const* owner_out,
+                                                        float softmax_scale, void* stream, const char* precision);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@ from . import _native
 
 ERR_TIMEOUT = 7  # XSTAGE_ERR_TIMEOUT
 UNIQUE_ID_BYTES = 128  # XSTAGE_NCCL_UNIQUE_ID_BYTES
+PRECISIONS = ("bf16", "fp8")  # the names the *_with_precision entries take (xstage/attn/forward.hpp)
 
 _declared = None
 
@@ -41,6 +42,7 @@ def lib() -> ctypes.CDLL:
         return loaded
     c_int, c_int64, c_double, c_float, c_void_p = (ctypes.c_int, ctypes.c_int64, ctypes.c_double, ctypes.c_float,
                                                    ctypes.c_void_p)
+    c_char_p = ctypes.c_char_p
     handle_out = ctypes.POINTER(c_void_p)
     sigs = {
         "xstage_dist_available": (c_int, []),
@@ -57,6 +59,14 @@ def lib() -> ctypes.CDLL:
         "xstage_ulysses_heads_check": (c_int, [c_int64, c_int]),
         "xstage_testing_ulysses_emulated_rank": (c_int, [c_void_p, c_void_p, c_void_p, c_int64, c_int, c_int,
                                                          ctypes.POINTER(c_void_p), c_float, c_void_p]),
+        "xstage_ulysses_create_with_precision": (c_int, [c_void_p, c_int64, c_int64, c_int64, c_int64, c_double,
+                                                         c_char_p, handle_out]),
+        "xstage_ulysses_reserve_with_precision": (c_int, [c_void_p, c_int64, c_int64, c_char_p]),
+        "xstage_ulysses_forward_with_precision": (c_int, [c_void_p, c_void_p, c_char_p]),
+        "xstage_ulysses_check_with_precision": (c_int, [c_void_p, c_void_p, c_char_p]),
+        "xstage_testing_ulysses_emulated_rank_with_precision": (c_int, [c_void_p, c_void_p, c_void_p, c_int64, c_int,
+                                                                        c_int, ctypes.POINTER(c_void_p), c_float,
+                                                                        c_void_p, c_char_p]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(loaded, name)
@@ -77,6 +87,16 @@ def raise_for(status: int, where: str) -> None:
 def available() -> bool:
     """True when the library has the distributed layer (built with CUDA and NCCL)."""
     return bool(lib().xstage_dist_available())
+
+
+def precision_arg(value, where: str) -> str:
+    """`value` when it is one of PRECISIONS; TypeError for a non-string, else ValueError, naming `precision` and the
+    value (as xstage.attention's check)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: precision is {value!r}; accepted: a str ({', '.join(map(repr, PRECISIONS))})")
+    if value not in PRECISIONS:
+        raise ValueError(f"{where}: precision {value!r}; accepted: {', '.join(map(repr, PRECISIONS))}")
+    return value
 
 
 def _int_arg(value, name: str, where: str) -> int:

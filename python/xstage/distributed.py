@@ -168,23 +168,27 @@ class Team:
             raise RuntimeError(f"{_where('Team')}: the team of rank {self.rank} was closed")
         return self._handle.value
 
-    def ulysses(self, heads: int, head_dim: int, seq_shard: int, joint: int, wait_timeout: float):
+    def ulysses(self, heads: int, head_dim: int, seq_shard: int, joint: int, wait_timeout: float,
+                precision: str = "bf16"):
         """The native Ulysses object of this team for (heads, head_dim), grown to hold seq_shard rows per rank and
-        `joint` joint tokens. Collective when it creates or grows (every rank passes the same sizes)."""
+        `joint` joint tokens and to run `precision` (an fp8 object also runs bf16). Collective when it creates or
+        grows (every rank passes the same sizes and precision, in the same order)."""
         lib = _dist_abi.lib()
         where = _where("ulysses_attention")
         key = (heads, head_dim, wait_timeout)
         entry = self._ulysses.get(key)
+        fp8 = precision == "fp8"
         if entry is None:
             handle = ctypes.c_void_p()
-            status = lib.xstage_ulysses_create(self.handle, seq_shard, heads, head_dim, joint, wait_timeout,
-                                               ctypes.byref(handle))
+            status = lib.xstage_ulysses_create_with_precision(self.handle, seq_shard, heads, head_dim, joint,
+                                                              wait_timeout, precision.encode(), ctypes.byref(handle))
             if status != _native.OK:
                 _dist_abi.raise_for(status, where)
-            entry = self._ulysses[key] = [handle, seq_shard, joint]
-        elif seq_shard > entry[1] or joint > entry[2]:
-            entry[1], entry[2] = max(seq_shard, entry[1]), max(joint, entry[2])
-            status = lib.xstage_ulysses_reserve(entry[0], entry[1], entry[2])
+            entry = self._ulysses[key] = [handle, seq_shard, joint, fp8]
+        elif seq_shard > entry[1] or joint > entry[2] or (fp8 and not entry[3]):
+            entry[1], entry[2], entry[3] = max(seq_shard, entry[1]), max(joint, entry[2]), entry[3] or fp8
+            status = lib.xstage_ulysses_reserve_with_precision(entry[0], entry[1], entry[2],
+                                                               b"fp8" if entry[3] else b"bf16")
             if status != _native.OK:
                 _dist_abi.raise_for(status, where)
         return entry[0].value
@@ -305,7 +309,7 @@ def _borrow_all(tensors, stream: int, where: str):
 
 def ulysses_attention(q, k, v, group=None, *, joint_q=None, joint_k=None, joint_v=None, joint_strategy: str = "rear",
                       softmax_scale=None, seq_len=None, timeout: float = DEFAULT_TIMEOUT_S,
-                      wait_timeout: float = DEFAULT_WAIT_TIMEOUT_S):
+                      wait_timeout: float = DEFAULT_WAIT_TIMEOUT_S, precision: str = "bf16"):
     """Ulysses attention over `group` (NCCL) with the post-attention All-to-All fused into the attention epilogue.
 
     q, k, v: [B, S_local, H, D] bfloat16 CUDA tensors on the current device, this rank's rows of the sequence
@@ -320,8 +324,14 @@ def ulysses_attention(q, k, v, group=None, *, joint_q=None, joint_k=None, joint_
     seq_len: the whole sequence's rows; None gathers the shard lengths over the group (one small all-gather and a
     host synchronization per call). timeout: team creation (first call on a group). wait_timeout: the device-side
     wait for the other ranks' stores. Runs on the current CUDA stream; forward only (no autograd).
+
+    precision: the attention's operand precision, "bf16" or "fp8" (8-bit operands after a quantization pre-pass on
+    the same stream, xstage.attention's FP8 path; inputs and outputs stay bfloat16, and so do the All-to-Alls). The
+    pre-pass scales each query row on its own and quantizes K and V in sequence order, as on one GPU, so the result
+    equals xstage.attention(q, k, v, precision="fp8") on the whole sequence bit for bit, whatever the split.
     """
     where = _where("ulysses_attention")
+    precision = _dist_abi.precision_arg(precision, where)
     group = _resolve_group(group, where)
     timeout = _timeout_arg(timeout, "timeout", where)
     wait_timeout = _timeout_arg(wait_timeout, "wait_timeout", where)
@@ -337,7 +347,7 @@ def ulysses_attention(q, k, v, group=None, *, joint_q=None, joint_k=None, joint_
     B, S_local, H, D = q.shape
     seq = _sequence_length(group, world, team.rank, S_local, seq_len, where)
     shard = _dist_abi.shard_info(seq, world, team.rank)["shard_len"]
-    handle = team.ulysses(H, D, shard, T, wait_timeout)
+    handle = team.ulysses(H, D, shard, T, wait_timeout, precision)
     out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
     joint_out = torch.empty(joint_q.shape, dtype=torch.bfloat16, device=q.device) if joint_q is not None else None
     stream = torch.cuda.current_stream(device).cuda_stream
@@ -348,7 +358,7 @@ def ulysses_attention(q, k, v, group=None, *, joint_q=None, joint_k=None, joint_
                                           inputs + [out, joint_out])), stream, where)
         call = _dist_abi.UlyssesCall(addr[0], addr[1], addr[2], addr[3], addr[4], addr[5], addr[6], addr[7], seq, scale,
                                      stream)
-        status = lib.xstage_ulysses_forward(handle, ctypes.byref(call))
+        status = lib.xstage_ulysses_forward_with_precision(handle, ctypes.byref(call), precision.encode())
         del held
         if status == _native.ERR_LAYOUT and attempt == 0:
             inputs = [None if t is None else t.contiguous() if not t.is_contiguous() else t.clone() for t in inputs]
@@ -361,12 +371,14 @@ def ulysses_attention(q, k, v, group=None, *, joint_q=None, joint_k=None, joint_
 
 class UlyssesAttention(torch.nn.Module):
     """torch.nn.Module form of ulysses_attention over a fixed group: forward(q, k, v, joint_q=None, joint_k=None,
-    joint_v=None) with the strategy, scale and timeouts given here."""
+    joint_v=None) with the strategy, scale, timeouts and precision given here."""
 
     def __init__(self, group=None, *, joint_strategy: str = "rear", softmax_scale=None,
-                 timeout: float = DEFAULT_TIMEOUT_S, wait_timeout: float = DEFAULT_WAIT_TIMEOUT_S):
+                 timeout: float = DEFAULT_TIMEOUT_S, wait_timeout: float = DEFAULT_WAIT_TIMEOUT_S,
+                 precision: str = "bf16"):
         super().__init__()
         where = _where("UlyssesAttention")
+        self.precision = _dist_abi.precision_arg(precision, where)
         if not isinstance(joint_strategy, str) or joint_strategy not in JOINT_STRATEGIES:
             raise ValueError(f"{where}: joint_strategy {joint_strategy!r}; accepted: "
                              f"{', '.join(map(repr, JOINT_STRATEGIES))}")
@@ -381,25 +393,30 @@ class UlyssesAttention(torch.nn.Module):
     def forward(self, q, k, v, joint_q=None, joint_k=None, joint_v=None, seq_len=None):
         return ulysses_attention(q, k, v, self.group, joint_q=joint_q, joint_k=joint_k, joint_v=joint_v,
                                  joint_strategy=self.joint_strategy, softmax_scale=self.softmax_scale, seq_len=seq_len,
-                                 timeout=self.timeout, wait_timeout=self.wait_timeout)
+                                 timeout=self.timeout, wait_timeout=self.wait_timeout, precision=self.precision)
 
     def extra_repr(self) -> str:
-        return f"joint_strategy={self.joint_strategy!r}, softmax_scale={self.softmax_scale}"
+        return (f"joint_strategy={self.joint_strategy!r}, softmax_scale={self.softmax_scale}, "
+                f"precision={self.precision!r}")
 
 
-def _testing_emulated_rank(q, k, v, heads: int, rank: int, world: int, owner_out, softmax_scale=None) -> None:
+def _testing_emulated_rank(q, k, v, heads: int, rank: int, world: int, owner_out, softmax_scale=None,
+                           precision: str = "bf16") -> None:
     """TESTING ONLY: one rank of a `world`-rank team emulated on one GPU (xstage_testing_ulysses_emulated_rank):
     q [1, seq, heads / world, D] in the rank's rotated row order, k, v [1, seq_k, heads / world, D], owner_out a
-    list of `world` contiguous [local_len(p), heads, D] tensors receiving the fused kernel's stores. Synchronizes."""
+    list of `world` contiguous [local_len(p), heads, D] tensors receiving the fused kernel's stores, at `precision`.
+    Synchronizes."""
     where = _where("_testing_emulated_rank")
+    precision = _dist_abi.precision_arg(precision, where)
     from ._dlpack import _scale_arg
     scale = _scale_arg(softmax_scale, where)
     stream = torch.cuda.current_stream(q.device).cuda_stream
     held, addr = _borrow_all([("q", q), ("k", k), ("v", v)] + [(f"owner_out[{p}]", o) for p, o in enumerate(owner_out)],
                              stream, where)
     outs = (ctypes.c_void_p * world)(*addr[3:])
-    status = _dist_abi.lib().xstage_testing_ulysses_emulated_rank(addr[0], addr[1], addr[2], heads, rank, world, outs,
-                                                                  scale, stream)
+    status = _dist_abi.lib().xstage_testing_ulysses_emulated_rank_with_precision(addr[0], addr[1], addr[2], heads,
+                                                                                 rank, world, outs, scale, stream,
+                                                                                 precision.encode())
     del held
     if status != _native.OK:
         _dist_abi.raise_for(status, where)

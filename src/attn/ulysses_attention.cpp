@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "attn_fp8_quant.hpp"
 #include "ulysses_kernels.hpp"
 #include "ulysses_epilogue.hpp"
 #include "xstage/comm/window.hpp"
@@ -18,6 +19,7 @@ namespace xstage::ulysses {
 
 using attn::A2AEpilogueParams;
 using attn::AttnForwardArgs;
+using attn::AttnPrecision;
 using attn::BshdView;
 
 namespace {
@@ -54,6 +56,27 @@ std::string shape_error(const char* name, const BshdView& v, int64_t batch, int6
          std::to_string(rows) + " (" + rows_name + "), " + std::to_string(heads) + ", " + std::to_string(dim) + "]";
 }
 
+std::string precision_text(AttnPrecision p) {
+  const char* name = attn::attn_precision_name(p);
+  return name ? name : std::to_string(int(p));
+}
+
+// The FP8 pre-pass's workspace bytes for the largest problems `l` allows on `world` ranks: the fused
+// attention (every query of the sequence against the sequence and the joint keys, this rank's heads) and
+// the joint queries' attention (against the same keys). One workspace serves both: they run one after the
+// other on the forward's stream. 0 for bf16.
+std::size_t fp8_workspace_bytes(const UlyssesLimits& l, int world) {
+  if (l.precision != AttnPrecision::kFp8) return 0;
+  const int hl = l.heads / world, seq_max = l.max_seq_local * world, keys = seq_max + l.max_joint;
+  std::size_t bytes = attn::attn_forward_workspace_bytes(attn::make_bshd_problem(1, seq_max, keys, hl, l.head_dim),
+                                                         AttnPrecision::kFp8);
+  if (l.max_joint > 0) {
+    bytes = std::max(bytes, attn::attn_forward_workspace_bytes(attn::make_bshd_problem(1, l.max_joint, keys, hl, l.head_dim),
+                                                               AttnPrecision::kFp8));
+  }
+  return bytes;
+}
+
 }  // namespace
 
 struct UlyssesAttention::Impl {
@@ -69,10 +92,20 @@ struct UlyssesAttention::Impl {
   uint16_t *joint_q = nullptr, *joint_o = nullptr, *joint_gather = nullptr;
   uint32_t* epoch = nullptr;
   void** table = nullptr;  // [dst x world, flags x world]
+  void* workspace = nullptr;  // the FP8 pre-pass's (precision fp8 only): cudaMalloc's 256-byte alignment
+  std::size_t workspace_bytes = 0;
 
   Impl(comm::Team& t, const UlyssesLimits& l, uint64_t timeout) : team(t), lim(l), wait_timeout_ns(timeout) {}
   void allocate();
   void release();
+  // The attention call at precision p: fp8 on the object's workspace.
+  void set_precision(AttnPrecision p, AttnForwardArgs& args) const {
+    args.precision = p;
+    if (p == AttnPrecision::kFp8) {
+      args.workspace = workspace;
+      args.workspace_bytes = workspace_bytes;
+    }
+  }
 };
 
 void UlyssesAttention::Impl::release() {
@@ -88,9 +121,12 @@ void UlyssesAttention::Impl::release() {
   cudaFree(joint_gather);
   cudaFree(epoch);
   cudaFree(table);
+  cudaFree(workspace);
   joint_q = joint_o = joint_gather = nullptr;
   epoch = nullptr;
   table = nullptr;
+  workspace = nullptr;
+  workspace_bytes = 0;
   window.reset();
 }
 
@@ -111,6 +147,8 @@ void UlyssesAttention::Impl::allocate() {
   }
   XSTAGE_CUDA_CHECK(cudaMalloc(&epoch, sizeof(uint32_t)));
   XSTAGE_CUDA_CHECK(cudaMemset(epoch, 0, sizeof(uint32_t)));
+  workspace_bytes = fp8_workspace_bytes(lim, world);
+  if (workspace_bytes > 0) XSTAGE_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
   out_bytes = align_up(rows * std::size_t(lim.heads) * d * 2);
   window = std::make_unique<comm::SymmetricWindow>(team, out_bytes + align_up(kFlagBytes), 1);
   char* base = static_cast<char*>(window->local_ptr(0));
@@ -125,6 +163,11 @@ void UlyssesAttention::Impl::allocate() {
 std::string UlyssesAttention::limits_error(const UlyssesLimits& l, int world) {
   if (world < 1 || world > attn::kA2AMaxRanks)
     return "world size " + std::to_string(world) + " (1.." + std::to_string(attn::kA2AMaxRanks) + ")";
+  if (attn::attn_precision_name(l.precision) == nullptr)
+    return "precision " + precision_text(l.precision) + " (accepted: bf16, fp8)";
+  if (l.precision == AttnPrecision::kFp8 && l.head_dim != attn::kFp8HeadDim)
+    return "head_dim " + std::to_string(l.head_dim) + " with precision fp8 (the FP8 kernel supports " +
+           std::to_string(attn::kFp8HeadDim) + ")";
   if (l.head_dim != 128) return "head_dim " + std::to_string(l.head_dim) + " (the fused kernel supports 128)";
   if (std::string why = ulysses_heads_error(l.heads, world); !why.empty()) return why;
   if (l.max_seq_local < 1) return "max_seq_local " + std::to_string(l.max_seq_local) + " (at least 1)";
@@ -166,10 +209,13 @@ void UlyssesAttention::reserve(const UlyssesLimits& limits) {
                      " (they stay " + std::to_string(m.lim.heads) + ", " + std::to_string(m.lim.head_dim) + ")");
   const std::string why = limits_error(limits, m.world);
   if (!why.empty()) throw InputError("reserve: " + why);
-  if (limits.max_seq_local <= m.lim.max_seq_local && limits.max_joint <= m.lim.max_joint) return;
+  // fp8 serves bf16 too: a bf16 reserve keeps an existing FP8 workspace (buffers only grow).
+  const bool add_fp8 = limits.precision == AttnPrecision::kFp8 && m.lim.precision != AttnPrecision::kFp8;
+  if (limits.max_seq_local <= m.lim.max_seq_local && limits.max_joint <= m.lim.max_joint && !add_fp8) return;
   m.release();
   m.lim.max_seq_local = std::max(limits.max_seq_local, m.lim.max_seq_local);
   m.lim.max_joint = std::max(limits.max_joint, m.lim.max_joint);
+  if (add_fp8) m.lim.precision = AttnPrecision::kFp8;
   m.allocate();
 }
 
@@ -180,6 +226,12 @@ std::string UlyssesAttention::can_implement(const UlyssesForwardArgs& a, Ulysses
   k = UlyssesRefusal::kValue;
   const int64_t H = m.lim.heads, D = m.lim.head_dim, B = a.q.size[0];
   if (!a.q.data || !a.k.data || !a.v.data || !a.out.data) return "q, k, v and out are required";
+  if (attn::attn_precision_name(a.precision) == nullptr)
+    return "precision " + precision_text(a.precision) + " (accepted: bf16, fp8)";
+  if (a.precision == AttnPrecision::kFp8 && m.lim.precision != AttnPrecision::kFp8) {
+    return "precision fp8: this object was created for bf16 only (UlyssesLimits::precision " +
+           precision_text(m.lim.precision) + "; create it with precision fp8, or raise it with reserve)";
+  }
   if (B < 1) return "q: batch " + std::to_string(B) + " (shape " + shape_text(a.q) + "; at least 1)";
   if (a.q.size[2] != H) {
     return "q: heads (dimension 2) " + std::to_string(a.q.size[2]) + " (shape " + shape_text(a.q) + "); this object was created for " +
@@ -240,8 +292,15 @@ std::string UlyssesAttention::can_implement(const UlyssesForwardArgs& a, Ulysses
   if (grid < 1 || grid > attn::kA2AMaxCtas) return "fused attention grid " + std::to_string(grid) + " out of range";
   const A2AEpilogueParams ep =
       attn::ulysses_epilogue_params(m.rank, m.world, a.seq, m.hl, int(D), kOrder, m.table, m.epoch);
-  const AttnForwardArgs fa{prob, m.qkv[0], m.qkv[1], m.qkv[2], nullptr, nullptr};
+  AttnForwardArgs fa{prob, m.qkv[0], m.qkv[1], m.qkv[2], nullptr, nullptr};
+  m.set_precision(a.precision, fa);
   if (std::string why = attn::attn_fused_a2a_can_implement(fa, ep); !why.empty()) return "fused attention: " + why;
+  if (jq) {
+    AttnForwardArgs ja{attn::make_bshd_problem(1, int(T), a.seq + int(T), m.hl, int(D)), m.joint_q, m.qkv[1], m.qkv[2],
+                       m.joint_o, nullptr};
+    m.set_precision(a.precision, ja);
+    if (std::string why = attn::attn_forward_can_implement(ja); !why.empty()) return "joint_q attention: " + why;
+  }
   k = UlyssesRefusal::kNone;
   return {};
 }
@@ -292,7 +351,8 @@ void UlyssesAttention::forward(const UlyssesForwardArgs& a, cudaStream_t stream)
                                           at(j, b) + std::size_t(m.rank) * row_elems * 2, token_pitch(j),
                                           pitch_hl, std::size_t(T), cudaMemcpyDeviceToDevice, stream));
     }
-    const AttnForwardArgs fa{prob, m.qkv[0], m.qkv[1], m.qkv[2], nullptr, nullptr};
+    AttnForwardArgs fa{prob, m.qkv[0], m.qkv[1], m.qkv[2], nullptr, nullptr};
+    m.set_precision(a.precision, fa);
     XSTAGE_CUDA_CHECK(attn::attn_forward_fused_a2a(fa, ep, kEpilogue, stream));
     XSTAGE_CUDA_CHECK(attn::a2a_wait(flags, m.epoch, n, grid, m.rank, m.wait_timeout_ns, stream));
     // The owner's rows, all heads, from the window to the caller's buffer. The next forward's
@@ -308,7 +368,8 @@ void UlyssesAttention::forward(const UlyssesForwardArgs& a, cudaStream_t stream)
                                           cudaMemcpyDeviceToDevice, stream));
       attn::AttnForwardProblem jp = attn::make_bshd_problem(1, T, seq + T, hl, d);
       jp.softmax_scale = a.softmax_scale;
-      const AttnForwardArgs ja{jp, m.joint_q, m.qkv[1], m.qkv[2], m.joint_o, nullptr};
+      AttnForwardArgs ja{jp, m.joint_q, m.qkv[1], m.qkv[2], m.joint_o, nullptr};
+      m.set_precision(a.precision, ja);
       if (std::string why = attn::attn_forward_can_implement(ja); !why.empty()) throw InputError("joint_q: " + why);
       XSTAGE_CUDA_CHECK(attn::attn_forward(ja, stream));
       XSTAGE_NCCL_CHECK(ncclAllGather(m.joint_o, m.joint_gather, std::size_t(T) * row_elems, ncclBfloat16, m.comm, stream));
@@ -321,7 +382,9 @@ namespace testing {
 
 std::string emulated_rank_forward(const void* q, const void* k, const void* v, int seq, int seq_k, int heads,
                                   int head_dim, int rank, int world, void* const* owner_out, float softmax_scale,
-                                  cudaStream_t stream) {
+                                  cudaStream_t stream, AttnPrecision precision) {
+  if (attn::attn_precision_name(precision) == nullptr)
+    return "precision " + precision_text(precision) + " (accepted: bf16, fp8)";
   if (world < 1 || world > attn::kA2AMaxRanks) return "world " + std::to_string(world);
   if (std::string why = ulysses_heads_error(heads, world); !why.empty()) return why;
   if (std::string why = ulysses_local_len_error(seq, world, rank, attn::a2a_local_len(seq, world, rank)); !why.empty())
@@ -336,8 +399,17 @@ std::string emulated_rank_forward(const void* q, const void* k, const void* v, i
   std::vector<void*> h(2 * world);
   void** table = nullptr;
   uint32_t* epoch = nullptr;
+  void* workspace = nullptr;
+  const std::size_t workspace_bytes = attn::attn_forward_workspace_bytes(prob, precision);
   std::string result;
+  auto free_all = [&] {
+    for (int p = 0; p < world; ++p) cudaFree(h[world + p]);
+    cudaFree(table);
+    cudaFree(epoch);
+    cudaFree(workspace);
+  };
   try {
+    if (workspace_bytes > 0) XSTAGE_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
     for (int p = 0; p < world; ++p) {
       h[p] = owner_out[p];
       XSTAGE_CUDA_CHECK(cudaMalloc(&h[world + p], kFlagBytes));
@@ -348,7 +420,10 @@ std::string emulated_rank_forward(const void* q, const void* k, const void* v, i
     XSTAGE_CUDA_CHECK(cudaMalloc(&epoch, sizeof(uint32_t)));
     XSTAGE_CUDA_CHECK(cudaMemsetAsync(epoch, 0, sizeof(uint32_t), stream));
     const A2AEpilogueParams ep = attn::ulysses_epilogue_params(rank, world, seq, hl, head_dim, kOrder, table, epoch);
-    const AttnForwardArgs fa{prob, q, k, v, nullptr, nullptr};
+    AttnForwardArgs fa{prob, q, k, v, nullptr, nullptr};
+    fa.precision = precision;
+    fa.workspace = workspace;
+    fa.workspace_bytes = workspace_bytes;
     result = attn::attn_fused_a2a_can_implement(fa, ep);
     if (result.empty()) {
       XSTAGE_CUDA_CHECK(attn::attn_forward_fused_a2a(fa, ep, kEpilogue, stream));
@@ -367,14 +442,10 @@ std::string emulated_rank_forward(const void* q, const void* k, const void* v, i
       }
     }
   } catch (...) {
-    for (int p = 0; p < world; ++p) cudaFree(h[world + p]);
-    cudaFree(table);
-    cudaFree(epoch);
+    free_all();
     throw;
   }
-  for (int p = 0; p < world; ++p) cudaFree(h[world + p]);
-  cudaFree(table);
-  cudaFree(epoch);
+  free_all();
   return result;
 }
 

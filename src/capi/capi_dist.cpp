@@ -73,11 +73,23 @@ class DeviceGuard {
   bool ok_ = false;
 };
 
+// The precision named by `name` (NULL: bf16), or XSTAGE_ERR_VALUE naming `precision` and the value.
+int precision_arg(const char* name, attn::AttnPrecision* precision) {
+  if (!name) {
+    *precision = attn::AttnPrecision::kBf16;
+    return XSTAGE_OK;
+  }
+  if (attn::attn_precision_from_name(name, precision)) return XSTAGE_OK;
+  return fail(XSTAGE_ERR_VALUE, std::string("precision '") + name + "' (accepted: bf16, fp8)");
+}
+
 // Fills `args` from `call`, checking each tensor alone first (presence, CUDA device of the team,
 // bf16, rank 4); the shapes and layouts are UlyssesAttention::can_implement's.
-int ulysses_args(const xstage_ulysses* u, const xstage_ulysses_call* call, ulysses::UlyssesForwardArgs* args) {
+int ulysses_args(const xstage_ulysses* u, const xstage_ulysses_call* call, const char* precision,
+                 ulysses::UlyssesForwardArgs* args) {
   if (!u) return fail(XSTAGE_ERR_VALUE, "ulysses: null handle");
   if (!call) return fail(XSTAGE_ERR_VALUE, "ulysses: null call");
+  if (const int s = precision_arg(precision, &args->precision); s != XSTAGE_OK) return s;
   const int device = u->team->team.local_ranks()[0].device;
   struct Entry {
     const char* name;
@@ -217,10 +229,23 @@ int xstage_team_destroy(xstage_team* team) {
 
 int xstage_ulysses_create(xstage_team* team, int64_t max_seq_local, int64_t heads, int64_t head_dim,
                           int64_t max_joint, double wait_timeout_s, xstage_ulysses** out) {
+  return xstage_ulysses_create_with_precision(team, max_seq_local, heads, head_dim, max_joint, wait_timeout_s, nullptr,
+                                              out);
+}
+
+int xstage_ulysses_create_with_precision(xstage_team* team, int64_t max_seq_local, int64_t heads, int64_t head_dim,
+                                         int64_t max_joint, double wait_timeout_s, const char* precision,
+                                         xstage_ulysses** out) {
   using namespace xstage::capi;
   return guarded_dist([&] {
     if (!out) return fail(XSTAGE_ERR_VALUE, "out: null");
     *out = nullptr;
+#if XSTAGE_CAPI_HAVE_DIST
+    xstage::attn::AttnPrecision prec{};
+    if (const int s = precision_arg(precision, &prec); s != XSTAGE_OK) return s;
+#else
+    (void)precision;
+#endif
     if (!team) return fail(XSTAGE_ERR_VALUE, "team: null");
     const int64_t big = int64_t(1) << 30;
     for (const auto& [name, v] : {std::pair{"max_seq_local", max_seq_local}, {"heads", heads}, {"head_dim", head_dim},
@@ -235,6 +260,7 @@ int xstage_ulysses_create(xstage_team* team, int64_t max_seq_local, int64_t head
     lim.heads = int(heads);
     lim.head_dim = int(head_dim);
     lim.max_joint = int(max_joint);
+    lim.precision = prec;
     const std::string why = xstage::ulysses::UlyssesAttention::limits_error(lim, team->team.world_size());
     if (!why.empty()) return fail(XSTAGE_ERR_VALUE, why);
     DeviceGuard guard;
@@ -248,22 +274,31 @@ int xstage_ulysses_create(xstage_team* team, int64_t max_seq_local, int64_t head
 }
 
 int xstage_ulysses_reserve(xstage_ulysses* u, int64_t max_seq_local, int64_t max_joint) {
+  return xstage_ulysses_reserve_with_precision(u, max_seq_local, max_joint, nullptr);
+}
+
+int xstage_ulysses_reserve_with_precision(xstage_ulysses* u, int64_t max_seq_local, int64_t max_joint,
+                                          const char* precision) {
   using namespace xstage::capi;
   return guarded_dist([&] {
     if (!u) return fail(XSTAGE_ERR_VALUE, "ulysses: null handle");
 #if XSTAGE_CAPI_HAVE_DIST
+    xstage::attn::AttnPrecision prec{};
+    if (const int s = precision_arg(precision, &prec); s != XSTAGE_OK) return s;
     if (max_seq_local < 0 || max_seq_local > (int64_t(1) << 30) || max_joint < 0 || max_joint > (int64_t(1) << 30))
       return fail(XSTAGE_ERR_VALUE, "max_seq_local " + std::to_string(max_seq_local) + ", max_joint " +
                                         std::to_string(max_joint) + " (0..2^30)");
     xstage::ulysses::UlyssesLimits lim = u->attention->limits();
     lim.max_seq_local = int(max_seq_local);
     lim.max_joint = int(max_joint);
+    lim.precision = prec;  // fp8 adds the FP8 workspace; bf16 keeps what the object has
     DeviceGuard guard;
     u->attention->reserve(lim);
     return ok();
 #else
     (void)max_seq_local;
     (void)max_joint;
+    (void)precision;
     return unavailable();
 #endif
   });
@@ -283,32 +318,42 @@ int xstage_ulysses_destroy(xstage_ulysses* u) {
 }
 
 int xstage_ulysses_check(xstage_ulysses* u, const xstage_ulysses_call* call) {
+  return xstage_ulysses_check_with_precision(u, call, nullptr);
+}
+
+int xstage_ulysses_check_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, const char* precision) {
   using namespace xstage::capi;
   return guarded_dist([&] {
 #if XSTAGE_CAPI_HAVE_DIST
     xstage::ulysses::UlyssesForwardArgs args;
-    const int s = ulysses_args(u, call, &args);
+    const int s = ulysses_args(u, call, precision, &args);
     return s == XSTAGE_OK ? ok() : s;
 #else
     (void)u;
     (void)call;
+    (void)precision;
     return unavailable();
 #endif
   });
 }
 
 int xstage_ulysses_forward(xstage_ulysses* u, const xstage_ulysses_call* call) {
+  return xstage_ulysses_forward_with_precision(u, call, nullptr);
+}
+
+int xstage_ulysses_forward_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, const char* precision) {
   using namespace xstage::capi;
   return guarded_dist([&] {
 #if XSTAGE_CAPI_HAVE_DIST
     xstage::ulysses::UlyssesForwardArgs args;
-    if (const int s = ulysses_args(u, call, &args); s != XSTAGE_OK) return s;
+    if (const int s = ulysses_args(u, call, precision, &args); s != XSTAGE_OK) return s;
     DeviceGuard guard;
     u->attention->forward(args, static_cast<cudaStream_t>(call->stream));
     return ok();
 #else
     (void)u;
     (void)call;
+    (void)precision;
     return unavailable();
 #endif
   });
@@ -317,9 +362,18 @@ int xstage_ulysses_forward(xstage_ulysses* u, const xstage_ulysses_call* call) {
 int xstage_testing_ulysses_emulated_rank(const DLTensor* q, const DLTensor* k, const DLTensor* v, int64_t heads,
                                          int rank, int world, DLTensor* const* owner_out, float softmax_scale,
                                          void* stream) {
+  return xstage_testing_ulysses_emulated_rank_with_precision(q, k, v, heads, rank, world, owner_out, softmax_scale,
+                                                             stream, nullptr);
+}
+
+int xstage_testing_ulysses_emulated_rank_with_precision(const DLTensor* q, const DLTensor* k, const DLTensor* v,
+                                                        int64_t heads, int rank, int world, DLTensor* const* owner_out,
+                                                        float softmax_scale, void* stream, const char* precision) {
   using namespace xstage::capi;
   return guarded_dist([&] {
 #if XSTAGE_CAPI_HAVE_DIST
+    xstage::attn::AttnPrecision prec{};
+    if (const int s = precision_arg(precision, &prec); s != XSTAGE_OK) return s;
     int status = XSTAGE_OK;
     for (const auto& [name, t] : {std::pair{"q", q}, {"k", k}, {"v", v}}) {
       const std::string why = check_cuda_tensor(name, t, kDLBfloat, 16, 4, "bfloat16", kBshd, &status);
@@ -340,10 +394,11 @@ int xstage_testing_ulysses_emulated_rank(const DLTensor* q, const DLTensor* k, c
     if (cudaSetDevice(q->device.device_id) != cudaSuccess) return fail(XSTAGE_ERR_CUDA, "cudaSetDevice");
     const std::string why = xstage::ulysses::testing::emulated_rank_forward(
         data_of(*q), data_of(*k), data_of(*v), seq, int(k->shape[1]), int(heads), int(q->shape[3]), rank, world,
-        outs.data(), softmax_scale, static_cast<cudaStream_t>(stream));
+        outs.data(), softmax_scale, static_cast<cudaStream_t>(stream), prec);
     return why.empty() ? ok() : fail(XSTAGE_ERR_VALUE, why);
 #else
     (void)q, (void)k, (void)v, (void)heads, (void)rank, (void)world, (void)owner_out, (void)softmax_scale, (void)stream;
+    (void)precision;
     return unavailable();
 #endif
   });

@@ -184,6 +184,7 @@ UlyssesBenchRun run_ulysses_bench(const std::vector<int>& gpus, const attn::Ulys
                  {"heads_per_gpu", cfg.heads_per_gpu},
                  {"heads_total", layer.heads_total()},
                  {"head_dim", cfg.head_dim},
+                 {"precision", attn_precision_name(cfg.precision)},
                  {"shard_len", a2a_shard_len(cfg.seq, n)},
                  {"store_path", s.store_path},
                  {"tile_order", s.tile_order},

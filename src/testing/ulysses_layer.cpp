@@ -82,6 +82,11 @@ int64_t UlyssesLayer::final_round_remote_bytes(int rank) const {
 
 std::string ulysses_config_error(const UlyssesConfig& c, int world) {
   if (world < 1 || world > kA2AMaxRanks) return "world size " + std::to_string(world) + " (1.." + std::to_string(kA2AMaxRanks) + ")";
+  if (attn_precision_name(c.precision) == nullptr)
+    return "precision " + std::to_string(int(c.precision)) + " (accepted: bf16, fp8)";
+  // The fused kernels of both precisions are built for head_dim 128 (the check below); the fp8 case says so.
+  if (c.precision == AttnPrecision::kFp8 && c.head_dim != 128)
+    return "precision fp8: head_dim " + std::to_string(c.head_dim) + " (the FP8 fused kernels support 128)";
   if (c.head_dim != 128) return "head_dim " + std::to_string(c.head_dim) + " (the fused kernels support 128)";
   if (c.heads_per_gpu < 1) return "heads " + std::to_string(c.heads_per_gpu);
   if (c.text < 0) return "text " + std::to_string(c.text);
@@ -124,8 +129,19 @@ struct UlyssesLayer::Impl {
     uint32_t* local_epoch = nullptr;
     void** local_table = nullptr;     // [o_local, local_flags]
     A2AEpilogueParams ep_local{};
+    void* workspace = nullptr;  // the FP8 pre-pass's (precision fp8): every variant's, one at a time on `stream`
+    std::size_t workspace_bytes = 0;
   };
   std::vector<Rank> ranks;
+  // Every attention call of the layer at the configured precision.
+  static AttnForwardArgs args(const UlyssesConfig& c, const Rank& R, void* o) {
+    AttnForwardArgs a{make_bshd_problem(1, c.seq, c.seq, c.heads_per_gpu, c.head_dim), R.qkv[0], R.qkv[1], R.qkv[2], o,
+                      nullptr};
+    a.precision = c.precision;
+    a.workspace = R.workspace;
+    a.workspace_bytes = R.workspace_bytes;
+    return a;
+  }
 };
 
 UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
@@ -161,6 +177,8 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     XSTAGE_CUDA_CHECK(cudaMalloc(&R.recv, std::max<std::size_t>(std::size_t(n) * s_r * hl * d * 2, 16)));
     XSTAGE_CUDA_CHECK(cudaMalloc(&R.epoch, sizeof(uint32_t)));
     XSTAGE_CUDA_CHECK(cudaMemset(R.epoch, 0, sizeof(uint32_t)));
+    R.workspace_bytes = attn_forward_workspace_bytes(make_bshd_problem(1, cfg.seq, cfg.seq, hl, d), cfg.precision);
+    if (R.workspace_bytes > 0) XSTAGE_CUDA_CHECK(cudaMalloc(&R.workspace, R.workspace_bytes));
     char* base = impl_->window ? static_cast<char*>(impl_->window->local_ptr(int(i)))
                                : static_cast<char*>(impl_->peers->ptr(R.rank));
     R.out = reinterpret_cast<uint16_t*>(base);
@@ -191,7 +209,9 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     int sms = 0;
     XSTAGE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, R.device));
     a2a_grid_ = std::min(2 * sms, kA2AMaxCtas);
-    AttnForwardArgs probe_args{prob, R.qkv[0], R.qkv[1], R.qkv[2], nullptr, nullptr};
+    const AttnForwardArgs probe_args = Impl::args(cfg, R, nullptr);
+    if (std::string why = attn_forward_can_implement(Impl::args(cfg, R, R.o_local)); !why.empty())
+      throw std::invalid_argument("attention: " + why);
     const std::string why = attn_fused_a2a_can_implement(probe_args, ep);
     if (!why.empty()) throw std::invalid_argument("fused attention: " + why);
 
@@ -241,6 +261,7 @@ UlyssesLayer::~UlyssesLayer() {
     cudaFree(R.local_flags);
     cudaFree(R.local_epoch);
     cudaFree(R.local_table);
+    cudaFree(R.workspace);
   }
 }
 
@@ -313,7 +334,6 @@ void UlyssesLayer::nccl_post_a2a() {
 
 void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sender_done) {
   const int hl = cfg_.heads_per_gpu, d = cfg_.head_dim;
-  const AttnForwardProblem prob = make_bshd_problem(1, cfg_.seq, cfg_.seq, hl, d);
   const bool attention = v == UlyssesVariant::kFaOnly || v == UlyssesVariant::kSerialOurs || v == UlyssesVariant::kSerialNccl;
   const bool attention_tma = v == UlyssesVariant::kFaOnlyTma || v == UlyssesVariant::kSerialTma;
   const bool ours = v == UlyssesVariant::kA2AOurs || v == UlyssesVariant::kSerialOurs || v == UlyssesVariant::kSerialTma;
@@ -321,16 +341,13 @@ void UlyssesLayer::enqueue(UlyssesVariant v, const std::vector<cudaEvent_t>& sen
   const bool fused = ulysses_variant_is_fused(v);
   for (auto& R : impl_->ranks) {
     XSTAGE_CUDA_CHECK(cudaSetDevice(R.device));
-    if (attention) {
-      AttnForwardArgs a{prob, R.qkv[0], R.qkv[1], R.qkv[2], R.o_local, nullptr};
-      XSTAGE_CUDA_CHECK(attn_forward(a, R.stream));
-    }
+    if (attention) XSTAGE_CUDA_CHECK(attn_forward(Impl::args(cfg_, R, R.o_local), R.stream));
     if (attention_tma) {
-      AttnForwardArgs a{prob, R.qkv[0], R.qkv[1], R.qkv[2], nullptr, nullptr};
-      XSTAGE_CUDA_CHECK(attn_forward_fused_a2a(a, R.ep_local, FusedEpilogue::kPiggybackTma, R.stream));
+      XSTAGE_CUDA_CHECK(
+          attn_forward_fused_a2a(Impl::args(cfg_, R, nullptr), R.ep_local, FusedEpilogue::kPiggybackTma, R.stream));
     }
     if (fused) {
-      AttnForwardArgs a{prob, R.qkv[0], R.qkv[1], R.qkv[2], nullptr, nullptr};
+      const AttnForwardArgs a = Impl::args(cfg_, R, nullptr);
       const FusedEpilogue mode =
           v == UlyssesVariant::kCoupledTma ? FusedEpilogue::kCompletionCoupledTma : FusedEpilogue::kPiggybackTma;
       XSTAGE_CUDA_CHECK(attn_forward_fused_a2a(a, R.ep, mode, R.stream));

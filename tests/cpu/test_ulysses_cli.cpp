@@ -31,6 +31,18 @@ TEST(UlyssesCli, BadValuesNameTheOptionAndValue) {
   expect_input_error("attn ulysses --seq 1 --heads 4 --gpus 0,1", "--seq", "1");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --gpus 0,1,2,3,4,5,6,7,8", "--gpus", "9");
   expect_input_error("attn ulysses --seq 4096 --heads 4 --iters 0", "--iters", "0");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --precision fp16", "--precision", "fp16");
+  expect_input_error("attn ulysses --seq 4096 --heads 4 --precision FP8", "--precision", "FP8");
+}
+
+// --precision is listed with both values; a good value passes the option checks (the next refusal is
+// the sequence check that follows it, before any GPU is touched).
+TEST(UlyssesCli, PrecisionOptionIsDocumented) {
+  if (!have_ulysses()) GTEST_SKIP() << "built without CUDA/NCCL: no attn ulysses subcommand";
+  const auto help = xstage::test::run_cli("attn ulysses --help");
+  EXPECT_NE(help.out.find("--precision"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("fp8"), std::string::npos) << help.out;
+  expect_input_error("attn ulysses --seq 1 --heads 4 --gpus 0,1 --precision fp8", "--seq", "1");
 }
 
 // Every variant is named in --help and in the rejection message (the TMA bulk-store pair included).

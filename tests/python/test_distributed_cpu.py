@@ -88,6 +88,38 @@ def test_c_abi_ulysses_bad_input():
     assert lib().xstage_ulysses_destroy(None) == _native.OK and lib().xstage_team_destroy(None) == _native.OK
 
 
+def test_c_abi_ulysses_precision_bad_input():
+    """The *_with_precision entries name `precision` and the value; NULL is bf16 (the unsuffixed entries)."""
+    out = ctypes.c_void_p()
+    call = _dist_abi.UlyssesCall()
+    if not _dist_abi.available():
+        with pytest.raises(RuntimeError):
+            _status(lib().xstage_ulysses_create_with_precision(None, 1024, 24, 128, 0, 10.0, b"fp8", ctypes.byref(out)))
+        return
+    for bad in (b"fp16", b"FP8", b""):
+        with pytest.raises(ValueError, match=f"precision '{bad.decode()}' \\(accepted: bf16, fp8\\)"):
+            _status(lib().xstage_ulysses_create_with_precision(None, 1024, 24, 128, 0, 10.0, bad, ctypes.byref(out)))
+        assert out.value is None
+    # A good (or NULL) precision reaches the next check.
+    for good in (b"bf16", b"fp8", None):
+        with pytest.raises(ValueError, match="team: null"):
+            _status(lib().xstage_ulysses_create_with_precision(None, 1024, 24, 128, 0, 10.0, good, ctypes.byref(out)))
+    with pytest.raises(ValueError, match="null handle"):
+        _status(lib().xstage_ulysses_forward_with_precision(None, ctypes.byref(call), b"fp8"))
+    with pytest.raises(ValueError, match="null handle"):
+        _status(lib().xstage_ulysses_check_with_precision(None, ctypes.byref(call), b"fp8"))
+    with pytest.raises(ValueError, match="null handle"):
+        _status(lib().xstage_ulysses_reserve_with_precision(None, 10, 0, b"fp8"))
+
+
+@pytest.mark.parametrize("value,exc", [("fp16", ValueError), ("FP8", ValueError), ("", ValueError), (8, TypeError),
+                                       (None, TypeError), (b"fp8", TypeError)])
+def test_precision_arg_names_precision_and_value(value, exc):
+    with pytest.raises(exc, match=r"t: precision .*; accepted: .*'bf16', 'fp8'"):
+        _dist_abi.precision_arg(value, "t")
+    assert _dist_abi.precision_arg("fp8", "t") == "fp8" and _dist_abi.precision_arg("bf16", "t") == "bf16"
+
+
 def test_timeout_status_is_a_timeout_error():
     with pytest.raises(TimeoutError):
         _dist_abi.raise_for(_dist_abi.ERR_TIMEOUT, "t")
@@ -152,6 +184,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def test_ulysses_attention_precision_is_checked_first(torch_mod, xdist):
+    """A bad precision is refused before the group, the team or the tensors are looked at."""
+    q = bf16(torch_mod, 1, 8, 4, 128)
+    for bad, exc in (("int8", ValueError), (8, TypeError)):
+        with pytest.raises(exc, match=r"ulysses_attention: precision .*; accepted: .*'bf16', 'fp8'"):
+            xdist.ulysses_attention(q, q, q, precision=bad)
+
+
 def test_group_checks(torch_mod, xdist):
     import torch.distributed as dist
     torch = torch_mod
@@ -174,6 +214,9 @@ def test_group_checks(torch_mod, xdist):
             xdist.UlyssesAttention(joint_strategy="front")
         with pytest.raises(TypeError, match="wait_timeout is a str"):
             xdist.UlyssesAttention(wait_timeout="10")
+        with pytest.raises(ValueError, match="UlyssesAttention: precision 'fp16'; accepted: 'bf16', 'fp8'"):
+            xdist.UlyssesAttention(precision="fp16")
+        assert "precision='fp8'" in repr(xdist.UlyssesAttention(precision="fp8"))
     finally:
         dist.destroy_process_group()
 

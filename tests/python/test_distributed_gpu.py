@@ -7,6 +7,9 @@ has GPUs for) or plain pytest (a one-process NCCL group is created). Three parts
       joint k/v and joint q; repeated calls (the flag/epoch protocol), a grown buffer, strided inputs (copied);
   (b) one rank of a 2- and 3-rank team emulated on one GPU through the C ABI's testing entry (every owner's buffer
       local): every row reaches its owner's buffer, bit for bit, every other element stays poisoned;
+  (a, b) at precision "fp8" too, against xstage.attention(..., precision="fp8") on the whole sequence, bit for
+      bit (the pre-pass scales each query row on its own and K, V in sequence order, whatever the split), and a
+      bf16 object grown to fp8;
   (c) diffusers' context parallelism (ContextParallelConfig(ulysses_degree=world); world 1 is allowed by setting
       the degree after construction, which diffusers' constructor refuses) on Wan and Flux blocks through xstage:
       compared with diffusers' native backend without context parallelism. Tolerance: xstage's max and mean
@@ -87,6 +90,60 @@ def test_ulysses_matches_attention_bit_for_bit(group, joint):
         assert torch.equal(jout, jref), f"rank {rank}: joint_out differs"
 
 
+def fp8_attention(q, k, v):
+    """xstage.attention at precision fp8 (the local FP8 path the Ulysses FP8 kernels must match)."""
+    try:
+        return xstage.attention(q, k, v, precision="fp8")
+    except TypeError as e:
+        if "precision" in str(e):
+            pytest.skip(f"xstage.attention has no precision keyword in this build ({e})")
+        raise
+
+
+@pytest.mark.parametrize("joint", ["none", "kv", "qkv"])
+def test_ulysses_fp8_matches_fp8_attention_bit_for_bit(group, joint):
+    """FP8 Ulysses equals the local FP8 attention on the whole sequence, bit for bit, on uneven shards: each rank's
+    rotated query order changes no query row's scale (one per row), and K and V keep the sequence order."""
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    B, H, T = 2, 4 * world, (0 if joint == "none" else 77)
+    S = 1024 * world + (world - 1) + 333    # uneven shards where world > 1, no multiple of 64 either way
+    (q, k, v), (jq, jk, jv) = full_inputs(21, B, S, H, T)
+    if joint == "kv":
+        jq = None
+    kk = torch.cat([k, jk], 1) if jk is not None else k
+    vv = torch.cat([v, jv], 1) if jv is not None else v
+    ref = shard(fp8_attention(q, kk, vv), world, rank)
+    res = xdist.ulysses_attention(shard(q, world, rank), shard(k, world, rank), shard(v, world, rank), group,
+                                  joint_q=jq, joint_k=jk, joint_v=jv, precision="fp8")
+    out, jout = res if jq is not None else (res, None)
+    assert out.shape == ref.shape and out.dtype == torch.bfloat16
+    assert torch.equal(out, ref), f"rank {rank}: {(out.float() - ref.float()).abs().max().item()} max difference"
+    if jq is not None:
+        assert torch.equal(jout, fp8_attention(jq, kk, vv)), f"rank {rank}: joint_out differs"
+    # The FP8 path is FP8's, not bf16's: it differs from the bf16 result (within FP8's error).
+    ref16 = shard(xstage.attention(q, kk, vv), world, rank)
+    assert not torch.equal(out, ref16)
+    rel_l1 = ((out.float() - ref16.float()).abs().sum() / ref16.float().abs().sum()).item()
+    assert rel_l1 <= 3e-2, rel_l1   # the FP8 attention's accuracy bar (tests/gpu/test_attn_fp8.cu)
+
+
+def test_ulysses_bf16_object_grows_to_fp8_and_module_takes_precision(group):
+    """A bf16 call first (the object is created for bf16), then fp8 on the same heads (reserved to fp8), then bf16
+    again on the fp8 object: each equals its local reference."""
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    H, S = 6 * world, 512 * world
+    (q, k, v), _ = full_inputs(31, 1, S, H)
+    sq, sk, sv = (shard(t, world, rank) for t in (q, k, v))
+    assert torch.equal(xdist.ulysses_attention(sq, sk, sv, group), shard(xstage.attention(q, k, v), world, rank))
+    ref8 = shard(fp8_attention(q, k, v), world, rank)
+    assert torch.equal(xdist.ulysses_attention(sq, sk, sv, group, precision="fp8"), ref8)
+    assert torch.equal(xdist.ulysses_attention(sq, sk, sv, group), shard(xstage.attention(q, k, v), world, rank))
+    module = xdist.UlyssesAttention(group, precision="fp8")
+    assert torch.equal(module(sq, sk, sv), ref8)
+    with pytest.raises(ValueError, match="precision 'e4m3'"):
+        xdist.ulysses_attention(sq, sk, sv, group, precision="e4m3")
+
+
 def test_repeated_calls_growth_strides_and_seq_len(group):
     world, rank = dist.get_world_size(group), dist.get_rank(group)
     H = 2 * world
@@ -137,21 +194,24 @@ def test_team_is_cached_per_group(group):
     assert xdist.Team(group).world == dist.get_world_size(group)
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
 @pytest.mark.parametrize("world,seq,joint", [(2, 3077, 0), (3, 1000, 0), (3, 2048 + 2, 40), (2, 200, 5)])
-def test_emulated_rank_stores_every_row_to_its_owner(world, seq, joint):
+def test_emulated_rank_stores_every_row_to_its_owner(world, seq, joint, precision):
     hl, D = 2, 128
     H = hl * world
     g = torch.Generator("cuda").manual_seed(seq + world)
     mk = lambda n: torch.randn(1, n, hl, D, device="cuda", generator=g).to(torch.bfloat16)  # noqa: E731
     q, k, v = mk(seq), mk(seq + joint), mk(seq + joint)
-    ref = xstage.attention(q, k, v)[0]                     # [seq, hl, D], sequence order
     for rank in range(world):
         info = xdist.shard_info(seq, world, rank)
         rot = info["rotation"]
         q_kernel = torch.roll(q, shifts=-rot, dims=1).contiguous()   # kernel row i is sequence row (i + rot) % seq
+        # The local attention of the kernel-order Q, back in sequence order.
+        local = fp8_attention(q_kernel, k, v) if precision == "fp8" else xstage.attention(q_kernel, k, v)
+        ref = torch.roll(local[0], shifts=rot, dims=0)      # [seq, hl, D], sequence order
         outs = [torch.full((xdist.shard_info(seq, world, p)["local_len"], H, D), float("nan"), dtype=torch.bfloat16,
                            device="cuda") for p in range(world)]
-        xdist._testing_emulated_rank(q_kernel, k, v, H, rank, world, outs)
+        xdist._testing_emulated_rank(q_kernel, k, v, H, rank, world, outs, precision=precision)
         shard_len = info["shard_len"]
         for p, o in enumerate(outs):
             rows = ref[p * shard_len:p * shard_len + o.shape[0]]

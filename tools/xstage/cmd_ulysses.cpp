@@ -47,6 +47,7 @@ struct Options {
   std::string platform;
   std::string store_path = "window";
   std::string tile_order = "own-last";
+  std::string precision = "bf16";
   long long seed = -1;
   bool json_out = false;
   bool force = false;
@@ -84,13 +85,16 @@ void run_ulysses(const Options& opt) {
   }
   if (!parse_ulysses_tile_order(opt.tile_order, &cfg.tile_order))
     throw xstage::InputError("--tile-order: invalid value '" + opt.tile_order + "' (own-last, remote-first or natural)");
+  if (!attn_precision_from_name(opt.precision, &cfg.precision))
+    throw xstage::InputError("--precision: unsupported value '" + opt.precision + "' (accepted: bf16, fp8)");
   const std::string why = ulysses_config_error(cfg, int(gpus.size()));
   if (!why.empty()) {
     // The reason starts with the field it concerns: name the option that sets it.
-    const char* option = why.rfind("world size", 0) == 0 ? "--gpus"
-                         : why.rfind("text", 0) == 0     ? "--text"
-                         : why.rfind("heads", 0) == 0    ? "--heads"
-                                                         : "--seq";
+    const char* option = why.rfind("world size", 0) == 0  ? "--gpus"
+                         : why.rfind("text", 0) == 0      ? "--text"
+                         : why.rfind("heads", 0) == 0     ? "--heads"
+                         : why.rfind("precision", 0) == 0 ? "--precision"
+                                                          : "--seq";
     throw xstage::InputError(std::string(option) + ": invalid value, " + why);
   }
   const xstage::model::Platform platform = xstage::model::load_platform_or_default(opt.platform);
@@ -138,6 +142,9 @@ void add_attn_ulysses(CLI::App* attn) {
   u->add_option("--tile-order", opt->tile_order,
                 "own-last (each rank's own rows are the last query tiles of every head; default), remote-first "
                 "(as own-last, and every head's tiles holding other ranks' rows run before any own-row tile) or natural");
+  u->add_option("--precision", opt->precision,
+                "Attention operand precision of every variant: bf16 (default), or fp8 (8-bit GEMMs after a quantization "
+                "pre-pass counted in each iteration; head_dim 128)");
   add_seed_option(u, opt->seed, "Input seed");
   add_platform_option(u, opt->platform);
   add_json_option(u, opt->json_out, "Print the result as JSON");

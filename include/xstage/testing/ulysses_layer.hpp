@@ -23,6 +23,10 @@
 //   fa-only-tma         the fused-tma kernel (same SASS) with a one-rank parameter block: every row
 //                       bulk-stored to the local [seq, heads_per_gpu, d] buffer, as fa-only writes it
 //   serial-tma          fa-only-tma, then a2a-ours: the serial baseline like for like with fused-tma
+//
+// Precision (UlyssesConfig::precision): every variant's attention (attn_forward and the fused kernels)
+// runs at it; fp8 quantizes on a per-rank workspace in each call (the pre-pass is part of every timed
+// iteration). The All-to-Alls move the bf16 output either way.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,7 @@
 #include <cuda_runtime_api.h>
 
 #include "ulysses_epilogue.hpp"
+#include "xstage/attn/forward.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/comm/window.hpp"
 
@@ -73,6 +78,7 @@ struct UlyssesConfig {
   UlyssesStorePath store_path = UlyssesStorePath::kNcclWindow;
   // X-Stage-aware query order (above).
   UlyssesTileOrder tile_order = UlyssesTileOrder::kOwnLast;
+  AttnPrecision precision = AttnPrecision::kBf16;  // of every variant's attention
   uint64_t wait_timeout_ns = 10'000'000'000ull;
 };
 

@@ -13,6 +13,14 @@
 // (replicated) attends to the same keys, on this rank's heads, and the heads are all-gathered into
 // joint_out [B, T, H, D] (the same on every rank).
 //
+// Precision (xstage/attn/forward.hpp): bf16, or fp8 (8-bit operands after a quantization pre-pass, head_dim
+// 128), for the fused attention and the joint queries' attention alike; the All-to-Alls and the output stay
+// bf16. An object created with UlyssesLimits::precision fp8 also owns the FP8 pre-pass's workspace and
+// serves both precisions; one created for bf16 refuses fp8 forwards until reserve() raises its precision.
+// The FP8 pre-pass scales each query row on its own and quantizes K and V in sequence order (the joint
+// rows last), as the local FP8 path does on the whole sequence; so the output equals the local FP8
+// attention of the whole sequence bit for bit, whatever the split and this rank's query order.
+//
 // The object owns its symmetric window and work buffers, allocated once for the maximum sizes it was
 // created with; reserve() grows them (collective). forward() enqueues on the caller's stream and never
 // synchronizes the device; the owner's wait traps the kernel with a message naming the rank and the
@@ -36,6 +44,10 @@ struct UlyssesLimits {
   int heads = 0;          // total heads H (divisible by the world size)
   int head_dim = 128;     // 128 (the fused kernel)
   int max_joint = 0;      // replicated joint tokens T the buffers hold (0: none)
+  // The precisions forward may run: kBf16 only, or kFp8 (and kBf16): the FP8 workspace is then sized for
+  // the largest problems the limits allow (the fused attention over max_seq_local * world + max_joint keys,
+  // the joint queries' attention), one per object (forwards of one object run in the order enqueued).
+  attn::AttnPrecision precision = attn::AttnPrecision::kBf16;
 };
 
 struct UlyssesForwardArgs {
@@ -45,6 +57,7 @@ struct UlyssesForwardArgs {
   attn::BshdView out;                     // [B, local_len, H, D]
   attn::BshdView joint_out;               // [B, T, H, D]: with joint_q only
   float softmax_scale = 0.f;              // 0 selects 1/sqrt(D)
+  attn::AttnPrecision precision = attn::AttnPrecision::kBf16;  // kFp8: the object's limits must allow it
 };
 
 // Why forward cannot run: kValue (shape, size, value), kLayout (a view of an input a contiguous copy
@@ -63,7 +76,8 @@ class UlyssesAttention {
   static std::string limits_error(const UlyssesLimits& limits, int world);
   // Empty when forward(args) can run; else a one-line reason naming the argument and the value.
   std::string can_implement(const UlyssesForwardArgs& args, UlyssesRefusal* kind = nullptr) const;
-  // Grows the buffers to at least `limits` (heads and head_dim must stay). Collective; synchronizes.
+  // Grows the buffers to at least `limits` (heads and head_dim must stay; precision kFp8 adds the FP8
+  // workspace, kBf16 keeps an existing one). Collective; synchronizes.
   void reserve(const UlyssesLimits& limits);
   // Enqueues one Ulysses attention on `stream` (the GPU of the team). Throws xstage::InputError when
   // can_implement refuses, gpu::DeviceError when a launch fails. Every rank calls it with the same
@@ -83,11 +97,12 @@ namespace testing {
 // One rank of a `world`-rank team emulated on one GPU, for tests: q [seq, H / world, D] (the rank's
 // heads after the pre-attention All-to-All, rows in the own-rows-last rotated order of `rank`), k and v
 // [seq_k, H / world, D] (sequence order, joint rows after seq), every owner's output buffer local:
-// owner_out[p] is [local_len(seq, world, p), H, D] contiguous. Runs the fused-tma kernel, waits for it
-// (synchronizes: testing only) and checks every CTA's flag reached every owner. Empty or the reason.
+// owner_out[p] is [local_len(seq, world, p), H, D] contiguous. Runs the fused-tma kernel at `precision`
+// (fp8: on a workspace it allocates), waits for it (synchronizes: testing only) and checks every CTA's
+// flag reached every owner. Empty or the reason.
 std::string emulated_rank_forward(const void* q, const void* k, const void* v, int seq, int seq_k, int heads,
                                   int head_dim, int rank, int world, void* const* owner_out, float softmax_scale,
-                                  cudaStream_t stream);
+                                  cudaStream_t stream, attn::AttnPrecision precision = attn::AttnPrecision::kBf16);
 }  // namespace testing
 
 }  // namespace xstage::ulysses
