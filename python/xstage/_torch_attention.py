@@ -144,10 +144,8 @@ def _workspace_bytes(q, k, precision: int) -> int:
 
 
 def _workspace(q, k, precision: int):
-    """The FP8 pre-pass's scratch buffer for one call (None for bf16), from the caching allocator: freed
-    when the call returns, it is reused by later work of the same stream only after this call's."""
-    if precision == _BF16_CODE:
-        return None
+    """The FP8 pre-pass's scratch buffer for one call, from the caching allocator: freed when the call
+    returns, its block is reused by later work of the same stream only after this call's."""
     return torch.empty((_workspace_bytes(q, k, precision),), dtype=_U8, device=q.device)
 
 
@@ -198,7 +196,7 @@ def _copy_unreadable_views(q, k, v):
 def _forward(q, k, v, scale: float, return_lse: bool, precision: int = _BF16_CODE):
     """The real computation (eager path and the custom op's implementation)."""
     out, lse = _outputs(q, return_lse)
-    workspace = _workspace(q, k, precision)
+    workspace = None if precision == _BF16_CODE else _workspace(q, k, precision)
     status = _launch(q, k, v, out, lse, scale, precision, workspace)
     if status == _native.ERR_LAYOUT:
         q, k, v = _copy_unreadable_views(q, k, v)
