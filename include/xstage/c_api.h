@@ -57,9 +57,9 @@ void xstage_free(void* p);
 
 /* Precision of the two matrix products (the inputs and the output stay bf16):
  *  BF16: bf16 operands, fp32 accumulation; needs no workspace.
- *  FP8:  head_dim 128 only. A pre-pass on the same stream quantizes q, k and v to e4m3 (scales per
- *        block of queries and keys and per channel of v: xstage/attn/forward.hpp) into a caller-owned
- *        workspace, then e4m3 matrix products at twice the bf16 tensor rate, fp32 accumulation. */
+ *  FP8:  head_dim 128 only. A pre-pass on the same stream quantizes q, k and v to 8 bits (formats and
+ *        scales: docs/attn_fp8.md) into a caller-owned workspace, then 8-bit matrix products at twice
+ *        the bf16 tensor rate, fp32 accumulation. */
 #define XSTAGE_ATTN_PRECISION_BF16 0
 #define XSTAGE_ATTN_PRECISION_FP8 1
 
@@ -92,7 +92,7 @@ typedef struct xstage_attention_call {
 int xstage_attention_forward_call(const xstage_attention_call* call);
 
 /* *bytes = the device bytes of the workspace a call of this precision on q [B, Sq, H, D] and
- * k [B, Skv, H, D] needs: 0 for BF16; for FP8 the e4m3 copies of q, k and v^T and their scales (it
+ * k [B, Skv, H, D] needs: 0 for BF16; for FP8 the 8-bit copies of q, k and v^T and their scales (it
  * depends on the shapes only). q and k get the checks of xstage_attention_check (as tensors, and k
  * against q) and the precision its rules (FP8: head_dim 128). Builds without CUDA: BF16 answers 0,
  * FP8 is XSTAGE_ERR_UNSUPPORTED after those checks (the layout is the kernel's). */

@@ -2,7 +2,7 @@
 
     import xstage
     out = xstage.attention(q, k, v)            # torch bf16 CUDA [B, S, H, D]; torch.compile-able
-    out = xstage.attention(q, k, v, precision="fp8")  # e4m3 matrix products (head_dim 128)
+    out = xstage.attention(q, k, v, precision="fp8")  # 8-bit matrix products (head_dim 128)
     xstage.attention_dlpack(q, k, v, out, stream=s)   # any DLPack tensors (CuPy, JAX, ...)
     import xstage.planner                      # model / plan / simulate, the CLI's JSON (CPU)
     out = xstage.ulysses_attention(q, k, v, group)   # sequence-parallel over a torch NCCL group (torchrun)

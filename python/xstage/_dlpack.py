@@ -76,7 +76,7 @@ def _precision_arg(precision, where: str) -> int:
 
 def attention_workspace_bytes(q, k, precision: str = "fp8") -> int:
     """Device bytes of the workspace `attention_dlpack(q, k, v, out, precision=precision, workspace=...)` needs:
-    0 for "bf16"; for "fp8" the e4m3 copies of q, k and v^T and their scales. Depends on the shapes of q
+    0 for "bf16"; for "fp8" the 8-bit copies of q, k and v^T and their scales. Depends on the shapes of q
     [B, Sq, H, D] and k [B, Skv, H, D] only; they get the same checks as in attention_dlpack."""
     where = "xstage.attention_workspace_bytes"
     code = _precision_arg(precision, where)
@@ -102,7 +102,7 @@ def attention_dlpack(q, k, v, out, *, lse=None, softmax_scale=None, stream: int 
     D in {64, 128}; lse: None or a contiguous float32 [B, H, Sq] tensor receiving the log-sum-exp.
     stream: the cudaStream_t (an int) to run on; None is the legacy default stream. Strided views the
     kernel cannot read raise ValueError here (the PyTorch layer copies them instead).
-    precision: "bf16" (bf16 matrix products) or "fp8" (D 128 only: e4m3 matrix products after a
+    precision: "bf16" (bf16 matrix products) or "fp8" (D 128 only: 8-bit matrix products after a
     quantization pre-pass on the same stream). "fp8" needs `workspace`, the caller's scratch buffer: a
     1-D contiguous uint8 CUDA tensor on q's device of at least attention_workspace_bytes(q, k, "fp8")
     bytes, 256-byte aligned (torch's and CuPy's allocators give that), overlapping no other argument. The

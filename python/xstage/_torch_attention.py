@@ -292,11 +292,10 @@ def attention(q, k, v, *, softmax_scale=None, return_lse=False, precision="bf16"
     (xstage.attention_copy_count() counts them). Forward only: no autograd.
 
     precision: "bf16" (bf16 matrix products, fp32 accumulation) or "fp8" (D 128 only): a pre-pass on the
-    same stream quantizes q, k and v to e4m3 with per-block and per-channel scales, then the matrix
-    products run on FP8 tensor cores; inputs and output stay bfloat16. "fp8" takes a scratch buffer
+    same stream quantizes q, k and v to 8 bits (docs/attn_fp8.md: the formats and scales), then the
+    matrix products run on 8-bit tensor cores; inputs and output stay bfloat16. "fp8" takes a scratch buffer
     (xstage.attention_workspace_bytes bytes, about one byte per element of q, k and v) from torch's
-    caching allocator for the duration of each call. Its error is larger than bf16's (docs/python.md,
-    "FP8 attention").
+    caching allocator for the duration of each call. Its error is larger than bf16's (docs/attn_fp8.md).
     """
     scale = 0.0 if softmax_scale is None else _scale_arg(softmax_scale, _WHERE)
     code = _BF16_CODE if precision == "bf16" else _precision_arg(precision, _WHERE)

@@ -26,8 +26,9 @@ if not xstage.has_cuda():
 
 DEV = "cuda"
 BF16 = torch.bfloat16
-# Bars for N(0, 1) inputs: e4m3 rounding of P and V alone leaves a relative L1 of about 0.04 to 0.055 on
-# white-noise inputs (whose outputs are averages close to 0), so 0.06; the cosine stays above 0.999.
+# Bars for N(0, 1) inputs: rounding P and V to e4m3 alone leaves a relative L1 of about 0.04 to 0.055 on
+# white-noise inputs (whose outputs are averages close to 0; docs/attn_fp8.md), so 0.06; the cosine stays
+# above 0.999.
 MIN_COSINE = 0.999
 MAX_REL_L1 = 0.06
 MAX_LSE_ERROR = 0.1  # natural-log units, as tests/gpu/test_attn_fp8.cu
@@ -100,7 +101,7 @@ def test_fp8_is_deterministic_and_differs_from_bf16():
     q, k, v = make_qkv(2, 1000, 1000, 3, 128, seed=4)
     first = xstage.attention(q, k, v, precision="fp8")
     torch.testing.assert_close(xstage.attention(q, k, v, precision="fp8"), first, rtol=0, atol=0)
-    # the FP8 path really ran: e4m3 rounding changes the result
+    # the FP8 path really ran: 8-bit rounding changes the result
     assert not torch.equal(first, xstage.attention(q, k, v))
 
 

@@ -2,7 +2,7 @@
 
     import xstage.integrations.diffusers as xd
     xd.enable(transformer)        # after any transformer.set_attention_backend(...)
-    # or xd.enable(transformer, precision="fp8"): head-dim-128 calls on the FP8 kernel (e4m3 matrix products)
+    # or xd.enable(transformer, precision="fp8"): head-dim-128 calls on the FP8 kernel (8-bit matrix products)
     video = pipe(...)             # attention calls xstage takes go to xstage, the others to the previous backend
     print(xd.stats(transformer))  # {'routed': ..., 'fallback': {'attn_mask': ...}, ...}
     xd.disable(transformer)       # or: with xd.enabled(transformer): ...
@@ -31,10 +31,10 @@ to the previous backend and is counted under the first reason in FALLBACK_REASON
 key-padding mask of shape [B, 1, 1, S_kv] whose true entries are a prefix of every row (what HunyuanVideo passes)
 is taken by attending to that prefix only; it costs one device-to-host copy per distinct mask tensor.
 
-Precision. `enable(model, precision="fp8")` routes calls to `xstage.attention(..., precision="fp8")`: e4m3 matrix
+Precision. `enable(model, precision="fp8")` routes calls to `xstage.attention(..., precision="fp8")`: 8-bit matrix
 products after a quantization pre-pass, for head dim 128 only (other head dims fall back, reason "head_dim"). That
 kernel has no Ulysses step: context-parallel calls fall back (reason "context_parallel"). Its error is larger than
-bf16's (docs/python.md, "FP8 attention"): compare the model's output with and without it before relying on it.
+bf16's (docs/attn_fp8.md): compare the model's output with and without it before relying on it.
 
 Tested with diffusers 0.42.1 (TESTED_DIFFUSERS_VERSIONS); other versions are refused unless allowed.
 """
@@ -105,7 +105,7 @@ def _precision_arg(precision, where: str) -> str:
 
 def xstage_kernel(precision: str = "bf16") -> AttentionKernel:
     """xstage's attention forward (`xstage.attention`): CUDA, bf16 in and out, non-causal, no mask. precision "bf16":
-    head dim 64 or 128, with the Ulysses step for context parallelism; "fp8" (kernel name "xstage_fp8"): e4m3
+    head dim 64 or 128, with the Ulysses step for context parallelism; "fp8" (kernel name "xstage_fp8"): 8-bit
     matrix products, head dim 128, no Ulysses step."""
     precision = _precision_arg(precision, "xstage.integrations.diffusers.xstage_kernel")
     import torch
