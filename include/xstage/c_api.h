@@ -69,7 +69,9 @@ int xstage_attention_forward(const DLTensor* q, const DLTensor* k, const DLTenso
 
 /* One attention call as a struct, for callers (ctypes) to whom each argument of a call costs; they keep
  * one filled struct per thread. Zero-initialized fields past `stream` select the bf16 forward, so a
- * caller that sets only the first seven fields gets xstage_attention_forward's behaviour.
+ * caller that sets only the first seven fields gets xstage_attention_forward's behaviour. A caller
+ * compiled against version 1 passes a shorter struct: comparing xstage_c_api_version() with
+ * XSTAGE_C_API_VERSION is what refuses that pairing.
  * Layout (LP64): q 0, k 8, v 16, out 24, lse 32, softmax_scale 40, stream 48, precision 56,
  * workspace 64; 72 bytes. Fields are only ever appended (with XSTAGE_C_API_VERSION raised). */
 typedef struct xstage_attention_call {
