@@ -20,7 +20,9 @@
 extern "C" {
 #endif
 
-#define XSTAGE_C_API_VERSION 1
+/* 2: xstage_attention_call gained precision and workspace (its size changed), and the precision and
+ * workspace entry points were added. */
+#define XSTAGE_C_API_VERSION 2
 
 typedef enum xstage_status {
   XSTAGE_OK = 0,
@@ -52,11 +54,26 @@ void xstage_free(void* p);
  * lse: NULL, or [B, H, Sq] fp32 contiguous (natural-log log-sum-exp of each query row).
  * softmax_scale: 0 selects 1/sqrt(D); otherwise positive and finite.
  * stream: a cudaStream_t of the tensors' device. Validation happens before any launch. */
+
+/* Precision of the two matrix products (the inputs and the output stay bf16):
+ *  BF16: bf16 operands, fp32 accumulation; needs no workspace.
+ *  FP8:  head_dim 128 only. A pre-pass on the same stream quantizes q, k and v to 8 bits (formats and
+ *        scales: docs/attn_fp8.md) into a caller-owned workspace, then 8-bit matrix products at twice
+ *        the bf16 tensor rate, fp32 accumulation. */
+#define XSTAGE_ATTN_PRECISION_BF16 0
+#define XSTAGE_ATTN_PRECISION_FP8 1
+
+/* The bf16 forward (XSTAGE_ATTN_PRECISION_BF16); xstage_attention_forward_call takes a precision. */
 int xstage_attention_forward(const DLTensor* q, const DLTensor* k, const DLTensor* v, DLTensor* out, DLTensor* lse,
                              float softmax_scale, void* stream);
 
-/* One attention call as a struct: the same as xstage_attention_forward, for callers (ctypes) to
- * whom each argument of a call costs; they keep one filled struct per thread. */
+/* One attention call as a struct, for callers (ctypes) to whom each argument of a call costs; they keep
+ * one filled struct per thread. Zero-initialized fields past `stream` select the bf16 forward, so a
+ * caller that sets only the first seven fields gets xstage_attention_forward's behaviour. A caller
+ * compiled against version 1 passes a shorter struct: comparing xstage_c_api_version() with
+ * XSTAGE_C_API_VERSION is what refuses that pairing.
+ * Layout (LP64): q 0, k 8, v 16, out 24, lse 32, softmax_scale 40, stream 48, precision 56,
+ * workspace 64; 72 bytes. Fields are only ever appended (with XSTAGE_C_API_VERSION raised). */
 typedef struct xstage_attention_call {
   const DLTensor* q;
   const DLTensor* k;
@@ -65,15 +82,35 @@ typedef struct xstage_attention_call {
   DLTensor* lse; /* NULL: no lse */
   float softmax_scale;
   void* stream;
+  /* since version 2 */
+  int precision;             /* XSTAGE_ATTN_PRECISION_BF16 (0) or XSTAGE_ATTN_PRECISION_FP8 */
+  const DLTensor* workspace; /* BF16: NULL. FP8: a 1-D uint8 contiguous CUDA tensor on q's device of at
+                              * least xstage_attention_workspace_bytes bytes, its data 256-byte aligned,
+                              * overlapping no other tensor of the call. The call overwrites it (on
+                              * `stream`); the caller must not use it on another stream until that work
+                              * is done. Its contents after the call mean nothing. */
 } xstage_attention_call;
 
 int xstage_attention_forward_call(const xstage_attention_call* call);
+
+/* *bytes = the device bytes of the workspace a call of this precision on q [B, Sq, H, D] and
+ * k [B, Skv, H, D] needs: 0 for BF16; for FP8 the 8-bit copies of q, k and v^T and their scales (it
+ * depends on the shapes only). q and k get the checks of xstage_attention_check (as tensors, and k
+ * against q) and the precision its rules (FP8: head_dim 128). Builds without CUDA: BF16 answers 0,
+ * FP8 is XSTAGE_ERR_UNSUPPORTED after those checks (the layout is the kernel's). */
+int xstage_attention_workspace_bytes(const DLTensor* q, const DLTensor* k, int precision, uint64_t* bytes);
 
 /* Every check of xstage_attention_forward, without a launch. In builds without CUDA only the checks
  * of each tensor alone (presence, device, dtype, rank, head_dim, one device, lse, scale): shape
  * agreement and view rules are the kernel's (xstage/attn/forward.hpp). */
 int xstage_attention_check(const DLTensor* q, const DLTensor* k, const DLTensor* v, const DLTensor* out,
                            const DLTensor* lse, float softmax_scale);
+
+/* Every check of xstage_attention_forward_call (precision and workspace included), without a launch;
+ * `stream` is not used. Builds without CUDA: as xstage_attention_check, plus the precision, the
+ * workspace's own checks (presence, device, dtype, rank, contiguity, alignment, overlap); its size
+ * needs the kernel's layout. */
+int xstage_attention_check_call(const xstage_attention_call* call);
 
 /* XSTAGE_OK when the kernel reads the [B, S, H, D] bf16 view `t` in place; XSTAGE_ERR_LAYOUT when a
  * contiguous copy is needed; name is used in the message. */

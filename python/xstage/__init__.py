@@ -2,6 +2,7 @@
 
     import xstage
     out = xstage.attention(q, k, v)            # torch bf16 CUDA [B, S, H, D]; torch.compile-able
+    out = xstage.attention(q, k, v, precision="fp8")  # 8-bit matrix products (head_dim 128)
     xstage.attention_dlpack(q, k, v, out, stream=s)   # any DLPack tensors (CuPy, JAX, ...)
     import xstage.planner                      # model / plan / simulate, the CLI's JSON (CPU)
     out = xstage.ulysses_attention(q, k, v, group)   # sequence-parallel over a torch NCCL group (torchrun)
@@ -12,16 +13,16 @@
 
 from __future__ import annotations
 
-from ._dlpack import _describe, attention_dlpack
+from ._dlpack import _describe, attention_dlpack, attention_workspace_bytes
 from ._native import XstageLoadError, build_info, has_cuda
 
 __version__ = "0.1.0"
 
-__all__ = ["attention", "attention_dlpack", "attention_copy_count", "has_cuda", "build_info", "XstageLoadError",
+__all__ = ["attention", "attention_dlpack", "attention_workspace_bytes", "attention_copy_count", "has_cuda", "build_info", "XstageLoadError",
            "planner", "__version__"]
 
 
-def _attention_without_torch(q, k, v, *, softmax_scale=None, return_lse=False):
+def _attention_without_torch(q, k, v, *, softmax_scale=None, return_lse=False, precision="bf16"):
     raise TypeError(f"xstage.attention: q is a {_describe(q)}; accepted: a torch.Tensor "
                     "(torch is not installed); for other DLPack tensors use xstage.attention_dlpack")
 

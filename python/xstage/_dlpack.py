@@ -60,16 +60,63 @@ def _scale_arg(softmax_scale, where: str) -> float:
     return value
 
 
-def attention_dlpack(q, k, v, out, *, lse=None, softmax_scale=None, stream: int | None = None) -> None:
+_PRECISIONS_ACCEPTED = ", ".join(repr(name) for name in _native.PRECISIONS)
+
+
+def _precision_arg(precision, where: str) -> int:
+    """The C ABI's XSTAGE_ATTN_PRECISION_* value of a precision name ("bf16", "fp8")."""
+    code = _native.PRECISIONS.get(precision) if isinstance(precision, str) else None
+    if code is not None:
+        return code
+    if not isinstance(precision, str):
+        raise TypeError(f"{where}: precision is a {_describe(precision)}; accepted: a str "
+                        f"({_PRECISIONS_ACCEPTED})")
+    raise ValueError(f"{where}: precision {precision!r}; accepted: {_PRECISIONS_ACCEPTED}")
+
+
+def attention_workspace_bytes(q, k, precision: str = "fp8") -> int:
+    """Device bytes of the workspace `attention_dlpack(q, k, v, out, precision=precision, workspace=...)` needs:
+    0 for "bf16"; for "fp8" the 8-bit copies of q, k and v^T and their scales. Depends on the shapes of q
+    [B, Sq, H, D] and k [B, Skv, H, D] only; they get the same checks as in attention_dlpack."""
+    where = "xstage.attention_workspace_bytes"
+    code = _precision_arg(precision, where)
+    held = []
+    addresses = []
+    for name, obj in (("q", q), ("k", k)):
+        capsule, address = borrow(obj, name, where, -1)  # DLPack's -1: no synchronization (shapes only are read)
+        held.append(capsule)
+        addresses.append(address)
+    out = ctypes.c_uint64()
+    status = _native.lib().xstage_attention_workspace_bytes(addresses[0], addresses[1], code, ctypes.byref(out))
+    del held
+    if status != _native.OK:
+        _native.raise_for(status, where)
+    return out.value
+
+
+def attention_dlpack(q, k, v, out, *, lse=None, softmax_scale=None, stream: int | None = None,
+                     precision: str = "bf16", workspace=None) -> None:
     """out[b, i, h, :] = softmax(scale * q[b, i, h] . k[b, :, h]) @ v[b, :, h], written into `out`.
 
     q [B, Sq, H, D], k and v [B, Skv, H, D], out [B, Sq, H, D]: bfloat16 CUDA tensors of one device,
     D in {64, 128}; lse: None or a contiguous float32 [B, H, Sq] tensor receiving the log-sum-exp.
     stream: the cudaStream_t (an int) to run on; None is the legacy default stream. Strided views the
     kernel cannot read raise ValueError here (the PyTorch layer copies them instead).
+    precision: "bf16" (bf16 matrix products) or "fp8" (D 128 only: 8-bit matrix products after a
+    quantization pre-pass on the same stream). "fp8" needs `workspace`, the caller's scratch buffer: a
+    1-D contiguous uint8 CUDA tensor on q's device of at least attention_workspace_bytes(q, k, "fp8")
+    bytes, 256-byte aligned (torch's and CuPy's allocators give that), overlapping no other argument. The
+    call overwrites it on `stream`; it must not be used on another stream until that work is done.
+    "bf16" takes no workspace (None).
     """
     where = "xstage.attention_dlpack"
     scale = _scale_arg(softmax_scale, where)
+    code = _precision_arg(precision, where)
+    if code == _native.PRECISIONS["fp8"] and workspace is None:
+        raise ValueError(f"{where}: precision 'fp8' needs workspace: a 1-D uint8 CUDA tensor of "
+                         "xstage.attention_workspace_bytes(q, k, 'fp8') bytes on q's device (None given)")
+    if code == _native.PRECISIONS["bf16"] and workspace is not None:
+        raise ValueError(f"{where}: workspace given with precision 'bf16', which uses none; accepted: None")
     # DLPack's stream numbering: 1 is the legacy default stream (0 is not allowed).
     producer_stream = 1 if not stream else int(stream)
     held = []
@@ -78,13 +125,18 @@ def attention_dlpack(q, k, v, out, *, lse=None, softmax_scale=None, stream: int 
         capsule, address = borrow(obj, name, where, producer_stream)
         held.append(capsule)
         addresses.append(address)
-    lse_address = None
+    call = _native.AttentionCall()
+    call.q, call.k, call.v, call.out = addresses
     if lse is not None:
-        capsule, lse_address = borrow(lse, "lse", where, producer_stream)
+        capsule, call.lse = borrow(lse, "lse", where, producer_stream)
         held.append(capsule)
-    lib = _native.lib()
-    status = lib.xstage_attention_forward(addresses[0], addresses[1], addresses[2], addresses[3], lse_address,
-                                          scale, int(stream or 0))
+    if workspace is not None:
+        capsule, call.workspace = borrow(workspace, "workspace", where, producer_stream)
+        held.append(capsule)
+    call.softmax_scale = scale
+    call.stream = int(stream or 0)
+    call.precision = code
+    status = _native.lib().xstage_attention_forward_call(ctypes.addressof(call))
     del held
     if status != _native.OK:
         _native.raise_for(status, where)

@@ -14,7 +14,7 @@ import os
 import struct
 import threading
 
-C_API_VERSION = 1  # XSTAGE_C_API_VERSION
+C_API_VERSION = 2  # XSTAGE_C_API_VERSION
 
 OK = 0
 ERR_TYPE = 1
@@ -100,7 +100,8 @@ class TensorSlot:
 
 
 class AttentionCall(ctypes.Structure):
-    """xstage_attention_call: pointers to five slots, the scale and the stream."""
+    """xstage_attention_call: pointers to five slots, the scale, the stream, the precision and the workspace's
+    slot (c_api.h states the layout; tests/python/test_attention_checks.py compares it)."""
     _fields_ = [
         ("q", ctypes.c_void_p),
         ("k", ctypes.c_void_p),
@@ -109,7 +110,13 @@ class AttentionCall(ctypes.Structure):
         ("lse", ctypes.c_void_p),
         ("softmax_scale", ctypes.c_float),
         ("stream", ctypes.c_void_p),
+        ("precision", ctypes.c_int),  # PRECISIONS
+        ("workspace", ctypes.c_void_p),
     ]
+
+
+# XSTAGE_ATTN_PRECISION_*: the names the Python API takes, and their values in the C ABI.
+PRECISIONS = {"bf16": 0, "fp8": 1}
 
 
 KDL_CPU = 1
@@ -164,6 +171,10 @@ def _declare(lib: ctypes.CDLL) -> None:
                                              c_float, c_void_p]
     lib.xstage_attention_forward_call.restype = c_int
     lib.xstage_attention_forward_call.argtypes = [c_void_p]
+    lib.xstage_attention_check_call.restype = c_int
+    lib.xstage_attention_check_call.argtypes = [c_void_p]
+    lib.xstage_attention_workspace_bytes.restype = c_int
+    lib.xstage_attention_workspace_bytes.argtypes = [DLTensorPtr, DLTensorPtr, c_int, ctypes.POINTER(ctypes.c_uint64)]
     lib.xstage_attention_check.restype = c_int
     lib.xstage_attention_check.argtypes = [DLTensorPtr, DLTensorPtr, DLTensorPtr, DLTensorPtr, DLTensorPtr, c_float]
     lib.xstage_attention_view_check.restype = c_int

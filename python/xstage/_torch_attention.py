@@ -11,12 +11,15 @@ import threading
 import torch
 
 from . import _native
-from ._dlpack import _describe, _scale_arg
+from ._dlpack import _describe, _precision_arg, _scale_arg
 
 _WHERE = "xstage.attention"
 _BF16 = torch.bfloat16
 _F32 = torch.float32
-_NAMES = ("q", "k", "v", "out", "lse")
+_NAMES = ("q", "k", "v", "out", "lse", "workspace")
+_BF16_CODE = _native.PRECISIONS["bf16"]
+_FP8_CODE = _native.PRECISIONS["fp8"]
+_U8 = torch.uint8
 _DTYPES = {  # torch dtype -> DLPack (code, bits), for the library's checks and messages
     torch.bfloat16: (_native.KDL_BFLOAT, 16),
     torch.float16: (_native.KDL_FLOAT, 16),
@@ -36,6 +39,10 @@ _lib = _native.lib()  # loaded when the torch layer is first used
 _tls = threading.local()
 _copies_lock = threading.Lock()
 _copies = 0  # q, k or v views the kernel could not read in place, copied to contiguous tensors
+# (q.shape, k.shape, precision) -> workspace bytes: one C call per distinct shape, not per call. Bounded: a
+# model has a handful of attention shapes; a run of many shapes only clears it now and then.
+_workspace_bytes_cache = {}
+_WORKSPACE_CACHE_SIZE = 256
 
 try:
     _raw_stream = torch._C._cuda_getCurrentRawStream  # what inductor uses: no Stream object per call
@@ -56,7 +63,8 @@ def reset_copy_count() -> None:
 
 
 def _slots():
-    """The calling thread's five tensor slots (q, k, v, out, lse) and the call struct pointing at them."""
+    """The calling thread's six tensor slots (q, k, v, out, lse, workspace) and the call struct pointing at
+    the first four."""
     try:
         return _tls.slots
     except AttributeError:
@@ -116,7 +124,32 @@ def _outputs(q: torch.Tensor, return_lse: bool):
     return out, lse
 
 
-def _prepare(q, k, v, out, lse, scale: float) -> int:
+def _workspace_bytes(q, k, precision: int) -> int:
+    """Device bytes of the workspace of a `precision` call on q and k (the library's layout), cached per shape."""
+    key = (q.shape, k.shape, precision)
+    n = _workspace_bytes_cache.get(key)
+    if n is not None:
+        return n
+    slots = _slots()[0]
+    _fill(slots[0], q, "q", q.data_ptr())
+    _fill(slots[1], k, "k", k.data_ptr())
+    out = ctypes.c_uint64()
+    status = _lib.xstage_attention_workspace_bytes(slots[0].address, slots[1].address, precision, ctypes.byref(out))
+    if status != _native.OK:
+        _native.raise_for(status, _WHERE)
+    if len(_workspace_bytes_cache) >= _WORKSPACE_CACHE_SIZE:
+        _workspace_bytes_cache.clear()
+    _workspace_bytes_cache[key] = out.value
+    return out.value
+
+
+def _workspace(q, k, precision: int):
+    """The FP8 pre-pass's scratch buffer for one call, from the caching allocator: freed when the call
+    returns, its block is reused by later work of the same stream only after this call's."""
+    return torch.empty((_workspace_bytes(q, k, precision),), dtype=_U8, device=q.device)
+
+
+def _prepare(q, k, v, out, lse, scale: float, precision: int = _BF16_CODE, workspace=None) -> int:
     """Describes one launch in the calling thread's call struct; returns the struct's address (the argument of
     xstage_attention_forward_call). No check here: the C ABI checks everything before it launches."""
     slots, call, call_address = _slots()
@@ -129,13 +162,19 @@ def _prepare(q, k, v, out, lse, scale: float) -> int:
         call.lse = slots[4].address
     else:
         call.lse = None
+    if workspace is not None:
+        _fill(slots[5], workspace, "workspace", workspace.data_ptr())
+        call.workspace = slots[5].address
+    else:
+        call.workspace = None
     call.softmax_scale = scale
+    call.precision = precision
     call.stream = _raw_stream(q.get_device()) if q.is_cuda else None
     return call_address
 
 
-def _launch(q, k, v, out, lse, scale: float) -> int:
-    return _lib.xstage_attention_forward_call(_prepare(q, k, v, out, lse, scale))
+def _launch(q, k, v, out, lse, scale: float, precision: int = _BF16_CODE, workspace=None) -> int:
+    return _lib.xstage_attention_forward_call(_prepare(q, k, v, out, lse, scale, precision, workspace))
 
 
 def _copy_unreadable_views(q, k, v):
@@ -154,13 +193,14 @@ def _copy_unreadable_views(q, k, v):
     return result
 
 
-def _forward(q, k, v, scale: float, return_lse: bool):
+def _forward(q, k, v, scale: float, return_lse: bool, precision: int = _BF16_CODE):
     """The real computation (eager path and the custom op's implementation)."""
     out, lse = _outputs(q, return_lse)
-    status = _launch(q, k, v, out, lse, scale)
+    workspace = None if precision == _BF16_CODE else _workspace(q, k, precision)
+    status = _launch(q, k, v, out, lse, scale, precision, workspace)
     if status == _native.ERR_LAYOUT:
         q, k, v = _copy_unreadable_views(q, k, v)
-        status = _launch(q, k, v, out, lse, scale)
+        status = _launch(q, k, v, out, lse, scale, precision, workspace)
     if status != _native.OK:
         _native.raise_for(status, _WHERE)
     return out, lse
@@ -170,42 +210,66 @@ def _is_static(t) -> bool:
     return all(type(n) is int for n in t.shape) and all(type(n) is int for n in t.stride())
 
 
-def _check_meta(q, k, v, scale: float, return_lse: bool) -> None:
+# Addresses for tensors without storage: aligned, never dereferenced (the views are what is checked). The
+# workspace's lies far past the others so that the library's overlap check sees separate buffers.
+_META_ADDRESS = 256
+_META_WORKSPACE_ADDRESS = 1 << 56
+
+
+def _check_meta(q, k, v, scale: float, return_lse: bool, precision: int = _BF16_CODE) -> None:
     """Every check of the library on tensors without storage (fake or meta), at trace time. Symbolic
     sizes (dynamic shapes) are checked when the compiled graph runs the real kernel instead."""
     for t in (q, k, v):
         if not _is_static(t):
             return
-    lib = _native.lib()
-    s = _slots()[0]
-    aligned = 256  # any non-null aligned address: the views are what is checked
-    _fill(s[0], q, "q", aligned)
-    _fill(s[1], k, "k", aligned)
-    _fill(s[2], v, "v", aligned)
+    slots, call, call_address = _slots()
+    if precision != _BF16_CODE:
+        # The workspace the real call allocates (ERR_UNSUPPORTED: a build without the kernel, whose checks
+        # do not look at its size; bad q or k raise here with the same message as the call would).
+        _fill(slots[0], q, "q", _META_ADDRESS)
+        _fill(slots[1], k, "k", _META_ADDRESS)
+        n = ctypes.c_uint64()
+        status = _lib.xstage_attention_workspace_bytes(slots[0].address, slots[1].address, precision,
+                                                       ctypes.byref(n))
+        if status not in (_native.OK, _native.ERR_UNSUPPORTED):
+            _native.raise_for(status, _WHERE)
+        workspace = q.new_empty((max(n.value, 1),), dtype=_U8)
+        _fill(slots[5], workspace, "workspace", _META_WORKSPACE_ADDRESS)
+        call.workspace = slots[5].address
+    else:
+        call.workspace = None
+    _fill(slots[0], q, "q", _META_ADDRESS)
+    _fill(slots[1], k, "k", _META_ADDRESS)
+    _fill(slots[2], v, "v", _META_ADDRESS)
     out, lse = _outputs(q, return_lse)
-    _fill(s[3], out, "out", aligned)
-    lse_address = None
+    _fill(slots[3], out, "out", _META_ADDRESS)
     if lse is not None:
-        _fill(s[4], lse, "lse", aligned)
-        lse_address = s[4].address
-    status = lib.xstage_attention_check(s[0].address, s[1].address, s[2].address, s[3].address, lse_address, scale)
+        _fill(slots[4], lse, "lse", _META_ADDRESS)
+        call.lse = slots[4].address
+    else:
+        call.lse = None
+    call.softmax_scale = scale
+    call.precision = precision
+    call.stream = None
+    status = _lib.xstage_attention_check_call(call_address)
     if status not in (_native.OK, _native.ERR_LAYOUT):  # a view the kernel cannot read is copied at run time
         _native.raise_for(status, _WHERE)
 
 
 @torch.library.custom_op("xstage::attention", mutates_args=())
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
-                 return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax_scale 0 selects 1/sqrt(head_dim); lse is an empty tensor unless return_lse."""
-    out, lse = _forward(q, k, v, softmax_scale, return_lse)
+                 return_lse: bool, precision: str = "bf16") -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax_scale 0 selects 1/sqrt(head_dim); lse is an empty tensor unless return_lse; precision "bf16" or
+    "fp8" (the fp8 workspace is allocated inside, so the op stays functional)."""
+    out, lse = _forward(q, k, v, softmax_scale, return_lse, _precision_arg(precision, _WHERE))
     if lse is None:
         lse = q.new_empty((0,), dtype=_F32)
     return out, lse
 
 
 @attention_op.register_fake
-def _attention_fake(q, k, v, softmax_scale, return_lse):
-    _check_meta(q, k, v, softmax_scale, return_lse)
+def _attention_fake(q, k, v, softmax_scale, return_lse, precision="bf16"):
+    _check_meta(q, k, v, softmax_scale, return_lse, _precision_arg(precision, _WHERE))
     out = q.new_empty(q.shape)
     if return_lse:
         lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=_F32)
@@ -218,7 +282,7 @@ _is_compiling = torch.compiler.is_compiling
 _Tensor = torch.Tensor
 
 
-def attention(q, k, v, *, softmax_scale=None, return_lse=False):
+def attention(q, k, v, *, softmax_scale=None, return_lse=False, precision="bf16"):
     """FlashAttention forward (non-causal) on [batch, seq, heads, head_dim] bfloat16 CUDA tensors.
 
     q [B, Sq, H, D], k and v [B, Skv, H, D] with D in {64, 128}; Sq and Skv independent (cross
@@ -226,15 +290,22 @@ def attention(q, k, v, *, softmax_scale=None, return_lse=False):
     lse [B, H, Sq] float32 (natural-log log-sum-exp of each query row). Runs on the current CUDA
     stream of q's device and never synchronizes. Strided views the kernel cannot read are copied
     (xstage.attention_copy_count() counts them). Forward only: no autograd.
+
+    precision: "bf16" (bf16 matrix products, fp32 accumulation) or "fp8" (D 128 only): a pre-pass on the
+    same stream quantizes q, k and v to 8 bits (docs/attn_fp8.md: the formats and scales), then the
+    matrix products run on 8-bit tensor cores; inputs and output stay bfloat16. "fp8" takes a scratch buffer
+    (xstage.attention_workspace_bytes bytes, about one byte per element of q, k and v) from torch's
+    caching allocator for the duration of each call. Its error is larger than bf16's (docs/attn_fp8.md).
     """
     scale = 0.0 if softmax_scale is None else _scale_arg(softmax_scale, _WHERE)
+    code = _BF16_CODE if precision == "bf16" else _precision_arg(precision, _WHERE)
     if type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor or _is_compiling():
         _check_tensor_type("q", q)
         _check_tensor_type("k", k)
         _check_tensor_type("v", v)
         # Tensor subclasses and compiled graphs go through the dispatcher; plain eager tensors do not,
         # since the custom-op dispatch costs microseconds per call.
-        out, lse = torch.ops.xstage.attention(q, k, v, scale, bool(return_lse))
+        out, lse = torch.ops.xstage.attention(q, k, v, scale, bool(return_lse), precision)
         return (out, lse) if return_lse else out
-    out, lse = _forward(q, k, v, scale, return_lse)
+    out, lse = _forward(q, k, v, scale, return_lse, code)
     return (out, lse) if return_lse else out

@@ -392,3 +392,65 @@ def test_a_copy_of_an_enabled_model_is_not_routed():
         clone = copy.deepcopy(model)
     assert not xd.is_enabled(clone) and backends(clone) == [None, None]
     torch.testing.assert_close(run(clone, inputs), run(model, inputs), rtol=0, atol=0)
+
+
+# --- precision="fp8": xstage's FP8 kernel ----------------------------------------------------------------
+def test_xstage_fp8_kernel_takes_head_dim_128_and_has_no_ulysses_step():
+    k8, k16 = xd.xstage_kernel("fp8"), xd.xstage_kernel()
+    assert (k8.name, k8.head_dims, k8.ulysses, k8.dtypes) == ("xstage_fp8", (128,), None, (torch.bfloat16,))
+    assert (k16.name, k16.head_dims, k16.ulysses is not None) == ("xstage", (64, 128), True)
+
+
+@pytest.mark.parametrize("head_dim, reason", [(64, "head_dim"), (16, "head_dim"), (128, "kernel_rejected")])
+def test_fp8_falls_back_on_head_dims_other_than_128(head_dim, reason):
+    """xstage's FP8 kernel offered CPU tensors as if it took them: head dims other than 128 fall back with reason
+    head_dim before the kernel is called; 128 reaches the kernel, which refuses CPU tensors before any launch."""
+    import dataclasses
+    if reason == "kernel_rejected":
+        try:
+            import xstage
+            xstage.attention
+        except Exception as e:   # the native library is not built here
+            pytest.skip(f"xstage.attention unavailable: {e}")
+    kernel = dataclasses.replace(xd.xstage_kernel("fp8"), device_type="cpu")
+    q = torch.randn(1, 8, 2, head_dim, dtype=torch.bfloat16)
+    out, s, calls = routed_call(kernel, query=q, key=q, value=q)
+    assert out == "previous" and s["fallback"] == {reason: 1} and len(calls) == 1 and s["kernel"] == "xstage_fp8"
+    if reason == "kernel_rejected":
+        assert "xstage.attention: q: device cpu" in s["last_kernel_rejection"]
+
+
+def test_fp8_context_parallel_calls_fall_back():
+    kernel = xd.xstage_kernel("fp8")
+    q = torch.randn(1, 8, 2, 128, dtype=torch.bfloat16)
+    assert xd._ulysses_plan(kernel, object(), q, q)[0] == "context_parallel"
+    out, s, _ = routed_call(kernel, query=q, key=q, value=q, parallel_config=object())
+    assert out == "previous" and s["fallback"] == {"context_parallel": 1}
+
+
+def test_enable_with_precision_fp8_routes_to_the_fp8_kernel():
+    model, inputs = tiny_wan(1), wan_inputs()
+    ref = run(model, inputs)
+    with xd.enabled(model, precision="fp8"):   # CPU tensors: every call falls back, counted for xstage_fp8
+        out = run(model, inputs)
+        s = xd.stats(model)
+    assert torch.equal(out, ref)
+    assert s["kernel"] == "xstage_fp8" and s["routed"] == 0 and s["fallback"] == {"device": 2}
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    (dict(precision="fp4"), ValueError, "xstage.integrations.diffusers.enable: precision 'fp4'; accepted: 'bf16', "
+                                        "'fp8'"),
+    (dict(precision=8), TypeError, "xstage.integrations.diffusers.enable: precision is a int; accepted: a str"),
+    (dict(precision="fp8", kernel="cpu"), ValueError, "precision 'fp8' with kernel 'cpu_reference': precision picks "
+                                                      "xstage's own kernel"),
+])
+def test_enable_refuses_bad_precision(kwargs, exc, words):
+    model = tiny_wan(1)
+    if kwargs.get("kernel") == "cpu":
+        kwargs["kernel"] = cpu_kernel()
+    with pytest.raises(exc, match=re.escape(words)):
+        xd.enable(model, **kwargs)
+    assert not xd.is_enabled(model)
+    with pytest.raises(ValueError, match=re.escape("xstage.integrations.diffusers.xstage_kernel: precision 'e5m2'")):
+        xd.xstage_kernel("e5m2")

@@ -100,3 +100,57 @@ def test_hunyuan_video_blocks_with_text_padding_on_xstage():
     assert s["routed"] == 2 and s["routed_with_mask"] == 2 and s["fallback_total"] == 0
     assert shapes(s) == {(1, 1024, 1024, 24, 128): 2}
     assert s["not_routable_processors"] == {"AttnProcessor2_0": 1}   # the token refiner calls SDPA itself
+
+
+def cosine_and_rel_l1(out, ref):
+    x, r = out.double().flatten(), ref.double().flatten()
+    return (x @ r / (x.norm() * r.norm())).item(), ((x - r).abs().sum() / r.abs().sum()).item()
+
+
+def test_wan21_14b_blocks_on_xstage_fp8():
+    """precision="fp8": every call of the two blocks on the FP8 kernel (strict), the output close to the fp32
+    reference. Bars: the model's output keeps its residual stream, so it is nearer the reference than one attention
+    call (cosine >= 0.999 there); 0.995 leaves room for two blocks of FP8 attention error. Both printed."""
+    from diffusers import WanTransformer3DModel
+    model32 = build(WanTransformer3DModel, num_layers=2)
+    g = torch.Generator("cuda").manual_seed(1)
+    inputs32 = dict(hidden_states=torch.randn(1, 16, 3, 30, 52, device="cuda", generator=g),
+                    timestep=torch.tensor([500], device="cuda"),
+                    encoder_hidden_states=torch.randn(1, 512, 4096, device="cuda", generator=g))
+    model16 = copy.deepcopy(model32).to(torch.bfloat16)
+    inputs16 = {k: v.to(torch.bfloat16) if torch.is_floating_point(v) else v for k, v in inputs32.items()}
+    with torch.inference_mode():
+        ref = model32(**inputs32).sample
+        native = model16(**inputs16).sample
+        with xd.enabled(model16, strict=True, precision="fp8"):
+            ours = model16(**inputs16).sample
+            s = xd.stats(model16)
+    assert torch.isfinite(ours).all()
+    cos8, rel8 = cosine_and_rel_l1(ours, ref)
+    cos16, rel16 = cosine_and_rel_l1(native, ref)
+    print(f"\nWan2.1-14B x2 blocks fp8: cosine {cos8:.6f} rel_l1 {rel8:.4f}; native bf16: cosine {cos16:.6f} "
+          f"rel_l1 {rel16:.4f}")
+    assert s["kernel"] == "xstage_fp8" and s["routed"] == 4 and s["fallback_total"] == 0
+    assert shapes(s) == {(1, 1170, 1170, 40, 128): 2, (1, 1170, 512, 40, 128): 2}
+    assert cos8 >= 0.995, (cos8, rel8)
+
+
+def test_fp8_head_dim_64_falls_back_with_its_reason():
+    from diffusers import WanTransformer3DModel
+    model = build(WanTransformer3DModel, num_layers=1, num_attention_heads=4, attention_head_dim=64, in_channels=16,
+                  out_channels=16, text_dim=64, freq_dim=64, ffn_dim=128).to(torch.bfloat16)
+    g = torch.Generator("cuda").manual_seed(4)
+    inputs = dict(hidden_states=torch.randn(1, 16, 1, 16, 16, device="cuda", generator=g, dtype=torch.bfloat16),
+                  timestep=torch.tensor([500], device="cuda"),
+                  encoder_hidden_states=torch.randn(1, 32, 64, device="cuda", generator=g, dtype=torch.bfloat16))
+    with torch.inference_mode():
+        ref = model(**inputs).sample
+        with xd.enabled(model, precision="fp8"):
+            out = model(**inputs).sample
+            s = xd.stats(model)
+        with xd.enabled(model, precision="bf16"):
+            model(**inputs)
+            s16 = xd.stats(model)
+    assert torch.equal(out, ref)   # every call went to the previous backend, unchanged
+    assert s["routed"] == 0 and s["fallback"] == {"head_dim": 2}
+    assert s16["routed"] == 2 and s16["fallback_total"] == 0   # the bf16 kernel takes head dim 64

@@ -49,7 +49,7 @@ def test_library_exports_only_the_c_abi():
 
 
 def test_last_error_is_empty_after_success():
-    assert _native.lib().xstage_c_api_version() == 1
+    assert _native.lib().xstage_c_api_version() == _native.C_API_VERSION
     out = __import__("ctypes").c_void_p()
     assert _native.lib().xstage_platform_json(None, __import__("ctypes").byref(out)) == _native.OK
     _native.lib().xstage_free(out)

@@ -2,6 +2,7 @@
 
     import xstage.integrations.diffusers as xd
     xd.enable(transformer)        # after any transformer.set_attention_backend(...)
+    # or xd.enable(transformer, precision="fp8"): head-dim-128 calls on the FP8 kernel (8-bit matrix products)
     video = pipe(...)             # attention calls xstage takes go to xstage, the others to the previous backend
     print(xd.stats(transformer))  # {'routed': ..., 'fallback': {'attn_mask': ...}, ...}
     xd.disable(transformer)       # or: with xd.enabled(transformer): ...
@@ -30,6 +31,11 @@ to the previous backend and is counted under the first reason in FALLBACK_REASON
 key-padding mask of shape [B, 1, 1, S_kv] whose true entries are a prefix of every row (what HunyuanVideo passes)
 is taken by attending to that prefix only; it costs one device-to-host copy per distinct mask tensor.
 
+Precision. `enable(model, precision="fp8")` routes calls to `xstage.attention(..., precision="fp8")`: 8-bit matrix
+products after a quantization pre-pass, for head dim 128 only (other head dims fall back, reason "head_dim"). That
+kernel has no Ulysses step: context-parallel calls fall back (reason "context_parallel"). Its error is larger than
+bf16's (docs/attn_fp8.md): compare the model's output with and without it before relying on it.
+
 Tested with diffusers 0.42.1 (TESTED_DIFFUSERS_VERSIONS); other versions are refused unless allowed.
 """
 from __future__ import annotations
@@ -51,8 +57,8 @@ DISPATCH_PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_ca
 
 # Why a call went to the previous backend, in the order they are tested (a call counts under the first that applies).
 FALLBACK_REASONS = {
-    "context_parallel": "a parallel_config the kernel does not take (ring attention, or no Ulysses kernel): "
-                        "diffusers' context-parallel path of the previous backend runs it",
+    "context_parallel": "a parallel_config the kernel does not take (ring attention, or no Ulysses kernel, as with "
+                        "precision fp8): diffusers' context-parallel path of the previous backend runs it",
     "context_parallel_cross": "context parallelism on a cross-attention call (key length differs from the query's)",
     "attention_kwargs": "extra attention_kwargs (e.g. return_lse) that the kernel does not take",
     "causal": "is_causal=True",
@@ -61,7 +67,7 @@ FALLBACK_REASONS = {
     "dtype": "a dtype the kernel does not take, or query/key/value dtypes differ",
     "shape": "not 4-D [B, S, H, D], or batch, key/value or head-dim shapes do not match",
     "gqa": "enable_gqa or fewer key/value heads than query heads",
-    "head_dim": "a head dim the kernel does not take",
+    "head_dim": "a head dim the kernel does not take (xstage: 64 or 128; with precision fp8: 128)",
     "autograd": "gradients are being recorded and the kernel has no backward",
     "attn_mask": "an attention mask other than a boolean [B, 1, 1, S_kv] key-padding prefix mask "
                  "(or any mask during CUDA-graph capture or torch.compile tracing)",
@@ -84,21 +90,40 @@ class AttentionKernel:
     ulysses: Callable[..., Any] | None = None
 
 
-def xstage_kernel() -> AttentionKernel:
-    """xstage's attention forward (`xstage.attention`): CUDA, bf16, head dim 64 or 128, non-causal, no mask."""
+# xstage.attention's precisions: the head dims each takes, and whether a Ulysses step (context parallelism) exists.
+XSTAGE_PRECISIONS = {"bf16": ((64, 128), True), "fp8": ((128,), False)}
+
+
+def _precision_arg(precision, where: str) -> str:
+    if isinstance(precision, str) and precision in XSTAGE_PRECISIONS:
+        return precision
+    accepted = ", ".join(repr(p) for p in XSTAGE_PRECISIONS)
+    if not isinstance(precision, str):
+        raise TypeError(f"{where}: precision is a {type(precision).__name__}; accepted: a str ({accepted})")
+    raise ValueError(f"{where}: precision {precision!r}; accepted: {accepted}")
+
+
+def xstage_kernel(precision: str = "bf16") -> AttentionKernel:
+    """xstage's attention forward (`xstage.attention`): CUDA, bf16 in and out, non-causal, no mask. precision "bf16":
+    head dim 64 or 128, with the Ulysses step for context parallelism; "fp8" (kernel name "xstage_fp8"): 8-bit
+    matrix products, head dim 128, no Ulysses step."""
+    precision = _precision_arg(precision, "xstage.integrations.diffusers.xstage_kernel")
     import torch
+
+    head_dims, has_ulysses = XSTAGE_PRECISIONS[precision]
 
     def fn(query, key, value, scale):
         import xstage   # on first use: routing (and every fallback) works without loading the native library
 
-        return xstage.attention(query, key, value, softmax_scale=scale)
+        return xstage.attention(query, key, value, softmax_scale=scale, precision=precision)
 
     def ulysses(query, key, value, scale, group, seq_len):
         import xstage.distributed
 
         return xstage.distributed.ulysses_attention(query, key, value, group, softmax_scale=scale, seq_len=seq_len)
 
-    return AttentionKernel("xstage", fn, "cuda", (torch.bfloat16,), (64, 128), False, ulysses)
+    name = "xstage" if precision == "bf16" else f"xstage_{precision}"
+    return AttentionKernel(name, fn, "cuda", (torch.bfloat16,), head_dims, False, ulysses if has_ulysses else None)
 
 
 def _ulysses_plan(kernel, parallel_config, query, key):
@@ -408,12 +433,18 @@ def _backend_name(backend) -> str:
 
 
 def enable(model, *, kernel: AttentionKernel | None = None, fallback: str | None = None, strict: bool = False,
-           key_padding_masks: bool = True, allow_untested: bool = False):
-    """Routes the attention calls of `model`'s processors that `kernel` (default: xstage's) takes to it; the others
-    go to each processor's current backend, or to `fallback` (a diffusers backend name) if given. `strict` raises
-    on a call the kernel does not take instead. Call it after `model.set_attention_backend(...)` (which replaces
-    the routes). Returns `model`. Raises ValueError if already enabled or if no processor of the model calls
-    diffusers' dispatch_attention_fn."""
+           key_padding_masks: bool = True, allow_untested: bool = False, precision: str = "bf16"):
+    """Routes the attention calls of `model`'s processors that `kernel` (default: xstage's, `xstage_kernel(precision)`)
+    takes to it; the others go to each processor's current backend, or to `fallback` (a diffusers backend name) if
+    given. `strict` raises on a call the kernel does not take instead. `precision` ("bf16" or "fp8") picks xstage's
+    kernel; with `kernel` given it must stay "bf16" (a kernel brings its own). Call it after
+    `model.set_attention_backend(...)` (which replaces the routes). Returns `model`. Raises ValueError if already
+    enabled or if no processor of the model calls diffusers' dispatch_attention_fn."""
+    where = "xstage.integrations.diffusers.enable"
+    precision = _precision_arg(precision, where)
+    if kernel is not None and precision != "bf16":
+        raise ValueError(f"{where}: precision {precision!r} with kernel {kernel.name!r}: precision picks xstage's own "
+                         "kernel; pass kernel=xstage_kernel(precision) or one of the two")
     check_diffusers_version(allow_untested)
     import torch
     from diffusers.models.attention_dispatch import AttentionBackendName
@@ -426,7 +457,7 @@ def enable(model, *, kernel: AttentionKernel | None = None, fallback: str | None
         raise ValueError("xstage.integrations.diffusers.enable: already enabled on this model; disable(model) first")
     if fallback is not None:
         fallback = AttentionBackendName(fallback)   # ValueError naming the value for an unknown backend
-    state = _ModelState(kernel or xstage_kernel(), strict, key_padding_masks)
+    state = _ModelState(kernel or xstage_kernel(precision), strict, key_padding_masks)
     plan = []
     for proc in _processors(model):
         call = getattr(type(proc), "__call__", None)
