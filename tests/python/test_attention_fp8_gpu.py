@@ -26,12 +26,13 @@ if not xstage.has_cuda():
 
 DEV = "cuda"
 BF16 = torch.bfloat16
-# Bars for N(0, 1) inputs: rounding P and V to e4m3 alone leaves a relative L1 of about 0.04 to 0.055 on
-# white-noise inputs (whose outputs are averages close to 0; docs/attn_fp8.md), so 0.06; the cosine stays
-# above 0.999.
-MIN_COSINE = 0.999
+# Correctness bounds, those of tests/gpu/test_attn_fp8.cu: on N(0, 1) inputs the number formats themselves
+# give a relative L1 of about 0.038 and a cosine of about 0.9993 (P and V in e4m3 alone: 0.037;
+# bench/attn/fp8_error_model.py), so a wrong scale, key order or mask shows as tens of percent. The issue's
+# accuracy bars are measured by bench/attn/attn_fp8.py and reported in docs/attn_fp8.md.
+MIN_COSINE = 0.995
 MAX_REL_L1 = 0.06
-MAX_LSE_ERROR = 0.1  # natural-log units, as tests/gpu/test_attn_fp8.cu
+MAX_LSE_ERROR = 0.1  # natural-log units: the LSEs here are about 6 (a lost 2^8 headroom would be off by 5.5)
 
 
 def make_qkv(b, sq, skv, h, d, seed):
