@@ -23,15 +23,19 @@ import os
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "common"))
 sys.path.insert(0, here)
-import attn_vs_cudnn as base  # noqa: E402  (the timing loop, FA4 loader and FLOP count: one definition)
-from provenance import PowerSampler, provenance  # noqa: E402
+try:  # `replot` (CPU) needs neither torch nor a GPU
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import attn_vs_cudnn as base  # the timing loop, FA4 loader and FLOP count: one definition
+    from provenance import PowerSampler, provenance
+except ImportError:
+    if sys.argv[1:2] != ["replot"]:
+        raise
 
 SHAPES = [(16384, 12), (32768, 12), (75600, 5), (118800, 3)]  # (seq, heads), d = 128; Wan 720p, HunyuanVideo 720p
 IMPLS = ["xstage_fp8", "xstage_bf16", "fa4", "cudnn", "sage"]
@@ -174,7 +178,7 @@ def time_impl(call, s, h, iters, warmup):
     return base.time_torch(call, 1, s, h, 128, iters, warmup, bshd=True)
 
 
-def plot(points, accuracy_rows, path):
+def plot(points, accuracy_rows, path, device_name):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -189,11 +193,13 @@ def plot(points, accuracy_rows, path):
     ax.set_xticks(xs)
     ax.set_xticklabels([f"{p['shape']['seq']}x{p['shape']['heads']}" for p in points])
     ax.set_ylabel("TFLOP/s (4 B S^2 H D / time)")
-    ax.set_title("Attention forward, d=128, non-causal, " + torch.cuda.get_device_name(0))
-    ax.legend(fontsize=7)
+    ax.set_title("Attention forward, d=128, non-causal, " + device_name)
+    top = max([p.get(n, {}).get("tflops", 0) for p in points for n in IMPLS] or [1])
+    ax.set_ylim(0, 1.3 * top)
+    ax.legend(fontsize=7, loc="upper left", ncol=3)
     ax.grid(True, axis="y", alpha=0.3)
     dists = [r["distribution"] for r in accuracy_rows]
-    for i, name in enumerate(["xstage_fp8", "xstage_bf16", "sage", "fa4"]):
+    for i, name in enumerate(["xstage_fp8", "xstage_bf16", "sage", "cudnn"]):
         ys = [r["results"].get(name, {}).get("rel_l1", float("nan")) for r in accuracy_rows]
         ax2.bar([x + (i - 1.5) * 0.2 for x in range(len(dists))], ys, 0.2, label=labels[name])
     ax2.axhline(3e-2, color="k", ls="--", lw=1, label="bar (rel L1 3e-2)")
@@ -201,12 +207,28 @@ def plot(points, accuracy_rows, path):
     ax2.set_xticks(range(len(dists)))
     ax2.set_xticklabels(dists, rotation=20, fontsize=8)
     ax2.set_ylabel("relative L1 vs fp32 reference")
-    ax2.legend(fontsize=7)
+    ax2.set_title("Accuracy on the same inputs (lower is better)")
+    ax2.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
+def replot(paths, out):
+    """One figure from the JSONs of separate phases (the speed and the accuracy runs)."""
+    points, rows, device = [], [], "?"
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        points += doc.get("points", [])
+        rows += [r for r in doc.get("accuracy", []) if r.get("results")]
+        device = (doc.get("provenance", {}).get("device") or {}).get("name") or device
+    plot(points, rows, out, str(device))
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "replot":  # attn_fp8.py replot OUT.png A.json [B.json ...] (CPU)
+        replot(sys.argv[3:], sys.argv[2])
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
     ap.add_argument("--plot", required=True)
@@ -304,7 +326,8 @@ def main():
            "fa4": fa4_info, "sage": sage_info, "accuracy": accuracy_rows, "points": points, "summary": summary}
     with open(args.json, "w") as f:
         json.dump(out, f, indent=1)
-    plot(points, [r for r in accuracy_rows if r["results"]], args.plot)  # an empty phase leaves its panel empty
+    # An empty phase leaves its panel empty; `attn_fp8.py replot` draws both phases' JSONs in one figure.
+    plot(points, [r for r in accuracy_rows if r["results"]], args.plot, torch.cuda.get_device_name(0))
     print(json.dumps(summary), flush=True)
 
 
