@@ -52,16 +52,16 @@ int xstage_ulysses_create(xstage_team* team, int64_t max_seq_local, int64_t head
 int xstage_ulysses_reserve(xstage_ulysses* u, int64_t max_seq_local, int64_t max_joint);
 int xstage_ulysses_destroy(xstage_ulysses* u);
 
-/* Precision (include/xstage/attn/forward.hpp): `precision` names the attention's operand precision,
- * "bf16" or "fp8" (8-bit operands after a quantization pre-pass; head_dim 128); NULL is "bf16"; another
- * value is XSTAGE_ERR_VALUE naming `precision`. The functions without the suffix are these with NULL.
- * An object created (or reserved) with "fp8" owns the FP8 workspace and runs either precision; one
- * created for "bf16" refuses an "fp8" forward (XSTAGE_ERR_VALUE) until reserved with "fp8". */
+/* Precision: `precision` is the attention's operand precision, XSTAGE_ATTN_PRECISION_BF16 or
+ * XSTAGE_ATTN_PRECISION_FP8 (c_api.h: 8-bit operands after a quantization pre-pass; head_dim 128); another
+ * value is XSTAGE_ERR_VALUE naming `precision`. The functions without the suffix are these with BF16.
+ * An object created (or reserved) with FP8 owns the FP8 workspace and runs either precision; one
+ * created for BF16 refuses an FP8 forward (XSTAGE_ERR_VALUE) until reserved with FP8. */
 int xstage_ulysses_create_with_precision(xstage_team* team, int64_t max_seq_local, int64_t heads, int64_t head_dim,
-                                         int64_t max_joint, double wait_timeout_s, const char* precision,
+                                         int64_t max_joint, double wait_timeout_s, int precision,
                                          xstage_ulysses** out);
 int xstage_ulysses_reserve_with_precision(xstage_ulysses* u, int64_t max_seq_local, int64_t max_joint,
-                                          const char* precision);
+                                          int precision);
 
 /* One forward: q, k, v, out [B, S_local, H, D] bf16 (S_local: this rank's rows of torch.chunk's split
  * of `seq`); joint_k, joint_v [B, T, H, D] replicated or NULL; joint_q [B, T, H, D] and joint_out
@@ -85,8 +85,8 @@ int xstage_ulysses_forward(xstage_ulysses* u, const xstage_ulysses_call* call);
 /* Every check of xstage_ulysses_forward, without a launch. */
 int xstage_ulysses_check(xstage_ulysses* u, const xstage_ulysses_call* call);
 /* The same at `precision` (above). */
-int xstage_ulysses_forward_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, const char* precision);
-int xstage_ulysses_check_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, const char* precision);
+int xstage_ulysses_forward_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, int precision);
+int xstage_ulysses_check_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, int precision);
 
 /* Shard arithmetic (no GPU needed): out[0] rows per rank (ceil(seq / world)), out[1] rank's rows,
  * out[2] the rank's own-rows-last query rotation, out[3] rank's rows under torch.tensor_split.
@@ -107,10 +107,10 @@ int xstage_ulysses_heads_check(int64_t heads, int world);
 int xstage_testing_ulysses_emulated_rank(const DLTensor* q, const DLTensor* k, const DLTensor* v, int64_t heads,
                                          int rank, int world, DLTensor* const* owner_out, float softmax_scale,
                                          void* stream);
-/* The same at `precision` ("bf16", "fp8"; NULL: "bf16"): fp8 on a workspace it allocates. */
+/* The same at `precision` (XSTAGE_ATTN_PRECISION_*): FP8 on a workspace it allocates. */
 int xstage_testing_ulysses_emulated_rank_with_precision(const DLTensor* q, const DLTensor* k, const DLTensor* v,
                                                         int64_t heads, int rank, int world, DLTensor* const* owner_out,
-                                                        float softmax_scale, void* stream, const char* precision);
+                                                        float softmax_scale, void* stream, int precision);
 
 #ifdef __cplusplus
 }

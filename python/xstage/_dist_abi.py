@@ -12,7 +12,7 @@ from . import _native
 
 ERR_TIMEOUT = 7  # XSTAGE_ERR_TIMEOUT
 UNIQUE_ID_BYTES = 128  # XSTAGE_NCCL_UNIQUE_ID_BYTES
-PRECISIONS = ("bf16", "fp8")  # the names the *_with_precision entries take (xstage/attn/forward.hpp)
+PRECISIONS = tuple(_native.PRECISIONS)  # the names the Python API takes; _native.PRECISIONS maps them to the C codes
 
 _declared = None
 
@@ -60,13 +60,13 @@ def lib() -> ctypes.CDLL:
         "xstage_testing_ulysses_emulated_rank": (c_int, [c_void_p, c_void_p, c_void_p, c_int64, c_int, c_int,
                                                          ctypes.POINTER(c_void_p), c_float, c_void_p]),
         "xstage_ulysses_create_with_precision": (c_int, [c_void_p, c_int64, c_int64, c_int64, c_int64, c_double,
-                                                         c_char_p, handle_out]),
-        "xstage_ulysses_reserve_with_precision": (c_int, [c_void_p, c_int64, c_int64, c_char_p]),
-        "xstage_ulysses_forward_with_precision": (c_int, [c_void_p, c_void_p, c_char_p]),
-        "xstage_ulysses_check_with_precision": (c_int, [c_void_p, c_void_p, c_char_p]),
+                                                         c_int, handle_out]),
+        "xstage_ulysses_reserve_with_precision": (c_int, [c_void_p, c_int64, c_int64, c_int]),
+        "xstage_ulysses_forward_with_precision": (c_int, [c_void_p, c_void_p, c_int]),
+        "xstage_ulysses_check_with_precision": (c_int, [c_void_p, c_void_p, c_int]),
         "xstage_testing_ulysses_emulated_rank_with_precision": (c_int, [c_void_p, c_void_p, c_void_p, c_int64, c_int,
                                                                         c_int, ctypes.POINTER(c_void_p), c_float,
-                                                                        c_void_p, c_char_p]),
+                                                                        c_void_p, c_int]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(loaded, name)
@@ -97,6 +97,11 @@ def precision_arg(value, where: str) -> str:
     if value not in PRECISIONS:
         raise ValueError(f"{where}: precision {value!r}; accepted: {', '.join(map(repr, PRECISIONS))}")
     return value
+
+
+def precision_code(name: str) -> int:
+    """The C ABI's code (XSTAGE_ATTN_PRECISION_*) of a name precision_arg accepted."""
+    return _native.PRECISIONS[name]
 
 
 def _int_arg(value, name: str, where: str) -> int:

@@ -181,14 +181,15 @@ class Team:
         if entry is None:
             handle = ctypes.c_void_p()
             status = lib.xstage_ulysses_create_with_precision(self.handle, seq_shard, heads, head_dim, joint,
-                                                              wait_timeout, precision.encode(), ctypes.byref(handle))
+                                                              wait_timeout, _dist_abi.precision_code(precision),
+                                                              ctypes.byref(handle))
             if status != _native.OK:
                 _dist_abi.raise_for(status, where)
             entry = self._ulysses[key] = [handle, seq_shard, joint, fp8]
         elif seq_shard > entry[1] or joint > entry[2] or (fp8 and not entry[3]):
             entry[1], entry[2], entry[3] = max(seq_shard, entry[1]), max(joint, entry[2]), entry[3] or fp8
             status = lib.xstage_ulysses_reserve_with_precision(entry[0], entry[1], entry[2],
-                                                               b"fp8" if entry[3] else b"bf16")
+                                                               _dist_abi.precision_code("fp8" if entry[3] else "bf16"))
             if status != _native.OK:
                 _dist_abi.raise_for(status, where)
         return entry[0].value
@@ -358,7 +359,8 @@ def ulysses_attention(q, k, v, group=None, *, joint_q=None, joint_k=None, joint_
                                           inputs + [out, joint_out])), stream, where)
         call = _dist_abi.UlyssesCall(addr[0], addr[1], addr[2], addr[3], addr[4], addr[5], addr[6], addr[7], seq, scale,
                                      stream)
-        status = lib.xstage_ulysses_forward_with_precision(handle, ctypes.byref(call), precision.encode())
+        status = lib.xstage_ulysses_forward_with_precision(handle, ctypes.byref(call),
+                                                           _dist_abi.precision_code(precision))
         del held
         if status == _native.ERR_LAYOUT and attempt == 0:
             inputs = [None if t is None else t.contiguous() if not t.is_contiguous() else t.clone() for t in inputs]
@@ -416,7 +418,7 @@ def _testing_emulated_rank(q, k, v, heads: int, rank: int, world: int, owner_out
     outs = (ctypes.c_void_p * world)(*addr[3:])
     status = _dist_abi.lib().xstage_testing_ulysses_emulated_rank_with_precision(addr[0], addr[1], addr[2], heads,
                                                                                  rank, world, outs, scale, stream,
-                                                                                 precision.encode())
+                                                                                 _dist_abi.precision_code(precision))
     del held
     if status != _native.OK:
         _dist_abi.raise_for(status, where)

@@ -21,14 +21,6 @@ constexpr const char* kBshd = "4 ([batch, seq, heads, head_dim])";
 // (xstage/attn/forward.hpp) requires them; here so that builds without the kernel check them too.
 constexpr int64_t kFp8HeadDim = 128;
 constexpr uintptr_t kWorkspaceAlign = 256;
-constexpr const char* kPrecisionsAccepted =
-    "accepted: 0 (XSTAGE_ATTN_PRECISION_BF16), 1 (XSTAGE_ATTN_PRECISION_FP8)";
-
-#if XSTAGE_CAPI_HAVE_CUDA
-static_assert(XSTAGE_ATTN_PRECISION_BF16 == int(attn::AttnPrecision::kBf16) &&
-                  XSTAGE_ATTN_PRECISION_FP8 == int(attn::AttnPrecision::kFp8),
-              "the C ABI's precision values are the C++ API's");
-#endif
 
 // The layout c_api.h states and python/xstage/_native.py's AttentionCall mirrors (LP64).
 static_assert(sizeof(void*) != 8 || (offsetof(xstage_attention_call, softmax_scale) == 40 &&
@@ -54,14 +46,6 @@ Call call_of(const xstage_attention_call& c) {
   return Call{c.q, c.k, c.v, c.out, c.lse, c.softmax_scale, c.precision, c.workspace};
 }
 
-const char* precision_macro(int precision) {
-  return precision == XSTAGE_ATTN_PRECISION_FP8 ? "XSTAGE_ATTN_PRECISION_FP8" : "XSTAGE_ATTN_PRECISION_BF16";
-}
-
-int check_precision(int precision) {
-  if (precision == XSTAGE_ATTN_PRECISION_BF16 || precision == XSTAGE_ATTN_PRECISION_FP8) return XSTAGE_OK;
-  return fail(XSTAGE_ERR_VALUE, "precision: " + std::to_string(precision) + "; " + kPrecisionsAccepted);
-}
 
 // q, k (and v, out) as tensors alone: presence, device, dtype, rank, head_dim for the precision.
 int check_bshd(const char* name, const DLTensor* t, int precision) {
@@ -181,7 +165,6 @@ int check_tensors(const Call& c) {
 
 #if XSTAGE_CAPI_HAVE_CUDA
 
-attn::AttnPrecision precision_of(int precision) { return static_cast<attn::AttnPrecision>(precision); }
 
 // The workspace's size against the layout the FP8 pre-pass writes (the problem's shapes).
 int check_workspace_size(const Call& c, const attn::AttnForwardProblem& p) {

@@ -104,6 +104,16 @@ bool is_contiguous(const DLTensor& t) {
   return true;
 }
 
+int check_precision(int precision) {
+  if (precision == XSTAGE_ATTN_PRECISION_BF16 || precision == XSTAGE_ATTN_PRECISION_FP8) return XSTAGE_OK;
+  return fail(XSTAGE_ERR_VALUE, "precision: " + std::to_string(precision) +
+                                    "; accepted: 0 (XSTAGE_ATTN_PRECISION_BF16), 1 (XSTAGE_ATTN_PRECISION_FP8)");
+}
+
+const char* precision_macro(int precision) {
+  return precision == XSTAGE_ATTN_PRECISION_FP8 ? "XSTAGE_ATTN_PRECISION_FP8" : "XSTAGE_ATTN_PRECISION_BF16";
+}
+
 }  // namespace xstage::capi
 
 extern "C" {

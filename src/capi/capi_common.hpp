@@ -56,4 +56,10 @@ std::string check_same_device(const char* name, const DLTensor& t, const char* r
 // True when `t`'s elements are compact row-major (size-1 dimensions' strides ignored).
 bool is_contiguous(const DLTensor& t);
 
+// The attention precision codes of c_api.h (XSTAGE_ATTN_PRECISION_*), for every entry point that takes one:
+// XSTAGE_OK, or XSTAGE_ERR_VALUE naming `precision`, the value and the accepted codes.
+int check_precision(int precision);
+// "XSTAGE_ATTN_PRECISION_BF16" or "..._FP8" (for messages; the code was checked).
+const char* precision_macro(int precision);
+
 }  // namespace xstage::capi

@@ -73,19 +73,16 @@ class DeviceGuard {
   bool ok_ = false;
 };
 
-// The precision named by `name` (NULL: bf16), or XSTAGE_ERR_VALUE naming `precision` and the value.
-int precision_arg(const char* name, attn::AttnPrecision* precision) {
-  if (!name) {
-    *precision = attn::AttnPrecision::kBf16;
-    return XSTAGE_OK;
-  }
-  if (attn::attn_precision_from_name(name, precision)) return XSTAGE_OK;
-  return fail(XSTAGE_ERR_VALUE, std::string("precision '") + name + "' (accepted: bf16, fp8)");
+// The precision of code `code` (c_api.h's XSTAGE_ATTN_PRECISION_*), or XSTAGE_ERR_VALUE naming `precision`.
+int precision_arg(int code, attn::AttnPrecision* precision) {
+  if (const int st = check_precision(code); st != XSTAGE_OK) return st;
+  *precision = precision_of(code);
+  return XSTAGE_OK;
 }
 
 // Fills `args` from `call`, checking each tensor alone first (presence, CUDA device of the team,
 // bf16, rank 4); the shapes and layouts are UlyssesAttention::can_implement's.
-int ulysses_args(const xstage_ulysses* u, const xstage_ulysses_call* call, const char* precision,
+int ulysses_args(const xstage_ulysses* u, const xstage_ulysses_call* call, int precision,
                  ulysses::UlyssesForwardArgs* args) {
   if (!u) return fail(XSTAGE_ERR_VALUE, "ulysses: null handle");
   if (!call) return fail(XSTAGE_ERR_VALUE, "ulysses: null call");
@@ -229,12 +226,12 @@ int xstage_team_destroy(xstage_team* team) {
 
 int xstage_ulysses_create(xstage_team* team, int64_t max_seq_local, int64_t heads, int64_t head_dim,
                           int64_t max_joint, double wait_timeout_s, xstage_ulysses** out) {
-  return xstage_ulysses_create_with_precision(team, max_seq_local, heads, head_dim, max_joint, wait_timeout_s, nullptr,
-                                              out);
+  return xstage_ulysses_create_with_precision(team, max_seq_local, heads, head_dim, max_joint, wait_timeout_s,
+                                              XSTAGE_ATTN_PRECISION_BF16, out);
 }
 
 int xstage_ulysses_create_with_precision(xstage_team* team, int64_t max_seq_local, int64_t heads, int64_t head_dim,
-                                         int64_t max_joint, double wait_timeout_s, const char* precision,
+                                         int64_t max_joint, double wait_timeout_s, int precision,
                                          xstage_ulysses** out) {
   using namespace xstage::capi;
   return guarded_dist([&] {
@@ -274,11 +271,11 @@ int xstage_ulysses_create_with_precision(xstage_team* team, int64_t max_seq_loca
 }
 
 int xstage_ulysses_reserve(xstage_ulysses* u, int64_t max_seq_local, int64_t max_joint) {
-  return xstage_ulysses_reserve_with_precision(u, max_seq_local, max_joint, nullptr);
+  return xstage_ulysses_reserve_with_precision(u, max_seq_local, max_joint, XSTAGE_ATTN_PRECISION_BF16);
 }
 
 int xstage_ulysses_reserve_with_precision(xstage_ulysses* u, int64_t max_seq_local, int64_t max_joint,
-                                          const char* precision) {
+                                          int precision) {
   using namespace xstage::capi;
   return guarded_dist([&] {
     if (!u) return fail(XSTAGE_ERR_VALUE, "ulysses: null handle");
@@ -318,10 +315,10 @@ int xstage_ulysses_destroy(xstage_ulysses* u) {
 }
 
 int xstage_ulysses_check(xstage_ulysses* u, const xstage_ulysses_call* call) {
-  return xstage_ulysses_check_with_precision(u, call, nullptr);
+  return xstage_ulysses_check_with_precision(u, call, XSTAGE_ATTN_PRECISION_BF16);
 }
 
-int xstage_ulysses_check_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, const char* precision) {
+int xstage_ulysses_check_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, int precision) {
   using namespace xstage::capi;
   return guarded_dist([&] {
 #if XSTAGE_CAPI_HAVE_DIST
@@ -338,10 +335,10 @@ int xstage_ulysses_check_with_precision(xstage_ulysses* u, const xstage_ulysses_
 }
 
 int xstage_ulysses_forward(xstage_ulysses* u, const xstage_ulysses_call* call) {
-  return xstage_ulysses_forward_with_precision(u, call, nullptr);
+  return xstage_ulysses_forward_with_precision(u, call, XSTAGE_ATTN_PRECISION_BF16);
 }
 
-int xstage_ulysses_forward_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, const char* precision) {
+int xstage_ulysses_forward_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, int precision) {
   using namespace xstage::capi;
   return guarded_dist([&] {
 #if XSTAGE_CAPI_HAVE_DIST
@@ -363,12 +360,12 @@ int xstage_testing_ulysses_emulated_rank(const DLTensor* q, const DLTensor* k, c
                                          int rank, int world, DLTensor* const* owner_out, float softmax_scale,
                                          void* stream) {
   return xstage_testing_ulysses_emulated_rank_with_precision(q, k, v, heads, rank, world, owner_out, softmax_scale,
-                                                             stream, nullptr);
+                                                             stream, XSTAGE_ATTN_PRECISION_BF16);
 }
 
 int xstage_testing_ulysses_emulated_rank_with_precision(const DLTensor* q, const DLTensor* k, const DLTensor* v,
                                                         int64_t heads, int rank, int world, DLTensor* const* owner_out,
-                                                        float softmax_scale, void* stream, const char* precision) {
+                                                        float softmax_scale, void* stream, int precision) {
   using namespace xstage::capi;
   return guarded_dist([&] {
 #if XSTAGE_CAPI_HAVE_DIST

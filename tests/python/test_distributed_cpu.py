@@ -89,27 +89,29 @@ def test_c_abi_ulysses_bad_input():
 
 
 def test_c_abi_ulysses_precision_bad_input():
-    """The *_with_precision entries name `precision` and the value; NULL is bf16 (the unsuffixed entries)."""
+    """The *_with_precision entries take c_api.h's XSTAGE_ATTN_PRECISION_* codes and name `precision` and the
+    value for any other; the unsuffixed entries are these with BF16."""
     out = ctypes.c_void_p()
     call = _dist_abi.UlyssesCall()
+    fp8 = _native.PRECISIONS["fp8"]
     if not _dist_abi.available():
         with pytest.raises(RuntimeError):
-            _status(lib().xstage_ulysses_create_with_precision(None, 1024, 24, 128, 0, 10.0, b"fp8", ctypes.byref(out)))
+            _status(lib().xstage_ulysses_create_with_precision(None, 1024, 24, 128, 0, 10.0, fp8, ctypes.byref(out)))
         return
-    for bad in (b"fp16", b"FP8", b""):
-        with pytest.raises(ValueError, match=f"precision '{bad.decode()}' \\(accepted: bf16, fp8\\)"):
+    for bad in (2, -1, 7):
+        with pytest.raises(ValueError, match=f"precision: {bad}; accepted: 0 \\(XSTAGE_ATTN_PRECISION_BF16\\), 1 "):
             _status(lib().xstage_ulysses_create_with_precision(None, 1024, 24, 128, 0, 10.0, bad, ctypes.byref(out)))
         assert out.value is None
-    # A good (or NULL) precision reaches the next check.
-    for good in (b"bf16", b"fp8", None):
+    # A good precision reaches the next check.
+    for good in _native.PRECISIONS.values():
         with pytest.raises(ValueError, match="team: null"):
             _status(lib().xstage_ulysses_create_with_precision(None, 1024, 24, 128, 0, 10.0, good, ctypes.byref(out)))
     with pytest.raises(ValueError, match="null handle"):
-        _status(lib().xstage_ulysses_forward_with_precision(None, ctypes.byref(call), b"fp8"))
+        _status(lib().xstage_ulysses_forward_with_precision(None, ctypes.byref(call), fp8))
     with pytest.raises(ValueError, match="null handle"):
-        _status(lib().xstage_ulysses_check_with_precision(None, ctypes.byref(call), b"fp8"))
+        _status(lib().xstage_ulysses_check_with_precision(None, ctypes.byref(call), fp8))
     with pytest.raises(ValueError, match="null handle"):
-        _status(lib().xstage_ulysses_reserve_with_precision(None, 10, 0, b"fp8"))
+        _status(lib().xstage_ulysses_reserve_with_precision(None, 10, 0, fp8))
 
 
 @pytest.mark.parametrize("value,exc", [("fp16", ValueError), ("FP8", ValueError), ("", ValueError), (8, TypeError),
