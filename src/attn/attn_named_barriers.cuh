@@ -11,8 +11,7 @@ namespace xstage::attn {
 enum class AttnNamedBarrier : uint32_t {
   kWgOrder0 = 0,   // + consumer warpgroup i: "warpgroup i may issue its GEMMs" (mainloop GEMM turns)
   kWgOrder1 = 1,
-  kA2AStage0 = 2,  // + consumer warpgroup: the A2A epilogue's per-warpgroup staging / completion barrier
-  kA2AStage1 = 3,
+  // ids 2 and 3 are free
   kA2AFinish = 4,  // the A2A epilogue's consumers -> the producer's TMA warp, before the CTA's flags
   kCount
 };

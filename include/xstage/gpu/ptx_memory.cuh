@@ -108,9 +108,4 @@ __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence
 // Waits until this thread's earlier stores are performed system-wide (they have left the X-Stage).
 __device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
-// Sequentially consistent system-scope fence: does not retire until this thread's earlier stores are
-// performed system-wide (acknowledged by the owner's memory). The completion-coupled store paths use it
-// to make a tile's remote stores complete before the tile ends.
-__device__ __forceinline__ void fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
-
 }  // namespace xstage::gpu
