@@ -2,9 +2,10 @@
 // GMMA tiled MMAs and pipelines. One instantiation per head dimension and operand precision.
 //
 // Operand precision (kFp8): bf16 Q, K, V in shared memory, or their 8-bit quantization
-// (attn_fp8_quant.hpp): Q and K in s8 (kFp8QkInt8; S accumulates in int32), V in e4m3. FP8 GMMA reads both operands K-major, so the FP8 path keeps V as V^T with the
-// key index contiguous (a layout the quantization pre-pass writes); the bf16 path reads V as stored,
-// the MN-major B operand of P V. The output (Element) is bf16 in both.
+// (attn_fp8_quant.hpp): Q and K in s8 (kFp8QkInt8; S accumulates in int32), P and V in e4m3. 8-bit GMMA
+// reads both operands K-major, so the FP8 path keeps V as V^T with the key index contiguous (a layout
+// the quantization pre-pass writes); the bf16 path reads V as stored, the MN-major B operand of P V.
+// The output (Element) is bf16 in both.
 #pragma once
 
 #include <type_traits>

@@ -1,13 +1,14 @@
 // Public host API of the attention forward kernel (bf16 in/out, fp32 accumulation, non-causal) over
 // caller-owned device buffers and the caller's stream. The CLI, the tests and the C ABI call it.
 //
-// Precision. kBf16 multiplies bf16 operands. kFp8 (head_dim 128) multiplies e4m3 operands on FP8 GMMA,
-// twice the tensor rate, from the same bf16 q, k, v: a pre-pass on the same stream quantizes them into
-// a caller-provided workspace (attn_forward_workspace_bytes), and its cost is part of every call.
-//   Q: one scale per 64 query rows of a (batch, head); K: its mean over the sequence subtracted per
-//   channel (softmax is unchanged by it), then one scale per 128 keys; V: one scale per channel of a
-//   (batch, head); P: e4m3 with 2^8 headroom (p in [0, 256]); accumulation fp32; output bf16.
-// docs/attn_fp8.md has the measured accuracy and speed and why each scale is where it is.
+// Precision. kBf16 multiplies bf16 operands. kFp8 (head_dim 128) multiplies 8-bit operands on 8-bit GMMA,
+// twice the bf16 tensor rate, from the same bf16 q, k, v: a pre-pass on the same stream quantizes them
+// into a caller-provided workspace (attn_forward_workspace_bytes), and its cost is part of every call.
+//   Q: INT8, one scale per query row; K: its mean over the sequence subtracted per (batch, head, channel)
+//   (softmax is unchanged by it; the log-sum-exp gets q . mean back), then INT8 with one scale per 128
+//   keys; P: e4m3 with 2^8 headroom (p in [0, 256]); V: e4m3, one scale per channel of a (batch, head);
+//   accumulation fp32 (int32 for Q K); output bf16.
+// docs/attn_fp8.md has the measured accuracy and speed and why each format and scale is what it is.
 #pragma once
 
 #include <cstddef>
