@@ -3,7 +3,7 @@
 //
 //   Q8  [B, Sq, H, D] s8 (or e4m3), contig.  q / q_scale[b, h, query row]
 //   K8  [B, Sk, H, D] s8 (or e4m3), contig.  (k - k_mean[b, h, :]) / k_scale[b, h, key block of kKBlock rows]
-//   Vt8 [B, H, D, Sk_pad] e4m3               v^T / v_scale[b, h, d], keys permuted within groups of 32 (below)
+//   Vt8 [B, H, D, Sk_pad] e4m3               v^T / v_scale[b, h, d], keys permuted within groups of 32 (xstage/sched/attn_fp8_key_order.hpp)
 //   q_scale, k_scale, v_scale, k_mean      fp32
 //   q_dot_kmean [b, h, query row]          fp32 q . k_mean: what the smoothing took out of the row's scores,
 //                                          added back to the log-sum-exp (the output does not see it)
@@ -28,6 +28,7 @@
 
 #include "xstage/attn/forward.hpp"
 #include "xstage/gpu/host_device.hpp"
+#include "xstage/sched/attn_fp8_key_order.hpp"  // fp8_key_of_slot, kFp8KeyGroup
 #include "xstage/sched/attn_tile_config.hpp"
 
 namespace xstage::attn {
@@ -52,19 +53,8 @@ inline constexpr int kFp8KBlock = XSTAGE_ATTN_FP8_TUNE_BLOCK_N;
 inline constexpr int kFp8KBlock = sched::attn_fp8_tile_config(kFp8HeadDim).block_n;
 #endif
 static_assert(kFp8KBlock % 32 == 0 && kFp8KBlock <= 256, "block_n: a multiple of the P V k step, one TMA box");
-inline constexpr int kFp8KeyGroup = 32;   // the P V GEMM's k extent per instruction; V^T is permuted within it
 inline constexpr int kFp8StatRows = 256;  // sequence rows per partial of the K-sum / V-max statistics
 inline constexpr float kFp8Max = 448.f;   // largest finite e4m3
-
-// The FP8 P V GEMM takes P from registers as its A operand. The S accumulator gives thread t (of a quad)
-// columns 8c + 2t + {0,1} of each 32-key group (c = 0..3), while an e4m3 A fragment holds k indices
-// 4t + {0..3} and 16 + 4t + {0..3}: the same eight keys per thread, in another order. Rather than shuffle
-// P between threads, the kernel feeds the registers as they are, and V^T's keys are stored in the order
-// those registers present them: slot s of a group holds key fp8_key_of_slot(s). This is that order.
-XSTAGE_HOST_DEVICE constexpr int fp8_key_of_slot(int slot) {
-  const int half = slot / 16, t = (slot % 16) / 4, j = slot % 4;
-  return 16 * half + 8 * (j / 2) + 2 * t + (j % 2);
-}
 
 struct Fp8Workspace {
   // Byte offsets into the workspace (each 256-byte aligned) and the counts that size them.

@@ -41,7 +41,7 @@ CUTE_HOST_DEVICE constexpr auto fp8_operand_a_layout() {
 // (fp8_operand_a_layout) without moving values between threads: register (row +8, half, k32 block kb)
 // takes the column pairs of 8-column chunks 4kb + 2 half and 4kb + 2 half + 1 of its row. Those are not
 // the keys the A layout names at those positions; V^T is stored in the matching key order
-// (fp8_key_of_slot, attn_fp8_quant.hpp), so P V is exact. Rounding: e4m3, round to nearest even,
+// (fp8_key_of_slot, xstage/sched/attn_fp8_key_order.hpp), so P V is exact. Rounding: e4m3, round to nearest even,
 // saturating (p <= 256 < 448 never saturates).
 template <class TensorS, class TensorP>
 CUTE_DEVICE void acc_to_fp8_operand_a(TensorS const& acc_s, TensorP& frag_p) {
