@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "xstage/gpu/check.hpp"
+#include "gpu_test_support.hpp"
 #include "xstage/attn/forward.hpp"
 #include "xstage/testing/attn_random.hpp"
 #include "xstage/testing/attn_reference.hpp"
@@ -17,22 +18,7 @@
 namespace xstage::attn {
 namespace {
 
-bool have_hopper() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return false;
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  return major == 9 && minor == 0;
-}
-
-#define SKIP_WITHOUT_HOPPER() \
-  if (!have_hopper()) GTEST_SKIP() << "no sm_90 CUDA device"
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) ^ rd();
-}
+using test::fresh_seed;
 
 // Elements spanned by a tensor with these strides (the largest offset + 1).
 size_t span(const AttnForwardProblem& p, int seq, int64_t sb, int64_t ss, int64_t sh) {
@@ -125,7 +111,7 @@ struct Shape {
 class AttnForwardSmall : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(AttnForwardSmall, MatchesCpuReferenceOnAllRows) {
-  SKIP_WITHOUT_HOPPER();
+  REQUIRE_HOPPERS(1);
   const Shape s = GetParam();
   const AttnForwardProblem p = make_bshd_problem(s.batch, s.seq_q, s.seq_k, s.heads, 128);
   const uint64_t seed = fresh_seed();
@@ -148,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttnForwardSmall,
                          });
 
 TEST(AttnForward, HeadDim64RaggedShapes) {
-  SKIP_WITHOUT_HOPPER();
+  REQUIRE_HOPPERS(1);
   for (Shape s : {Shape{1, 300, 300, 3}, Shape{2, 1000, 777, 2}}) {
     const AttnForwardProblem p = make_bshd_problem(s.batch, s.seq_q, s.seq_k, s.heads, 64);
     const uint64_t seed = fresh_seed();
@@ -158,7 +144,7 @@ TEST(AttnForward, HeadDim64RaggedShapes) {
 }
 
 TEST(AttnForward, StridedHeadMajorLayout) {
-  SKIP_WITHOUT_HOPPER();
+  REQUIRE_HOPPERS(1);
   // [batch, heads, seq, dim] instead of [batch, seq, heads, dim]: only the strides change.
   AttnForwardProblem p = make_bshd_problem(2, 333, 333, 3, 128);
   for (int64_t* t : {&p.q_stride_seq, &p.k_stride_seq, &p.v_stride_seq, &p.o_stride_seq}) *t = 128;
@@ -169,7 +155,7 @@ TEST(AttnForward, StridedHeadMajorLayout) {
 }
 
 TEST(AttnForward, PersistentGridManyTilesSampled) {
-  SKIP_WITHOUT_HOPPER();
+  REQUIRE_HOPPERS(1);
   // 2 x 24 x ceil(2000/128) = 768 tiles: every CTA of the persistent grid runs several tiles.
   const AttnForwardProblem p = make_bshd_problem(2, 2000, 2000, 24, 128);
   const uint64_t seed = fresh_seed();

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_support.hpp"
 #include "xstage/attn/forward.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/testing/attn_reference.hpp"
@@ -24,22 +25,7 @@
 namespace xstage::attn {
 namespace {
 
-bool have_hopper() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return false;
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  return major == 9 && minor == 0;
-}
-
-#define SKIP_WITHOUT_HOPPER() \
-  if (!have_hopper()) GTEST_SKIP() << "no sm_90 CUDA device"
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) ^ rd();
-}
+using test::fresh_seed;
 
 enum class Dist { kNormal, kOutlierChannels, kKeyMean, kPeaked };
 const char* dist_name(Dist d) {
@@ -134,7 +120,7 @@ std::string case_name(const Case& c) {
 class AttnFp8 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AttnFp8, MeetsAccuracyBarsBesideBf16) {
-  SKIP_WITHOUT_HOPPER();
+  REQUIRE_HOPPERS(1);
   const Case c = GetParam();
   const AttnForwardProblem p = make_bshd_problem(c.batch, c.seq_q, c.seq_k, c.heads, 128);
   const uint64_t seed = fresh_seed();

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "gpu_test_support.hpp"
 #include "xstage/testing/attn_random.hpp"
 #include "xstage/testing/attn_reference.hpp"
 #include "ulysses_kernels.hpp"
@@ -30,29 +31,7 @@
 namespace xstage::attn {
 namespace {
 
-bool is_hopper(int d) {
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
-  return major == 9 && minor == 0;
-}
-
-bool have_two_hoppers() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) return false;
-  for (int d = 0; d < 2; ++d) {
-    int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
-    if (major != 9 || minor != 0) return false;
-  }
-  return true;
-}
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) ^ rd();
-}
+using test::fresh_seed;
 
 struct Case {
   const char* name;
@@ -65,7 +44,7 @@ struct Case {
 class UlyssesTwoGpu : public ::testing::TestWithParam<Case> {};
 
 TEST_P(UlyssesTwoGpu, FusedBitIdenticalToSerial) {
-  if (!have_two_hoppers()) GTEST_SKIP() << "needs 2 sm_90 GPUs";
+  REQUIRE_HOPPERS(2);
   comm::disable_multicast_env();
   const Case c = GetParam();
   auto team = comm::Team::single_process({0, 1});
@@ -306,14 +285,12 @@ void two_phase_tile_schedule_keeps_every_bit(AttnPrecision precision) {
 }
 
 TEST(UlyssesOneGpu, TwoPhaseTileScheduleKeepsEveryBit) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1 || !is_hopper(0)) GTEST_SKIP() << "no sm_90 CUDA device";
+  REQUIRE_HOPPERS(1);
   two_phase_tile_schedule_keeps_every_bit(AttnPrecision::kBf16);
 }
 
 TEST(UlyssesOneGpu, Fp8TwoPhaseTileScheduleKeepsEveryBit) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1 || !is_hopper(0)) GTEST_SKIP() << "no sm_90 CUDA device";
+  REQUIRE_HOPPERS(1);
   two_phase_tile_schedule_keeps_every_bit(AttnPrecision::kFp8);
 }
 
@@ -421,8 +398,7 @@ void emulated_rank_stores_every_row_to_its_owner(AttnPrecision precision, const 
 }
 
 TEST(UlyssesOneGpu, EmulatedRankStoresEveryRowToItsOwner) {
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1 || !is_hopper(0)) GTEST_SKIP() << "no sm_90 CUDA device";
+  REQUIRE_HOPPERS(1);
   emulated_rank_stores_every_row_to_its_owner(
       AttnPrecision::kBf16, {{3000 + 77, 2, 0, true}, {3000 + 77, 2, 1, true}, {3000 + 77, 2, 0, false},
                              {1000, 3, 1, true}, {1000, 3, 2, true}, {20000 + 33, 3, 0, true}, {200, 2, 0, true},
@@ -433,8 +409,7 @@ TEST(UlyssesOneGpu, EmulatedRankStoresEveryRowToItsOwner) {
 // local FP8 attention followed by the All-to-All, bit for bit: world 2 and 3, ragged shards, rotated and
 // natural orders, with and without joint keys.
 TEST(UlyssesOneGpu, Fp8EmulatedRankStoresEveryRowToItsOwner) {
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1 || !is_hopper(0)) GTEST_SKIP() << "no sm_90 CUDA device";
+  REQUIRE_HOPPERS(1);
   emulated_rank_stores_every_row_to_its_owner(
       AttnPrecision::kFp8, {{3000 + 77, 2, 0, true, 77}, {3000 + 77, 2, 1, true, 77}, {3000 + 77, 2, 0, false, 77},
                             {1000, 3, 1, true}, {1000, 3, 2, true, 40}, {20000 + 33, 3, 0, true, 33},
@@ -475,8 +450,7 @@ TEST(UlyssesApi, LimitsNameThePrecision) {
 // forward (fused attention + joint queries' attention) equals the local FP8 attention over the sequence
 // and joint keys bit for bit, and the bf16 forward on the same object still equals the local bf16 one.
 TEST(UlyssesApiOneGpu, Fp8ForwardEqualsLocalFp8Attention) {
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1 || !is_hopper(0)) GTEST_SKIP() << "no sm_90 CUDA device";
+  REQUIRE_HOPPERS(1);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   comm::disable_multicast_env();
   auto team = comm::Team::single_process({0});

@@ -7,25 +7,16 @@ missing.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.nn.functional as F  # noqa: E402
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import xstage  # noqa: E402
 
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA GPU", allow_module_level=True)
-if torch.cuda.get_device_capability(0) != (9, 0):
-    pytest.skip("the attention kernel is built for sm_90a (H100/H200)", allow_module_level=True)
-if not xstage.has_cuda():
-    pytest.skip("xstage was built without CUDA", allow_module_level=True)
+from attention_reference import BF16, DEV, make_qkv, reference, skip_without_the_kernel  # noqa: E402
 
-DEV = "cuda"
-BF16 = torch.bfloat16
+skip_without_the_kernel()
+
 # Correctness bounds, those of tests/gpu/test_attn_fp8.cu: on N(0, 1) inputs the number formats themselves
 # give a relative L1 of about 0.038 and a cosine of about 0.9993 (P and V in e4m3 alone: 0.037;
 # bench/attn/fp8_error_model.py), so a wrong scale, key order or mask shows as tens of percent. The issue's
@@ -33,24 +24,6 @@ BF16 = torch.bfloat16
 MIN_COSINE = 0.995
 MAX_REL_L1 = 0.06
 MAX_LSE_ERROR = 0.1  # natural-log units: the LSEs here are about 6 (a lost 2^8 headroom would be off by 5.5)
-
-
-def make_qkv(b, sq, skv, h, d, seed):
-    g = torch.Generator(device=DEV).manual_seed(seed)
-    q = torch.randn((b, sq, h, d), generator=g, device=DEV).to(BF16)
-    k = torch.randn((b, skv, h, d), generator=g, device=DEV).to(BF16)
-    v = torch.randn((b, skv, h, d), generator=g, device=DEV).to(BF16)
-    return q, k, v
-
-
-def reference(q, k, v, scale=None):
-    """fp32 SDPA on the bf16 inputs; out [B, S, H, D] fp32 and lse [B, H, S] fp32."""
-    qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
-    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    with sdpa_kernel(SDPBackend.MATH):
-        out = F.scaled_dot_product_attention(qf, kf, vf, scale=s).transpose(1, 2)
-    lse = torch.logsumexp((qf @ kf.transpose(-1, -2)) * s, dim=-1)
-    return out, lse
 
 
 def cosine_and_rel_l1(x, ref):

@@ -6,8 +6,6 @@ Skips where torch, a CUDA GPU of compute capability 9.0 or the built-in kernels 
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -16,33 +14,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import xstage  # noqa: E402
 
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA GPU", allow_module_level=True)
-if torch.cuda.get_device_capability(0) != (9, 0):
-    pytest.skip("the attention kernel is built for sm_90a (H100/H200)", allow_module_level=True)
-if not xstage.has_cuda():
-    pytest.skip("xstage was built without CUDA", allow_module_level=True)
+from attention_reference import BF16, DEV, make_qkv, reference, skip_without_the_kernel  # noqa: E402
 
-DEV = "cuda"
-BF16 = torch.bfloat16
-
-
-def make_qkv(b, sq, skv, h, d, seed):
-    g = torch.Generator(device=DEV).manual_seed(seed)
-    q = torch.randn((b, sq, h, d), generator=g, device=DEV).to(BF16)
-    k = torch.randn((b, skv, h, d), generator=g, device=DEV).to(BF16)
-    v = torch.randn((b, skv, h, d), generator=g, device=DEV).to(BF16)
-    return q, k, v
-
-
-def reference(q, k, v, scale=None):
-    """fp32 SDPA on the bf16 inputs; out [B, S, H, D] fp32 and lse [B, H, S] fp32."""
-    qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
-    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    with sdpa_kernel(SDPBackend.MATH):  # plain fp32 matrix products (TF32 is off by default)
-        out = F.scaled_dot_product_attention(qf, kf, vf, scale=s).transpose(1, 2)
-    lse = torch.logsumexp((qf @ kf.transpose(-1, -2)) * s, dim=-1)
-    return out, lse
+skip_without_the_kernel()
 
 
 def peer_bf16(q, k, v, scale=None):
