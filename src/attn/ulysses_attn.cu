@@ -3,9 +3,8 @@
 // the FP8 pair is in ulysses_attn_fp8.cu.
 #include <string>
 
-#include "attn_epilogue_a2a.cuh"
 #include "attn_kernel_traits.cuh"
-#include "attn_launch.cuh"
+#include "ulysses_fused_launch.cuh"
 #include "ulysses_kernels.hpp"
 
 namespace xstage::attn {
@@ -51,15 +50,8 @@ cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogu
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
   if (attn_fused_a2a_grid(args.problem, device) > kA2AMaxCtas) return cudaErrorInvalidValue;
-  const int f = ep.first_m_blocks;
   if (a.precision == AttnPrecision::kFp8) return attn_forward_fused_a2a_fp8(a, ep, mode, stream);
-  switch (mode) {
-    case FusedEpilogue::kPiggybackTma:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, false>>(a, ep, stream, f);
-    case FusedEpilogue::kCompletionCoupledTma:
-      return attn_launch_with_epilogue<FusedTraits, AttnEpilogueA2A<FusedTraits, true>>(a, ep, stream, f);
-  }
-  return cudaErrorInvalidValue;
+  return launch_fused_a2a<FusedTraits>(a, ep, mode, stream);
 }
 
 }  // namespace xstage::attn

@@ -2,10 +2,9 @@
 // kernel with the same two TMA bulk-store epilogues as the bf16 pair (ulysses_attn.cu). The epilogues
 // receive the normalized bf16-bound output tile either way, so every Ulysses epilogue composes with
 // either precision.
-#include "attn_epilogue_a2a.cuh"
 #include "attn_fp8_quant.hpp"
 #include "attn_kernel_traits.cuh"
-#include "attn_launch.cuh"
+#include "ulysses_fused_launch.cuh"
 #include "ulysses_kernels.hpp"
 
 namespace xstage::attn {
@@ -16,14 +15,7 @@ cudaError_t attn_forward_fused_a2a_fp8(const AttnForwardArgs& a, const A2AEpilog
   static_assert(Traits::kBlockM == AttnKernelTraits<kFp8HeadDim>::kBlockM, "one grid and flag count for both");
   cudaError_t e = fp8_quantize(a, fp8_workspace_layout(a.problem), stream);
   if (e != cudaSuccess) return e;
-  const int f = ep.first_m_blocks;
-  switch (mode) {
-    case FusedEpilogue::kPiggybackTma:
-      return attn_launch_with_epilogue<Traits, AttnEpilogueA2A<Traits, false>>(a, ep, stream, f);
-    case FusedEpilogue::kCompletionCoupledTma:
-      return attn_launch_with_epilogue<Traits, AttnEpilogueA2A<Traits, true>>(a, ep, stream, f);
-  }
-  return cudaErrorInvalidValue;
+  return launch_fused_a2a<Traits>(a, ep, mode, stream);
 }
 
 }  // namespace xstage::attn
