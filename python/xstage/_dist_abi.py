@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import ctypes
 
-from . import _native
+from . import _dlpack, _native
 
 ERR_TIMEOUT = 7  # XSTAGE_ERR_TIMEOUT
 UNIQUE_ID_BYTES = 128  # XSTAGE_NCCL_UNIQUE_ID_BYTES
-PRECISIONS = tuple(_native.PRECISIONS)  # the names the Python API takes; _native.PRECISIONS maps them to the C codes
 
 _declared = None
 
@@ -42,7 +41,6 @@ def lib() -> ctypes.CDLL:
         return loaded
     c_int, c_int64, c_double, c_float, c_void_p = (ctypes.c_int, ctypes.c_int64, ctypes.c_double, ctypes.c_float,
                                                    ctypes.c_void_p)
-    c_char_p = ctypes.c_char_p
     handle_out = ctypes.POINTER(c_void_p)
     sigs = {
         "xstage_dist_available": (c_int, []),
@@ -90,12 +88,9 @@ def available() -> bool:
 
 
 def precision_arg(value, where: str) -> str:
-    """`value` when it is one of PRECISIONS; TypeError for a non-string, else ValueError, naming `precision` and the
-    value (as xstage.attention's check)."""
-    if not isinstance(value, str):
-        raise TypeError(f"{where}: precision is {value!r}; accepted: a str ({', '.join(map(repr, PRECISIONS))})")
-    if value not in PRECISIONS:
-        raise ValueError(f"{where}: precision {value!r}; accepted: {', '.join(map(repr, PRECISIONS))}")
+    """`value` when it is a precision name xstage.attention takes (its check and messages: TypeError for a
+    non-string, else ValueError, naming `precision` and the value)."""
+    _dlpack._precision_arg(value, where)
     return value
 
 
