@@ -21,7 +21,6 @@ import json
 import math
 import os
 import sys
-import time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "common"))
@@ -126,16 +125,6 @@ def wan_block_qkv(frames, height, width, gen_seed):
         return None, "the block made no attention call"
     q, k, v = (t.contiguous() for t in captured[0])
     return (q, k, v), f"diffusers {diffusers.__version__} WanTransformer3DModel block 0 self-attention"
-
-
-def errors(out, ref):
-    o = out.float()
-    if not torch.isfinite(o).all():
-        return {"non_finite": True}
-    diff = o - ref
-    return {"cosine": float((o * ref).sum() / (o.norm() * ref.norm())),
-            "rel_l1": float(diff.abs().sum() / ref.abs().sum()),
-            "rel_l2": float(diff.norm() / ref.norm())}
 
 
 def accuracy(calls, q, k, v, heads_checked):
