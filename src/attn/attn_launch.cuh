@@ -56,7 +56,9 @@ inline cudaError_t attn_grid_size(const AttnForwardProblem& p, int device, int* 
   return cudaSuccess;
 }
 
-// first_m_blocks: the tile scheduler's first phase (sched::AttnTileScheduler; 0: one phase).
+// first_m_blocks: the tile scheduler's first phase (sched::AttnTileScheduler; 0: one phase). FP8 traits:
+// the quantization pre-pass into a.workspace runs first, on the same stream (a was checked by
+// attn_forward_can_implement).
 template <class Traits, class Epilogue>
 cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogue::Params const& ep, cudaStream_t stream,
                                       int first_m_blocks = 0) {
@@ -71,9 +73,10 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
   ma.heads = p.heads;
   ma.softmax_scale = p.softmax_scale > 0.f ? p.softmax_scale : 1.f / std::sqrt(float(p.head_dim));
   if constexpr (Traits::kFp8) {
-    // The operands are the pre-pass's (the caller ran fp8_quantize into a.workspace on this stream).
+    // The operands are the pre-pass's.
     static_assert(Traits::kBlockN == kFp8KBlock);
     const Fp8Workspace w = fp8_workspace_layout(p);
+    if (const cudaError_t qe = fp8_quantize(a, w, stream); qe != cudaSuccess) return qe;
     const Fp8Operands op = fp8_operands(w, a.workspace);
     const int64_t row = int64_t(p.heads) * p.head_dim;  // Q8, K8: [B, S, H, D] contiguous
     ma.q = static_cast<typename Traits::ElementQK const*>(op.q8);

@@ -13,8 +13,6 @@ cudaError_t attn_forward_fused_a2a_fp8(const AttnForwardArgs& a, const A2AEpilog
                                        cudaStream_t stream) {
   using Traits = AttnFp8KernelTraits<kFp8HeadDim>;
   static_assert(Traits::kBlockM == AttnKernelTraits<kFp8HeadDim>::kBlockM, "one grid and flag count for both");
-  cudaError_t e = fp8_quantize(a, fp8_workspace_layout(a.problem), stream);
-  if (e != cudaSuccess) return e;
   return launch_fused_a2a<Traits>(a, ep, mode, stream);
 }
 
