@@ -78,7 +78,9 @@ std::string attn_forward_can_implement(const AttnForwardArgs& a) {
       return "workspace_bytes " + std::to_string(a.workspace_bytes) + " (precision fp8 needs " + std::to_string(need) +
              ")";
     }
-    if (reinterpret_cast<uintptr_t>(a.workspace) % 256 != 0) return "workspace pointer not 256-byte aligned";
+    if (reinterpret_cast<uintptr_t>(a.workspace) % sched::kAttnFp8WorkspaceAlign != 0) {
+      return "workspace pointer not " + std::to_string(sched::kAttnFp8WorkspaceAlign) + "-byte aligned";
+    }
   }
   // TMA: global addresses 16-byte aligned, strides multiples of 16 bytes (8 bf16 elements).
   const int64_t strides[] = {p.q_stride_batch, p.q_stride_seq, p.q_stride_head, p.k_stride_batch,

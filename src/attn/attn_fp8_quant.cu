@@ -19,7 +19,7 @@ namespace xstage::attn {
 
 namespace {
 
-constexpr size_t kAlign = 256;
+constexpr size_t kAlign = sched::kAttnFp8WorkspaceAlign;  // every part starts aligned as the whole
 size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 __device__ __forceinline__ float block_scale_of(float amax, float qmax = kFp8Max) {

@@ -33,7 +33,7 @@
 
 namespace xstage::attn {
 
-inline constexpr int kFp8HeadDim = 128;  // the one head dimension the FP8 kernel is built for
+inline constexpr int kFp8HeadDim = sched::kAttnFp8HeadDim;  // the one head dimension the FP8 kernel is built for
 // Q and K in s8 (kFp8QkInt8) or e4m3 (tuning builds: -DXSTAGE_ATTN_FP8_TUNE_QK_E4M3).
 #if defined(XSTAGE_ATTN_FP8_TUNE_QK_E4M3)
 inline constexpr bool kFp8QkInt8 = false;

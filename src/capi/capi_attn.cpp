@@ -5,6 +5,7 @@
 #include <string>
 
 #include "capi_common.hpp"
+#include "xstage/sched/attn_tile_config.hpp"
 
 #if XSTAGE_CAPI_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -17,10 +18,10 @@ namespace xstage::capi {
 namespace {
 
 constexpr const char* kBshd = "4 ([batch, seq, heads, head_dim])";
-// The FP8 kernel's one head dimension and its workspace alignment, as attn_forward_can_implement
-// (xstage/attn/forward.hpp) requires them; here so that builds without the kernel check them too.
-constexpr int64_t kFp8HeadDim = 128;
-constexpr uintptr_t kWorkspaceAlign = 256;
+// The FP8 kernel's one head dimension and its workspace alignment, the constants attn_forward_can_implement
+// checks (xstage/sched/attn_tile_config.hpp): builds without the kernel check them too.
+constexpr int64_t kFp8HeadDim = sched::kAttnFp8HeadDim;
+constexpr uintptr_t kWorkspaceAlign = sched::kAttnFp8WorkspaceAlign;
 
 // The layout c_api.h states and python/xstage/_native.py's AttentionCall mirrors (LP64).
 static_assert(sizeof(void*) != 8 || (offsetof(xstage_attention_call, softmax_scale) == 40 &&

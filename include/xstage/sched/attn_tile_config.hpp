@@ -21,6 +21,11 @@ constexpr AttnTileConfig attn_tile_config(int head_dim) {
   return AttnTileConfig{128, 128, 2, 2, true};
 }
 
+// The FP8 kernel's one head dimension, and the alignment of its workspace (the pre-pass's 16- and 32-byte
+// stores and the TMA descriptors over it): host constants, so that builds without the kernel check them too.
+inline constexpr int kAttnFp8HeadDim = 128;
+inline constexpr int kAttnFp8WorkspaceAlign = 256;
+
 // The FP8 kernel (head_dim 128): e4m3 tiles are half the bytes, so a longer key block fits in two stages
 // (128 x 224: Q 16 KiB + 2 x (K + V) 112 KiB + the epilogue's staging), and it spends the softmax's
 // fixed per-block costs (row-max shuffles, barriers, pipeline waits) over more keys. block_n is also the
