@@ -2,7 +2,7 @@
  * xstage/c_api.h hold: xstage_status returns, a one-line message in xstage_last_error() naming the
  * argument, no exception across the boundary, no device synchronization, work on the caller's stream.
  *
- * A layer (one GPU, expert parallelism 1) is created once for its dimensions, precision and schedule;
+ * A layer (one GPU, or one rank of an expert-parallel team: xstage_moe_create_on_team) is created once for its dimensions, precision and schedule;
  * it owns a workspace sized for max_tokens. Weights are set once (and again whenever they move): the
  * layer keeps the tensors' device pointers, so the caller keeps those tensors alive and unchanged in
  * place while runs may use them. Each run takes x, the routing and y for any T <= max_tokens.
@@ -32,6 +32,7 @@ extern "C" {
 #endif
 
 typedef struct xstage_moe_layer xstage_moe_layer; /* opaque */
+typedef struct xstage_team xstage_team;           /* c_api_dist.h */
 
 #define XSTAGE_MOE_BF16 0
 #define XSTAGE_MOE_FP8 1
@@ -47,6 +48,23 @@ int xstage_moe_can_implement(int device, int hidden, int h_inter, int experts, i
 /* Allocates the layer and its workspace on `device`; *out receives the handle. */
 int xstage_moe_create(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision,
                       int schedule, int lead_rows, int experts_per_wave, xstage_moe_layer** out);
+
+/* Expert parallelism: the layer as one rank of `team` (c_api_dist.h; one process per GPU, the team's
+ * GPU): `experts` is the team's total (divisible by its world size W); rank r holds experts
+ * [r*experts/W, (r+1)*experts/W), so its w1, w2 (and scales) have experts/W as their first dimension,
+ * and topk_ids name global experts. The kernel's dispatch and Combine store into the peers' symmetric
+ * windows. Collective: every rank creates the layer with the same arguments (window registration and a
+ * barrier; synchronizes the device) and runs it once per step in the same order, with its own T
+ * (0 included: a rank without tokens still runs, its experts serve the others). wait_timeout_s, in
+ * (0, 10], bounds each in-kernel wait; when one expires (a rank that does not arrive), the kernel records
+ * the rank, the wait and the peer (xstage_moe_last_failure) and traps: the CUDA context is then lost.
+ * The team must outlive the layer. */
+int xstage_moe_create_on_team(xstage_team* team, int hidden, int h_inter, int experts, int top_k, int max_tokens,
+                              int precision, int schedule, int lead_rows, int experts_per_wave, double wait_timeout_s,
+                              xstage_moe_layer** out);
+
+/* The layer's team rank and world size (0 and 1 for a layer on one GPU); either pointer may be NULL. */
+int xstage_moe_team_info(xstage_moe_layer* layer, int* rank, int* ranks);
 
 /* Frees the layer once its enqueued runs are complete (waits for them). NULL is ignored. */
 void xstage_moe_destroy(xstage_moe_layer* layer);
@@ -75,6 +93,12 @@ int xstage_moe_info(xstage_moe_layer* layer, int* grid, int* schedule_param, uin
 /* The in-kernel wait that expired in an earlier run, as one line ("" when none); readable after a
  * sticky CUDA error. Storage owned by the layer, valid until its next call. */
 const char* xstage_moe_last_failure(xstage_moe_layer* layer);
+
+/* TESTING ONLY (the liveness tests): waits for the layer's previous run, then makes its next run wait
+ * for `rows` more dispatched rows per local expert than any rank sends, as when a peer never dispatches:
+ * that run's bounded wait expires, records itself (xstage_moe_last_failure) and traps, which loses the
+ * CUDA context (use in a process of its own). */
+int xstage_testing_moe_withhold_rows(xstage_moe_layer* layer, uint64_t rows);
 
 /* bf16 weights -> e4m3 (uint8) and one float32 scale per 128 x 128 block, on `stream`:
  * w bfloat16 [rows, cols] or [matrices, rows, cols] (rows, cols multiples of 128), q uint8 of w's shape,

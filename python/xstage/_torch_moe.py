@@ -144,7 +144,7 @@ def _run_layer(layer: _Layer, x, topk_ids, topk_weights, w1, w2, w1_scale, w2_sc
                                   layer.device, where)
     _set_weights(layer, w1, w2, w1_scale, w2_scale, where)
     y = torch.empty_like(x2)
-    if x2.shape[0] > 0:
+    if x2.shape[0] > 0 or layer.team is not None:  # a team rank without tokens still serves the others
         s = layer.slots
         layer.run(_fill(s[0], x2), _fill(s[1], ids), _fill(s[2], wts), _fill(s[3], y), _raw_stream(layer.device),
                   where)

@@ -1,4 +1,5 @@
-"""xstage on torch.distributed: teams built from a ProcessGroup and Ulysses attention with the fused All-to-All.
+"""xstage on torch.distributed: teams built from a ProcessGroup, Ulysses attention with the fused All-to-All and the
+expert-parallel fused MoE (FusedMoE).
 
     # torchrun --nproc_per_node N script.py
     import torch, torch.distributed as dist
@@ -6,13 +7,16 @@
     dist.init_process_group("nccl"); torch.cuda.set_device(local_rank)
     out = xd.ulysses_attention(q, k, v, group)        # q, k, v, out: [B, S_local, H, D] bf16, sequence-sharded
     out, joint_out = xd.ulysses_attention(q, k, v, group, joint_q=tq, joint_k=tk, joint_v=tv)   # xDiT's "rear"
+    moe = xd.FusedMoE(w1_local, w2_local, top_k=8, group=group)   # this rank's experts; y = moe(x, ids, weights)
 
 One team per group (cached): rank 0 of the group creates an NCCL unique id, the ranks exchange it through the
 group's store (bounded: a rank that does not arrive is named), and each builds its NCCL communicator on its current
 CUDA device with the libnccl torch loaded (bounded too). Multicast stays off. Every wait has a timeout argument;
-a host-side timeout raises TimeoutError naming the rank and the step. The owner's device-side wait for the other
-ranks' stores is bounded by wait_timeout; when it passes, the kernel traps with a message naming the rank (the
-CUDA context is lost and the process must restart).
+a host-side timeout raises TimeoutError naming the rank and the step. The device-side waits for other ranks (the
+Ulysses owner's wait for their stores, the fused MoE kernel's counts, rows and flags) are bounded by wait_timeout;
+when one passes, the kernel traps with a message naming the rank (the CUDA context is lost and the process must
+restart); for the MoE layer, Team.synchronize() and every later forward raise TimeoutError naming the rank and the
+wait.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import ctypes
 import datetime
 import math
 import threading
+import time
+import weakref
 
 import torch  # before the native library: it loads the libnccl.so.2 xstage then uses
 import torch.distributed as dist
@@ -28,7 +34,8 @@ import torch.distributed as dist
 from . import _dist_abi, _native
 from ._dlpack import _describe
 
-__all__ = ["Team", "ulysses_attention", "UlyssesAttention", "shard_info", "check_split", "JOINT_STRATEGIES"]
+__all__ = ["Team", "ulysses_attention", "UlyssesAttention", "FusedMoE", "shard_info", "check_split",
+           "JOINT_STRATEGIES"]
 
 shard_info = _dist_abi.shard_info
 check_split = _dist_abi.check_split
@@ -153,6 +160,7 @@ class Team:
         self.world = dist.get_world_size(group)
         self.device = torch.cuda.current_device()
         self._ulysses: dict = {}
+        self._moe_layers = weakref.WeakSet()  # the fused MoE layers on this team (xstage.distributed.FusedMoE)
         self._handle = None
         uid = _exchange_unique_id(group, self.rank, self.world, timeout)
         handle = ctypes.c_void_p()
@@ -194,11 +202,59 @@ class Team:
                 _dist_abi.raise_for(status, where)
         return entry[0].value
 
+    def _adopt(self, moe_layer) -> None:
+        """Registers a fused MoE layer built on this team: its failure record is read by synchronize(), and close()
+        frees it before the team."""
+        self._moe_layers.add(moe_layer)
+
+    def failures(self) -> list:
+        """The in-kernel waits of this team's MoE layers that expired, one line each (host memory: readable after
+        the CUDA context is lost)."""
+        return [f for f in (layer.last_failure() for layer in list(self._moe_layers)) if f]
+
+    def _raise_failures(self, where: str, cause=None) -> None:
+        found = self.failures()
+        if found:
+            raise TimeoutError(f"{where}: rank {self.rank} of {self.world}: an in-kernel wait expired: "
+                               f"{'; '.join(found)} (a peer rank did not arrive; the kernel trapped, so the CUDA "
+                               "context is lost and the process must restart)") from cause
+
+    def synchronize(self, timeout=None) -> None:
+        """Waits for the work enqueued so far on the current CUDA stream, polling at most `timeout` seconds (default:
+        the longest in-kernel wait of the team's layers, 10 s, plus 5 s), so a rank that does not arrive never hangs
+        this one: raises TimeoutError naming this rank and the step when a wait of one of the team's MoE layers
+        expired (its kernel trapped), or when the work did not finish in time; RuntimeError for other device
+        errors."""
+        where = _where("Team.synchronize")
+        limit = DEFAULT_WAIT_TIMEOUT_S + 5.0 if timeout is None else _timeout_arg(timeout, "timeout", where)
+        self._raise_failures(where)
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(self.device))
+        deadline = time.monotonic() + limit
+        pause = 1e-4
+        while True:
+            try:
+                if event.query():
+                    return
+            except Exception as e:  # noqa: BLE001 - a trapped kernel: torch raises on the sticky error
+                self._raise_failures(where, e)
+                raise RuntimeError(f"{where}: rank {self.rank} of {self.world}: the device reported an error "
+                                   f"({type(e).__name__}: {e})") from e
+            if time.monotonic() > deadline:
+                self._raise_failures(where)
+                raise TimeoutError(f"{where}: rank {self.rank} of {self.world}: the enqueued work did not finish "
+                                   f"within {limit:g} s (no in-kernel wait has expired yet)")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
+
     def close(self) -> None:
-        """Frees the team's NCCL communicator and windows (after every rank's last use; collective in NCCL's
-        sense: all ranks should close)."""
+        """Frees the team's MoE layers, Ulysses objects, NCCL communicator and windows (after every rank's last
+        use; collective in NCCL's sense: all ranks should close)."""
         lib = _dist_abi.lib()
         torch.cuda.synchronize(self.device)
+        for layer in list(self._moe_layers):
+            layer.close()
+        self._moe_layers.clear()
         for handle, *_ in self._ulysses.values():
             lib.xstage_ulysses_destroy(handle)
         self._ulysses.clear()
@@ -422,3 +478,6 @@ def _testing_emulated_rank(q, k, v, heads: int, rank: int, world: int, owner_out
     del held
     if status != _native.OK:
         _dist_abi.raise_for(status, where)
+
+
+from ._dist_moe import FusedMoE  # noqa: E402 - after Team, which it builds on

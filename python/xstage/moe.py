@@ -73,6 +73,11 @@ def _lib():
         lib.xstage_moe_quantize_fp8.argtypes = [T, T, T, c_void_p]
         lib.xstage_moe_builtin_shapes.restype = c_char_p
         lib.xstage_moe_builtin_shapes.argtypes = []
+        lib.xstage_moe_create_on_team.restype = c_int
+        lib.xstage_moe_create_on_team.argtypes = [c_void_p] + [c_int] * 9 + [ctypes.c_double,
+                                                                             ctypes.POINTER(c_void_p)]
+        lib.xstage_moe_team_info.restype = c_int
+        lib.xstage_moe_team_info.argtypes = [c_void_p, ctypes.POINTER(c_int), ctypes.POINTER(c_int)]
         _declared = lib
     return lib
 
@@ -121,10 +126,14 @@ def builtin_shapes() -> list[dict]:
 
 
 class _Layer:
-    """One C ABI layer handle (no torch needed): created once, destroyed with the object."""
+    """One C ABI layer handle (no torch needed): created once, destroyed with the object (or by close()).
+
+    team: None for a layer on one GPU; else (team handle, wait_timeout seconds, owner): the layer is one rank of
+    that expert-parallel team (xstage_moe_create_on_team, collective), `experts` the team's total. The owner (an
+    xstage.distributed.Team) is kept alive by the layer and closes it before the team."""
 
     def __init__(self, where, device, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows=0,
-                 experts_per_wave=0):
+                 experts_per_wave=0, team=None):
         args = _config_args(where, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
                             experts_per_wave)
         self.hidden, self.h_inter, self.experts, self.top_k, self.max_tokens = args[:5]
@@ -132,21 +141,34 @@ class _Layer:
         self.lead_rows, self.experts_per_wave = args[7], args[8]
         self._lib = _lib()
         self._handle = None
+        self.team = team[2] if team is not None else None
         handle = ctypes.c_void_p()
-        status = self._lib.xstage_moe_create(self.device, *args, ctypes.byref(handle))
+        if team is None:
+            status = self._lib.xstage_moe_create(self.device, *args, ctypes.byref(handle))
+        else:
+            status = self._lib.xstage_moe_create_on_team(team[0], *args, float(team[1]), ctypes.byref(handle))
         if status != _native.OK:
             _native.raise_for(status, where)
         self._handle = handle
         self.slots = [_native.TensorSlot() for _ in range(8)]  # x, ids, weights, y, w1, w2, w1_scale, w2_scale
 
-    def __del__(self):
+    def close(self) -> None:
+        """Frees the layer (after its enqueued runs); later calls fail with a message."""
         if getattr(self, "_handle", None):
             self._lib.xstage_moe_destroy(self._handle)
             self._handle = None
 
+    def __del__(self):
+        self.close()
+
+    def handle(self, where):
+        if not self._handle:
+            raise RuntimeError(f"{where}: the layer was closed (its team was closed)")
+        return self._handle
+
     def set_schedule(self, schedule: str, lead_rows: int = 0, experts_per_wave: int = 0, where="FusedMoE") -> None:
         s = _choice(schedule, SCHEDULES, "schedule", where)
-        status = self._lib.xstage_moe_set_schedule(self._handle, s, _int_arg(lead_rows, "lead_rows", where, 0),
+        status = self._lib.xstage_moe_set_schedule(self.handle(where), s, _int_arg(lead_rows, "lead_rows", where, 0),
                                                    _int_arg(experts_per_wave, "experts_per_wave", where, 0))
         if status != _native.OK:
             _native.raise_for(status, where)
@@ -154,23 +176,25 @@ class _Layer:
 
     def info(self) -> dict:
         grid, param, runs = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_uint64(0)
-        status = self._lib.xstage_moe_info(self._handle, ctypes.byref(grid), ctypes.byref(param), ctypes.byref(runs))
+        status = self._lib.xstage_moe_info(self.handle("FusedMoE.info"), ctypes.byref(grid), ctypes.byref(param), ctypes.byref(runs))
         if status != _native.OK:
             _native.raise_for(status, "FusedMoE.info")
         return {"grid": grid.value, "schedule_param": param.value, "runs": int(runs.value)}
 
     def last_failure(self) -> str:
+        if not self._handle:
+            return ""
         return self._lib.xstage_moe_last_failure(self._handle).decode("utf-8", "replace")
 
     def set_weights(self, w1, w2, w1_scale, w2_scale, where) -> None:
         """DLTensor addresses (w1_scale, w2_scale: None for a bf16 layer)."""
-        status = self._lib.xstage_moe_set_weights(self._handle, w1, w2, w1_scale, w2_scale)
+        status = self._lib.xstage_moe_set_weights(self.handle(where), w1, w2, w1_scale, w2_scale)
         if status != _native.OK:
             _native.raise_for(status, where)
 
     def run(self, x, ids, weights, y, stream: int, where) -> None:
         """DLTensor addresses; stream: a cudaStream_t as an int (0: the legacy default stream)."""
-        status = self._lib.xstage_moe_run(self._handle, x, ids, weights, y, stream or None)
+        status = self._lib.xstage_moe_run(self.handle(where), x, ids, weights, y, stream or None)
         if status != _native.OK:
             message = _native.last_error()
             failure = self.last_failure()

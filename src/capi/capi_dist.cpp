@@ -16,14 +16,11 @@
 #if XSTAGE_CAPI_HAVE_DIST
 #include <cuda_runtime_api.h>
 
+#include "capi_team.hpp"
 #include "capi_views.hpp"
-#include "xstage/comm/team.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/ulysses/ulysses.hpp"
 
-struct xstage_team {
-  xstage::comm::Team team;
-};
 struct xstage_ulysses {
   xstage_team* team;
   std::unique_ptr<xstage::ulysses::UlyssesAttention> attention;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capi_common.hpp"
+#include "capi_team.hpp"
 #include "xstage/model/workloads.hpp"
 
 #if XSTAGE_CAPI_HAVE_CUDA
@@ -15,6 +16,7 @@
 
 #include "xstage/gpu/check.hpp"
 #include "xstage/model/error.hpp"
+#include "fused_moe_testing.hpp"
 #include "xstage/moe/fused_moe.hpp"
 #endif
 
@@ -115,6 +117,20 @@ int run_args(xstage_moe_layer* layer, const DLTensor* x, const DLTensor* ids, co
              moe::FusedMoeArguments* a) {
   if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
   const FusedMoeConfig& c = layer->moe.config();
+  if (x && x->ndim == 2 && x->shape[0] == 0) {
+    // No tokens: nothing is read or written, so the (possibly null) data is not looked at; a team rank
+    // still runs, its experts serving the other ranks' rows.
+    for (const auto& [name, t] : {std::pair{"topk_ids", ids}, {"topk_weights", wts}, {"y", y}}) {
+      if (!t || t->ndim != 2 || t->shape[0] != 0) {
+        return fail(XSTAGE_ERR_VALUE, std::string(name) + ": " + (t ? "shape " + shape_text(*t) : "missing") +
+                                          "; accepted: 0 rows, as x (shape " + shape_text(*x) + ")");
+      }
+    }
+    if (!layer->have_weights) return fail(XSTAGE_ERR_VALUE, "w1: the layer has no weights (xstage_moe_set_weights)");
+    a->tokens = 0;
+    a->weights = layer->weights;
+    return XSTAGE_OK;
+  }
   int status = XSTAGE_OK;
   std::string why = check_cuda_tensor("x", x, kDLBfloat, 16, 2, "bfloat16", "2 ([tokens, hidden])", &status);
   if (!why.empty()) return fail(status, why);
@@ -193,6 +209,50 @@ int xstage_moe_create(int device, int hidden, int h_inter, int experts, int top_
                      });
 }
 
+int xstage_moe_create_on_team(xstage_team* team, int hidden, int h_inter, int experts, int top_k, int max_tokens,
+                              int precision, int schedule, int lead_rows, int experts_per_wave, double wait_timeout_s,
+                              xstage_moe_layer** out) {
+  using namespace xstage::capi;
+  if (!out) return fail(XSTAGE_ERR_VALUE, "out: null pointer");
+  *out = nullptr;
+#if XSTAGE_CAPI_HAVE_DIST
+  if (!team) return fail(XSTAGE_ERR_VALUE, "team: null handle");
+  if (!(wait_timeout_s > 0.0 && wait_timeout_s <= 10.0)) {
+    return fail(XSTAGE_ERR_VALUE, "wait_timeout_s: " + std::to_string(wait_timeout_s) + "; accepted: (0, 10] seconds");
+  }
+  return moe_guarded([&] {
+    FusedMoeConfig c;
+    c.team = &team->team;
+    c.timeout_s = wait_timeout_s;
+    if (int s = config_of(-1, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
+                          experts_per_wave, &c);
+        s)
+      return s;
+    *out = new xstage_moe_layer(c);
+    return ok();
+  });
+#else
+  (void)team, (void)hidden, (void)h_inter, (void)experts, (void)top_k, (void)max_tokens, (void)precision,
+      (void)schedule, (void)lead_rows, (void)experts_per_wave, (void)wait_timeout_s;
+  return fail(XSTAGE_ERR_UNSUPPORTED, "xstage was built without the distributed layer (needs CUDA and NCCL at build time)");
+#endif
+}
+
+int xstage_moe_team_info(xstage_moe_layer* layer, int* rank, int* ranks) {
+  using namespace xstage::capi;
+#if XSTAGE_CAPI_HAVE_CUDA
+  return moe_guarded([&] {
+    if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
+    if (rank) *rank = layer->moe.rank();
+    if (ranks) *ranks = layer->moe.ranks();
+    return ok();
+  });
+#else
+  (void)layer, (void)rank, (void)ranks;
+  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
+#endif
+}
+
 void xstage_moe_destroy(xstage_moe_layer* layer) {
   try {
     delete layer;
@@ -227,12 +287,18 @@ int xstage_moe_set_weights(xstage_moe_layer* layer, const DLTensor* w1, const DL
     if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
     const FusedMoeConfig& c = layer->moe.config();
     const bool fp8 = c.precision == xstage::moe::FusedMoePrecision::kFp8;
-    const long long E = c.experts, H = c.hidden, HI = c.h_inter;
+    // The experts held here: all of them on one GPU, experts / ranks on a team rank.
+    const long long E = layer->moe.local_experts(), H = c.hidden, HI = c.h_inter;
+    const bool team = layer->moe.ranks() > 1;
     const uint8_t code = fp8 ? uint8_t(kDLUInt) : uint8_t(kDLBfloat);
     const uint8_t bits = fp8 ? 8 : 16;
     const char* dtype = fp8 ? "uint8 (e4m3 bytes; torch: w.view(torch.uint8))" : "bfloat16";
-    if (int s = check_exact("w1", w1, code, bits, dtype, {E, 2 * HI, H}, "[experts, 2*h_inter, hidden]", c.device); s) return s;
-    if (int s = check_exact("w2", w2, code, bits, dtype, {E, H, HI}, "[experts, hidden, h_inter]", c.device); s) return s;
+    if (int s = check_exact("w1", w1, code, bits, dtype, {E, 2 * HI, H},
+                            team ? "[local experts = experts / ranks, 2*h_inter, hidden]" : "[experts, 2*h_inter, hidden]",
+                            c.device); s) return s;
+    if (int s = check_exact("w2", w2, code, bits, dtype, {E, H, HI},
+                            team ? "[local experts = experts / ranks, hidden, h_inter]" : "[experts, hidden, h_inter]",
+                            c.device); s) return s;
     xstage::moe::FusedMoeWeights w;
     w.w1 = data_of(*w1);
     w.w2 = data_of(*w2);
@@ -328,6 +394,21 @@ const char* xstage_moe_last_failure(xstage_moe_layer* layer) {
 #else
   (void)layer;
   return "";
+#endif
+}
+
+int xstage_testing_moe_withhold_rows(xstage_moe_layer* layer, uint64_t rows) {
+  using namespace xstage::capi;
+#if XSTAGE_CAPI_HAVE_CUDA
+  return moe_guarded([&] {
+    if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
+    if (rows == 0 || rows > (1u << 20)) return fail(XSTAGE_ERR_VALUE, "rows: " + std::to_string(rows) + "; accepted: 1..2^20");
+    xstage::moe::FusedMoeTesting::withhold_rows(layer->moe, rows);
+    return ok();
+  });
+#else
+  (void)layer, (void)rows;
+  return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
 #endif
 }
 

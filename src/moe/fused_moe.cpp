@@ -1,14 +1,20 @@
-// The public fused MoE layer over caller-owned buffers (include/xstage/moe/fused_moe.hpp): one GPU, the
-// launch path of moe_fused_launch.hpp with a workspace allocated once for max_tokens.
+// The public fused MoE layer over caller-owned buffers (include/xstage/moe/fused_moe.hpp): one GPU or one
+// rank of an expert-parallel team, the launch path of moe_fused_launch.hpp with a workspace allocated once
+// for max_tokens (a team's peer-reachable part in one NCCL symmetric window per rank).
 #include "xstage/moe/fused_moe.hpp"
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "fused_moe_testing.hpp"
 #include "moe_fp8_kernels.hpp"
 #include "moe_fused_launch.hpp"
+#include "xstage/comm/team.hpp"
+#include "xstage/comm/window.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/model/error.hpp"
 
@@ -16,7 +22,10 @@ namespace xstage::moe {
 
 namespace {
 
-MoeDims dims_of(const FusedMoeConfig& c) { return MoeDims{1, c.max_tokens, c.hidden, c.h_inter, c.experts, c.top_k}; }
+int ranks_of(const FusedMoeConfig& c) { return c.team ? c.team->world_size() : 1; }
+MoeDims dims_of(const FusedMoeConfig& c) {
+  return MoeDims{ranks_of(c), c.max_tokens, c.hidden, c.h_inter, c.experts, c.top_k};
+}
 MoePrecision precision_of(const FusedMoeConfig& c) {
   return c.precision == FusedMoePrecision::kFp8 ? MoePrecision::kFp8 : MoePrecision::kBf16;
 }
@@ -76,11 +85,36 @@ std::string check_pointer(const char* name, const void* p, std::size_t align, in
 const char* to_string(FusedMoePrecision p) { return p == FusedMoePrecision::kFp8 ? "fp8" : "bf16"; }
 const char* to_string(FusedMoeSchedule s) { return s == FusedMoeSchedule::kWave ? "wave" : "interleaved"; }
 
+namespace {
+
+// Byte offsets of the peer-reachable buffers inside a team rank's symmetric window.
+struct PeerOffsets {
+  std::size_t recv = 0, recv_scale = 0, origin = 0, comb = 0, ctrl = 0, total = 0;
+};
+PeerOffsets peer_offsets(const MoeFusedSizes& z) {
+  constexpr std::size_t kAlign = 256;  // TMA needs 16 bytes; whole lines keep the buffers apart
+  auto next = [](std::size_t at, std::size_t bytes) { return (at + bytes + kAlign - 1) / kAlign * kAlign; };
+  PeerOffsets o;
+  o.recv_scale = next(o.recv, z.recv_bytes);
+  o.origin = next(o.recv_scale, z.recv_scale_bytes);
+  o.comb = next(o.origin, z.origin_bytes);
+  o.ctrl = next(o.comb, z.comb_bytes);
+  o.total = next(o.ctrl, z.ctrl_bytes);
+  return o;
+}
+
+}  // namespace
+
 struct FusedMoe::State {
   MoeDims dims;
   MoeFusedSizes sizes;
   MoeFusedLocalBuffers local;
   MoeFusedPeerView peer;  // one GPU: the only rank's own buffers
+  int rank = 0;
+  // A team layer: every rank's peer-reachable buffers, as this GPU reaches them (index: team rank), in
+  // the ranks' symmetric windows. Without a team: `peer` alone.
+  std::unique_ptr<comm::SymmetricWindow> window;
+  std::vector<MoeFusedPeerView> peers;
   int grid = 0;
   std::uint32_t epoch = 0;
   cudaEvent_t done = nullptr;  // recorded after each run: the next run, on any stream, waits for it
@@ -93,12 +127,24 @@ std::string FusedMoe::can_implement(const FusedMoeConfig& c) {
   if (!(c.timeout_s > 0.0 && c.timeout_s <= 10.0)) return "timeout_s: must be in (0, 10], got " + std::to_string(c.timeout_s);
   if (c.lead_rows < 0) return "lead_rows: must be >= 0 (0: the default lead), got " + std::to_string(c.lead_rows);
   if (c.experts_per_wave < 0) return "experts_per_wave: must be >= 0 (0: default), got " + std::to_string(c.experts_per_wave);
+  int device = c.device;
+  if (c.team) {
+    const auto& local = c.team->local_ranks();
+    if (local.size() != 1) {
+      return "team: this process drives " + std::to_string(local.size()) +
+             " of its GPUs; a FusedMoe layer is one rank (a team with one local rank per process)";
+    }
+    if (device >= 0 && device != local[0].device) {
+      return "device: " + std::to_string(device) + ", but the team's rank " + std::to_string(local[0].rank) +
+             " runs on device " + std::to_string(local[0].device);
+    }
+    device = local[0].device;
+  }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError();
     return "device: no CUDA device present";
   }
-  int device = c.device;
   if (device < 0 && cudaGetDevice(&device) != cudaSuccess) return "device: no current CUDA device";
   if (device >= count) return "device: " + std::to_string(device) + " is not a device (found " + std::to_string(count) + ")";
   int major = 0, minor = 0;
@@ -114,18 +160,21 @@ std::string FusedMoe::can_implement(const FusedMoeConfig& c) {
 }
 
 std::size_t FusedMoe::workspace_bytes(const FusedMoeConfig& c) {
-  const MoeFusedSizes z = moe_fused_sizes(dims_of(c), precision_of(c));
-  const int el = c.experts;
-  return z.recv_bytes + z.recv_scale_bytes + z.origin_bytes + z.comb_bytes + z.ctrl_bytes + z.h_bytes +
+  const MoeDims d = dims_of(c);
+  const MoeFusedSizes z = moe_fused_sizes(d, precision_of(c));
+  const std::size_t el = std::size_t(d.experts_per_rank());
+  const std::size_t peer = c.team ? peer_offsets(z).total
+                                  : z.recv_bytes + z.recv_scale_bytes + z.origin_bytes + z.comb_bytes + z.ctrl_bytes;
+  return peer + z.h_bytes +
          z.h_scale_bytes + z.l1_done_count * sizeof(std::uint32_t) +
-         std::size_t(el) * 2 * (sizeof(std::uint64_t) + sizeof(int)) + std::size_t(c.experts) * 2 * sizeof(int) +
+         el * 2 * (sizeof(std::uint64_t) + sizeof(int)) + std::size_t(c.experts) * 2 * sizeof(int) +
          z.slots * 2 * sizeof(int);
 }
 
 FusedMoe::FusedMoe(const FusedMoeConfig& config) : config_(config) {
   const std::string why = can_implement(config_);
   if (!why.empty()) throw InputError(why);
-  config_.device = resolve_device(config_.device);
+  config_.device = config_.team ? config_.team->local_ranks()[0].device : resolve_device(config_.device);
   DeviceScope scope(config_.device);
   state_ = std::make_unique<State>();
   State& s = *state_;
@@ -135,10 +184,18 @@ FusedMoe::FusedMoe(const FusedMoeConfig& config) : config_(config) {
     s.grid = moe_fused_grid(config_.device);
     if (s.grid < 2) throw gpu::DeviceError("fused MoE: device " + std::to_string(config_.device) + " cannot run the kernel");
     alloc_fused_local(s.dims, s.sizes, precision_of(config_), s.local);
-    alloc_fused_peer(s.sizes, precision_of(config_), s.peer);
+    if (config_.team) {
+      open_team_window(s);
+    } else {
+      alloc_fused_peer(s.sizes, precision_of(config_), s.peer);
+      s.peers.assign(1, s.peer);
+    }
     XSTAGE_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
     XSTAGE_CUDA_CHECK(cudaDeviceSynchronize());  // the zero fills are complete before any stream uses them
+    // Every rank's window is zeroed before any rank's first run may store into it.
+    if (config_.team) config_.team->barrier();
   } catch (...) {
+    s.window.reset();
     free_fused_local(s.local);
     free_fused_peer(s.peer);
     if (s.done) cudaEventDestroy(s.done);
@@ -159,9 +216,53 @@ FusedMoe::~FusedMoe() {
   }
   free_fused_local(s.local);
   free_fused_peer(s.peer);
+  s.window.reset();
   if (previous >= 0) cudaSetDevice(previous);
 }
 
+void FusedMoe::open_team_window(State& s) {
+  comm::Team& team = *config_.team;
+  const int N = team.world_size();
+  s.rank = team.local_ranks()[0].rank;
+  const PeerOffsets o = peer_offsets(s.sizes);
+  s.window = std::make_unique<comm::SymmetricWindow>(team, o.total);  // collective
+  XSTAGE_CUDA_CHECK(cudaMemset(s.window->local_ptr(0), 0, o.total));
+  // The LSA pointers of every rank's five buffers, as this GPU reaches them.
+  const std::size_t per_rank[5] = {o.recv, o.recv_scale, o.origin, o.comb, o.ctrl};
+  std::vector<int> peers;
+  std::vector<std::size_t> offsets;
+  for (int r = 0; r < N; ++r)
+    for (std::size_t off : per_rank) {
+      peers.push_back(r);
+      offsets.push_back(off);
+    }
+  void** dev = nullptr;
+  XSTAGE_CUDA_CHECK(cudaMalloc(&dev, sizeof(void*) * peers.size()));
+  std::vector<void*> ptrs(peers.size(), nullptr);
+  try {
+    s.window->resolve_lsa_pointers(0, peers, offsets, dev);
+    XSTAGE_CUDA_CHECK(cudaMemcpy(ptrs.data(), dev, sizeof(void*) * ptrs.size(), cudaMemcpyDeviceToHost));
+  } catch (...) {
+    cudaFree(dev);
+    throw;
+  }
+  cudaFree(dev);
+  const bool fp8 = config_.precision == FusedMoePrecision::kFp8;
+  s.peers.assign(N, MoeFusedPeerView{});
+  for (int r = 0; r < N; ++r) {
+    void* const* p = &ptrs[std::size_t(r) * 5];
+    MoeFusedPeerView& v = s.peers[r];
+    v.recv = p[0];
+    v.recv_scale = fp8 ? static_cast<float*>(p[1]) : nullptr;
+    v.origin = static_cast<int*>(p[2]);
+    v.comb = static_cast<std::uint16_t*>(p[3]);
+    v.ctrl = static_cast<char*>(p[4]);
+  }
+}
+
+int FusedMoe::rank() const { return state_->rank; }
+int FusedMoe::ranks() const { return state_->dims.ranks; }
+int FusedMoe::local_experts() const { return state_->dims.experts_per_rank(); }
 int FusedMoe::grid() const { return state_->grid; }
 
 int FusedMoe::schedule_param() const {
@@ -188,12 +289,16 @@ std::string FusedMoe::check(const FusedMoeArguments& a, cudaStream_t stream) con
            "] of this layer";
   }
   const bool fp8 = config_.precision == FusedMoePrecision::kFp8;
+  const int dev = config_.device;
   if (a.tokens > 0) {
-    const int dev = config_.device;
     for (const std::string& why :
          {check_pointer("x", a.x, 16, dev), check_pointer("topk_ids", a.topk_ids, 4, dev),
-          check_pointer("topk_weights", a.topk_weights, 4, dev), check_pointer("y", a.y, 16, dev),
-          check_pointer("w1", a.weights.w1, 16, dev), check_pointer("w2", a.weights.w2, 16, dev)})
+          check_pointer("topk_weights", a.topk_weights, 4, dev), check_pointer("y", a.y, 16, dev)})
+      if (!why.empty()) return why;
+  }
+  // A team rank with no tokens of its own still runs its experts on the other ranks' rows.
+  if (a.tokens > 0 || config_.team) {
+    for (const std::string& why : {check_pointer("w1", a.weights.w1, 16, dev), check_pointer("w2", a.weights.w2, 16, dev)})
       if (!why.empty()) return why;
     if (fp8) {
       for (const std::string& why : {check_pointer("w1_scale", a.weights.w1_scale, 4, dev),
@@ -228,7 +333,7 @@ void FusedMoe::run(const FusedMoeArguments& a, cudaStream_t stream) {
   DeviceScope scope(config_.device);
   const std::string why = check(a, stream);
   if (!why.empty()) throw InputError(why);
-  if (a.tokens == 0) return;
+  if (a.tokens == 0 && !config_.team) return;  // a team rank runs: the peers wait for its counts and flags
   State& s = *state_;
   MoeFusedRunConfig run;
   run.tokens = a.tokens;
@@ -246,7 +351,7 @@ void FusedMoe::run(const FusedMoeArguments& a, cudaStream_t stream) {
   in.expert_ids = a.topk_ids;
   in.weights = a.topk_weights;
   in.y = static_cast<std::uint16_t*>(a.y);
-  const MoeFusedParams p = moe_fused_params(s.dims, s.sizes, 0, run, in, s.local, &s.peer);
+  const MoeFusedParams p = moe_fused_params(s.dims, s.sizes, s.rank, run, in, s.local, s.peers.data());
   auto fail = [&](cudaError_t e, const char* what) {
     std::string msg = std::string("fused MoE: ") + what + " failed: " + cudaGetErrorName(e) + " (" +
                       cudaGetErrorString(e) + ")";
@@ -269,6 +374,16 @@ void FusedMoe::run(const FusedMoeArguments& a, cudaStream_t stream) {
 }
 
 std::string FusedMoe::last_failure() const { return moe_fused_failure_text(read_fused_failure(state_->local)); }
+
+void FusedMoeTesting::withhold_rows(FusedMoe& layer, std::uint64_t rows) {
+  DeviceScope scope(layer.config_.device);
+  FusedMoe::State& s = *layer.state_;
+  if (s.epoch > 0) XSTAGE_CUDA_CHECK(cudaEventSynchronize(s.done));
+  std::vector<std::uint64_t> base(std::size_t(s.dims.experts_per_rank()));
+  XSTAGE_CUDA_CHECK(cudaMemcpy(base.data(), s.local.arrive_base, base.size() * sizeof(base[0]), cudaMemcpyDeviceToHost));
+  for (std::uint64_t& b : base) b += rows;
+  XSTAGE_CUDA_CHECK(cudaMemcpy(s.local.arrive_base, base.data(), base.size() * sizeof(base[0]), cudaMemcpyHostToDevice));
+}
 
 void quantize_weight_blocks_fp8(const void* w_bf16, int matrices, int rows, int cols, void* q, float* scales,
                                 cudaStream_t stream) {

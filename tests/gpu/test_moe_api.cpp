@@ -245,6 +245,65 @@ TEST_P(FusedMoeApiTest, EqualsTheBenchLayer) {
   XSTAGE_CUDA_CHECK(cudaStreamDestroy(st));
 }
 
+// Expert parallelism through the public API: the layer as the one rank of a per-process team (world 1,
+// built from an NCCL unique id as the Python package builds it), its peer-reachable buffers in the
+// team's symmetric window, gives the bits of the one-GPU layer on the same inputs, run after run: full,
+// none (a team rank with no tokens still runs, and the epochs stay in step), odd, full again.
+TEST_P(FusedMoeApiTest, TeamOfOneEqualsTheOneGpuLayer) {
+  REQUIRE_GPUS(1);
+  const ApiCase& c = GetParam();
+  const bool fp8 = c.precision == FusedMoePrecision::kFp8;
+  XSTAGE_CUDA_CHECK(cudaSetDevice(0));
+  auto team = comm::Team::from_unique_id(comm::Team::new_unique_id(), 0, 1, 0, 30.0);
+  FusedMoeConfig tc = config_for(c.precision, c.schedule);
+  tc.team = &team;
+  tc.device = 1;
+  EXPECT_EQ(FusedMoe::can_implement(tc), "device: 1, but the team's rank 0 runs on device 0");
+  tc.device = -1;
+  ASSERT_EQ(FusedMoe::can_implement(tc), "");
+  FusedMoe on_team(tc);
+  FusedMoe alone(config_for(c.precision, c.schedule));
+  EXPECT_EQ(on_team.rank(), 0);
+  EXPECT_EQ(on_team.ranks(), 1);
+  EXPECT_EQ(on_team.local_experts(), kExperts);
+  EXPECT_EQ(on_team.grid(), alone.grid());
+  EXPECT_GE(FusedMoe::workspace_bytes(tc), FusedMoe::workspace_bytes(config_for(c.precision, c.schedule)));
+  cudaStream_t st;
+  XSTAGE_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  std::mt19937_64 rng(std::random_device{}());
+  std::uint32_t runs = 0;
+  for (int tokens : {kMaxTokens, 0, 97, kMaxTokens}) {
+    if (tokens == 0) {
+      CallBuffers none(dims_for(1), make_random_inputs(dims_for(1), RoutingKind::kBalanced, rng), fp8, st);
+      FusedMoeArguments a = none.args(fp8);
+      a.tokens = 0;
+      a.x = a.y = nullptr;
+      a.topk_ids = nullptr;
+      a.topk_weights = nullptr;
+      on_team.run(a, st);
+      alone.run(a, st);  // one GPU: nothing is launched
+      EXPECT_EQ(on_team.runs(), ++runs) << "a team rank with no tokens still runs";
+      XSTAGE_CUDA_CHECK(cudaStreamSynchronize(st));  // before `none`'s weights are freed
+      continue;
+    }
+    const MoeDims d = dims_for(tokens);
+    const MoeTestInputs in = make_random_inputs(d, RoutingKind::kSkewed, rng, fp8 ? 3.f : 0.f);
+    CallBuffers b(d, in, fp8, st);
+    b.poison(st);
+    alone.run(b.args(fp8), st);
+    XSTAGE_CUDA_CHECK(cudaStreamSynchronize(st));
+    const std::vector<float> want = b.output();
+    b.poison(st);
+    on_team.run(b.args(fp8), st);
+    EXPECT_EQ(on_team.runs(), ++runs);
+    XSTAGE_CUDA_CHECK(cudaStreamSynchronize(st));
+    expect_reference(want, d, in, fp8, std::string(c.name) + " one GPU T=" + std::to_string(tokens));
+    EXPECT_EQ(b.output(), want) << c.name << " T=" << tokens << ": the team layer differs from the one-GPU layer";
+  }
+  EXPECT_EQ(on_team.last_failure(), "");
+  XSTAGE_CUDA_CHECK(cudaStreamDestroy(st));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Cases, FusedMoeApiTest,
     ::testing::Values(ApiCase{"bf16_interleaved", FusedMoePrecision::kBf16, FusedMoeSchedule::kInterleaved},

@@ -298,3 +298,101 @@ def test_id_exchange_names_the_ranks_that_did_not_arrive(torch_mod, xdist):
     # A one-rank group: rank 0 publishes the id and reads it back.
     store2 = dist.HashStore()
     assert xdist._store_exchange(store2, "u", 0, 1, 5.0, make_id=lambda: b"ID") == b"ID"
+
+
+# --- xstage.distributed.FusedMoE: arguments, and the bounded wait's errors ------------------------------------
+
+
+@pytest.mark.parametrize("change,exc,needle", [
+    (dict(w1="not a tensor"), TypeError, "w1 is a builtins.str"),
+    (dict(w1=(8, 256)), ValueError, r"w1 has shape \(8, 256\); accepted: 3 dimensions"),
+    (dict(w2=(4, 128, 64)), ValueError, r"w2 has shape \(4, 128, 64\); accepted: \[4, 256, 128\]"),
+    (dict(dtype="float32"), TypeError, "w1 has dtype torch.float32"),
+    (dict(precision="int4"), ValueError, "precision 'int4'"),
+    (dict(wait_timeout=0), ValueError, "wait_timeout 0; accepted: a positive finite number"),
+    (dict(wait_timeout=30.0), ValueError, "wait_timeout 30.0; accepted: at most 10 seconds"),
+    (dict(timeout="long"), TypeError, "timeout is a str"),
+    (dict(top_k=0), ValueError, "top_k 0; accepted: an int >= 1"),
+    (dict(top_k=2.0), TypeError, "top_k is a float"),
+    (dict(schedule="ring"), ValueError, "schedule 'ring'"),
+    (dict(), ValueError, "w1 is on cpu, w2 on cpu; accepted: one CUDA device"),  # every other check passes on CPU
+])
+def test_fused_moe_arguments_are_named(torch_mod, xdist, change, exc, needle):
+    torch = torch_mod
+    args = dict(w1=(4, 256, 256), w2=(4, 256, 128), dtype="bfloat16", top_k=2, precision=None, wait_timeout=10.0,
+                timeout=60.0, schedule="interleaved")
+    args.update(change)
+    dtype = getattr(torch, args.pop("dtype"))
+    make = lambda x: torch.zeros(*x, dtype=dtype) if isinstance(x, tuple) else x  # noqa: E731
+    w1, w2 = make(args.pop("w1")), make(args.pop("w2"))
+    with pytest.raises(exc, match=needle):
+        xdist.FusedMoE(w1, w2, **args)
+
+
+class _FakeLayer:
+    def __init__(self, failure=""):
+        self.failure = failure
+
+    def last_failure(self):
+        return self.failure
+
+
+class _FakeEvent:
+    """torch.cuda.Event stand-in: query() answers `answer` (an exception to raise, or a bool)."""
+    answer = False
+
+    def record(self, stream=None):
+        pass
+
+    def query(self):
+        if isinstance(_FakeEvent.answer, BaseException):
+            raise _FakeEvent.answer
+        return _FakeEvent.answer
+
+
+def _fake_team(xdist, monkeypatch, failure):
+    import weakref
+    team = object.__new__(xdist.Team)
+    team.rank, team.world, team.device = 1, 2, 0
+    team._moe_layers = weakref.WeakSet()
+    layer = _FakeLayer(failure)
+    team._adopt(layer)
+    monkeypatch.setattr(xdist.torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(xdist.torch.cuda, "current_stream", lambda device=None: None)
+    return team, layer
+
+
+def test_team_synchronize_names_the_rank_and_the_expired_wait(torch_mod, xdist, monkeypatch):
+    """A trapped kernel (the stream's event query raises): the error names this rank and the recorded wait."""
+    record = ("rank 1 block 3 thread 128 timed out waiting for the count flag of a source rank (index 0: wanted 5, "
+              "saw 4)")
+    team, layer = _fake_team(xdist, monkeypatch, "")
+    _FakeEvent.answer = RuntimeError("CUDA error: unspecified launch failure")
+
+    def trap_then_record():  # the record is written before the trap, read after the query fails
+        layer.failure = record
+        raise _FakeEvent.answer
+    monkeypatch.setattr(_FakeEvent, "query", lambda self: trap_then_record())
+    with pytest.raises(TimeoutError, match=r"Team.synchronize: rank 1 of 2: an in-kernel wait expired: rank 1 .*"
+                                           r"count flag of a source rank \(index 0"):
+        team.synchronize(timeout=5.0)
+    # Later calls raise at once, before touching the device.
+    with pytest.raises(TimeoutError, match="rank 1 of 2: an in-kernel wait expired"):
+        team._raise_failures("xstage.distributed.FusedMoE")
+
+
+def test_team_synchronize_is_bounded(torch_mod, xdist, monkeypatch):
+    import time
+    team, _ = _fake_team(xdist, monkeypatch, "")
+    _FakeEvent.answer = False  # never completes
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"rank 1 of 2: the enqueued work did not finish within 0.2 s"):
+        team.synchronize(timeout=0.2)
+    assert time.monotonic() - t0 < 2.0
+    _FakeEvent.answer = True
+    team.synchronize(timeout=0.2)
+    _FakeEvent.answer = RuntimeError("CUDA error: an illegal memory access was encountered")
+    with pytest.raises(RuntimeError, match="rank 1 of 2: the device reported an error"):
+        team.synchronize(timeout=0.2)
+    with pytest.raises(ValueError, match="timeout -1"):
+        team.synchronize(timeout=-1)

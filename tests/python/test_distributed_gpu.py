@@ -1,7 +1,7 @@
 """xstage.distributed on Hopper GPUs, through a real NCCL process group.
 
 Run with torchrun (`torchrun --nproc_per_node N -m pytest tests/python/test_distributed_gpu.py`, any N the machine
-has GPUs for) or plain pytest (a one-process NCCL group is created). Three parts:
+has GPUs for) or plain pytest (a one-process NCCL group is created). Four parts:
   (a) ulysses_attention against xstage.attention on the whole sequence, bit for bit: every rank holds its
       torch.chunk shard of the same random q, k, v (uneven shards where world > 1), with and without replicated
       joint k/v and joint q; repeated calls (the flag/epoch protocol), a grown buffer, strided inputs (copied);
@@ -14,6 +14,8 @@ has GPUs for) or plain pytest (a one-process NCCL group is created). Three parts
       the degree after construction, which diffusers' constructor refuses) on Wan and Flux blocks through xstage:
       compared with diffusers' native backend without context parallelism. Tolerance: xstage's max and mean
       absolute errors against a float32 native run must be at most 2.0x and 1.2x those of the bf16 native run.
+  (d) xstage.distributed.FusedMoE: each rank's experts and tokens against xstage.FusedMoE holding every expert, bit
+      for bit; a step whose rows never arrive raises TimeoutError naming the rank and the wait (child process).
 """
 import copy
 import datetime
@@ -187,6 +189,101 @@ def test_nccl_init_of_a_missing_rank_times_out_naming_rank_and_step():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "TIMEOUT" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
     assert "rank 0 of 2" in r.stdout and "ncclCommInitRankConfig" in r.stdout and "3.0 s" in r.stdout, r.stdout
+
+
+# --- xstage.distributed.FusedMoE: expert parallel over the group ------------------------------------------------
+
+MOE_HIDDEN, MOE_INTER, MOE_EXPERTS_PER_RANK, MOE_TOP_K = 384, 256, 4, 3
+
+
+def _moe_weights(seed, experts):
+    g = torch.Generator("cuda").manual_seed(seed)
+    w1 = (torch.randn(experts, 2 * MOE_INTER, MOE_HIDDEN, device="cuda", generator=g) * 0.06).bfloat16()
+    w2 = (torch.randn(experts, MOE_HIDDEN, MOE_INTER, device="cuda", generator=g) * 0.06).bfloat16()
+    return w1, w2
+
+
+def _moe_call(seed, tokens, experts):
+    g = torch.Generator("cuda").manual_seed(seed)
+    x = torch.randn(tokens, MOE_HIDDEN, device="cuda", generator=g).bfloat16()
+    ids = torch.rand(tokens, experts, device="cuda", generator=g).argsort(dim=1)[:, :MOE_TOP_K].to(torch.int32)
+    wts = torch.softmax(torch.randn(tokens, MOE_TOP_K, device="cuda", generator=g), dim=1)
+    return x, ids, wts
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_fused_moe_over_the_group_equals_the_one_gpu_layer(group, precision):
+    """Each rank holds its slice of the experts and its own tokens (a different count per rank, none at one step);
+    its output equals xstage.FusedMoE holding every expert on the same tokens, bit for bit (each token's rows are
+    computed alike wherever its experts live), run after run. The output is poisoned before each step."""
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    experts = MOE_EXPERTS_PER_RANK * world
+    w1, w2 = _moe_weights(7, experts)  # the same on every rank
+    mine = slice(rank * MOE_EXPERTS_PER_RANK, (rank + 1) * MOE_EXPERTS_PER_RANK)
+    layer = xdist.FusedMoE.from_bf16(w1[mine].contiguous(), w2[mine].contiguous(), top_k=MOE_TOP_K, group=group,
+                                     precision=precision, max_tokens=600)
+    alone = xstage.FusedMoE.from_bf16(w1, w2, top_k=MOE_TOP_K, precision=precision, max_tokens=600)
+    assert (layer.rank, layer.world, layer.experts) == (rank, world, experts)
+    assert list(layer.expert_range) == list(range(experts))[mine]
+    for step, tokens in enumerate([600 - 37 * rank, 0 if rank == world - 1 else 5, 131 + rank, 600]):
+        x, ids, wts = _moe_call(1000 * step + rank, tokens, experts)
+        want = alone(x, ids, wts)
+        got = layer(x, ids, wts)
+        layer.synchronize()
+        assert got.shape == x.shape
+        assert torch.isfinite(got.float()).all(), f"step {step}: elements not written"
+        assert torch.equal(got, want), f"{precision} step {step} T={tokens}: differs from the one-GPU layer"
+    info = layer.info()
+    assert info["runs"] == 4 and info["rank"] == rank and info["world"] == world
+    assert layer.last_failure() == "" and xdist.Team(group).failures() == []
+
+
+def test_fused_moe_wait_for_a_rank_that_does_not_arrive_raises_naming_rank_and_step():
+    """A step in which rows never arrive (xstage_testing_moe_withhold_rows: as when a peer rank does not dispatch):
+    the kernel's bounded wait expires after wait_timeout, records itself and traps; synchronize() raises
+    TimeoutError naming the rank and the wait within the timeout, and a later forward raises before any launch.
+    In a child process of its own (a one-rank NCCL group): the trap loses the CUDA context."""
+    import subprocess
+    import sys
+    import time
+    code = (
+        "import os, sys, time, torch, torch.distributed as dist\n"
+        "import xstage.distributed as xd\n"
+        "from xstage import moe\n"
+        "torch.cuda.set_device(0)\n"
+        "dist.init_process_group('nccl', init_method='tcp://127.0.0.1:%d', rank=0, world_size=1)\n"
+        "g = torch.Generator('cuda').manual_seed(1)\n"
+        "w1 = (torch.randn(4, 512, 384, device='cuda', generator=g) * 0.06).bfloat16()\n"
+        "w2 = (torch.randn(4, 384, 256, device='cuda', generator=g) * 0.06).bfloat16()\n"
+        "x = torch.randn(64, 384, device='cuda', generator=g).bfloat16()\n"
+        "ids = torch.arange(64 * 2, device='cuda', dtype=torch.int32).reshape(64, 2) % 4\n"
+        "wts = torch.full((64, 2), 0.5, device='cuda')\n"
+        "layer = xd.FusedMoE(w1, w2, top_k=2, max_tokens=64, wait_timeout=1.0)\n"
+        "layer(x, ids, wts); layer.synchronize()\n"
+        "assert moe._lib().xstage_testing_moe_withhold_rows(layer._layer.handle('t'), 1) == 0\n"
+        "t0 = time.monotonic()\n"
+        "layer(x, ids, wts)\n"
+        "try:\n"
+        "    layer.synchronize(timeout=30)\n"
+        "except TimeoutError as e:\n"
+        "    print('TIMEOUT after %%.1f s:' %% (time.monotonic() - t0), e, flush=True)\n"
+        "try:\n"
+        "    layer(x, ids, wts)\n"
+        "except TimeoutError as e:\n"
+        "    print('FORWARD', e, flush=True)\n"
+        "os._exit(0)\n" % _free_port()
+    )
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    out = r.stdout
+    assert "TIMEOUT" in out, (r.returncode, out, r.stderr[-3000:])
+    line = next(s for s in out.splitlines() if s.startswith("TIMEOUT"))
+    assert "Team.synchronize: rank 0 of 1: an in-kernel wait expired: rank 0 " in line, line
+    assert "arrival counter of a local expert" in line, line
+    waited = float(line.split("after ")[1].split(" s")[0])
+    assert waited < 15.0, f"the error came {waited} s after the launch (wait_timeout 1 s)"
+    assert "FORWARD xstage.distributed.FusedMoE: rank 0 of 1: an in-kernel wait expired" in out, out
+    print(f"[distributed moe] expired wait reported after {waited:.1f} s (child ran {time.monotonic() - t0:.1f} s)")
 
 
 def test_team_is_cached_per_group(group):

@@ -36,11 +36,16 @@
 // host-mapped memory and traps, which leaves the CUDA context in a sticky error. last_failure() then
 // returns that record as one line (readable with no CUDA call).
 //
-// Expert parallelism (a team of GPUs, each holding experts / ranks experts) runs the same kernel and
-// launch path (src/moe/moe_fused_launch.hpp) with the workspace's peer-reachable parts (receive rows,
-// origins, combine rows, counters and flags) in memory the team's peers can store to, and the weights
-// of the local experts only; this API covers one GPU (EP = 1) today: the config would gain the team and
-// the rank, and everything else (arguments, checks, streams, failures) stays as it is.
+// Expert parallelism: with FusedMoeConfig::team, the layer is one rank of a team of N GPUs, one process per
+// GPU: rank r holds experts [r·E/N, (r+1)·E/N) (w1, w2 and their scales
+// hold those E/N experts only) and its own T tokens, routed over all E experts. The kernel's dispatch
+// stores each token row into the owner rank's receive rows and its Combine stores each expert output back
+// into the token's rank; the peer-reachable parts of the workspace (receive rows, origins, combine rows,
+// counters and flags) live in one NCCL symmetric window per rank, reached through its LSA pointers. The
+// construction is collective over the team (window registration, then a barrier, so no peer stores into
+// a rank's window before it is zeroed), and so is every run: each rank runs once per step, in the same
+// order, T free per rank (0 included: its experts still serve the other ranks' tokens). A rank that does
+// not arrive makes the others' bounded waits expire (the record names the rank, the wait and the peer).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -49,6 +54,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
+namespace xstage::comm {
+class Team;  // xstage/comm/team.hpp
+}
 
 namespace xstage::moe {
 
@@ -72,6 +81,10 @@ struct FusedMoeConfig {
   int experts_per_wave = 0;  // wave; 0: a quarter of the experts
   int device = -1;           // CUDA device; -1: the current device at construction
   double timeout_s = 10.0;   // bound of each in-kernel wait, (0, 10]
+  // Expert parallelism (see above): the team, with exactly one of its ranks driven by this process
+  // (comm::Team::from_unique_id or per_process); it must outlive the layer. device: -1 or the team
+  // rank's device. experts: the team's total, divisible by its world size. nullptr: one GPU (EP = 1).
+  comm::Team* team = nullptr;
 };
 
 struct FusedMoeWeights {
@@ -82,8 +95,8 @@ struct FusedMoeWeights {
 };
 
 struct FusedMoeArguments {
-  int tokens = 0;                     // T, 0 .. max_tokens (0: nothing is launched)
-  const void* x = nullptr;            // bf16 [T][hidden]
+  int tokens = 0;                     // T, 0 .. max_tokens (0: nothing is launched, except on a team)
+  const void* x = nullptr;            // bf16 [T][hidden] (x, routing and y may be null when T = 0)
   const std::int32_t* topk_ids = nullptr;
   const float* topk_weights = nullptr;
   FusedMoeWeights weights;
@@ -107,6 +120,9 @@ class FusedMoe {
 
   const FusedMoeConfig& config() const { return config_; }
   int device() const { return config_.device; }
+  int rank() const;            // this layer's team rank (0 without a team)
+  int ranks() const;           // the team's world size (1 without a team)
+  int local_experts() const;   // experts held here: experts / ranks
   int grid() const;            // CTAs of the fused kernel
   int schedule_param() const;  // D or experts per wave, as launched
   // Schedule options for the following runs (a cheap host-side change).
@@ -125,7 +141,9 @@ class FusedMoe {
   std::uint32_t runs() const;
 
  private:
+  friend struct FusedMoeTesting;  // src/moe/fused_moe_testing.hpp: fault injection for the liveness tests
   struct State;
+  void open_team_window(State& s);  // the team's symmetric window and every rank's buffers in it
   FusedMoeConfig config_;
   std::unique_ptr<State> state_;
 };
