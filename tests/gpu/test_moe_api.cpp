@@ -120,7 +120,8 @@ FusedMoeConfig config_for(FusedMoePrecision p, FusedMoeSchedule s) {
 
 // bf16: relative L2 error below 1e-2. FP8: the fused layer's acceptance rule (test_moe_fused.cpp):
 // each token within kFp8CheckFlips e4m3 steps of its most sensitive Linear-2 inputs plus kFp8CheckRel
-// of its norm, and the 75th percentile of the rows' relative errors below 1e-2.
+// of its norm, and (from kFp8CheckP75MinRows tokens on) the 75th percentile of the rows' relative
+// errors below 1e-2.
 void expect_reference(const std::vector<float>& got, const MoeDims& d, const MoeTestInputs& in, bool fp8,
                       const std::string& what) {
   ASSERT_EQ(count_non_finite(got), 0u) << what << ": elements not written (still NaN) or non-finite";
@@ -133,7 +134,7 @@ void expect_reference(const std::vector<float>& got, const MoeDims& d, const Moe
   const MoeFlipCheck c = check_within_flips(got.data(), ref, d.hidden, kFp8CheckFlips, kFp8CheckRel);
   EXPECT_EQ(c.tokens_over, 0) << what << ": worst token " << c.worst_token << " at " << c.worst_ratio
                               << "x its allowance";
-  EXPECT_LT(c.p75_rel_error, 1e-2) << what;
+  if (d.tokens >= kFp8CheckP75MinRows) EXPECT_LT(c.p75_rel_error, 1e-2) << what;
 }
 
 struct ApiCase {

@@ -24,7 +24,7 @@ GROUP = 128          # activation and weight-block quantization group (kFp8Group
 FLIPS, REL, P75 = 4.0, 1e-2, 1e-2
 # The p75 part is a statement about most of many rows; with fewer rows it would be a bound of REL on single
 # rows, which the per-token part deliberately relaxes by the flips (one token, three experts).
-P75_MIN_ROWS = 8
+P75_MIN_ROWS = 8    # kFp8CheckP75MinRows
 
 
 def _e4m3_steps() -> torch.Tensor:
