@@ -55,22 +55,8 @@ class FusedMoE(torch.nn.Module):
         _choice(schedule, SCHEDULES, "schedule", where)
         _int_arg(lead_rows, "lead_rows", where, 0)
         _int_arg(experts_per_wave, "experts_per_wave", where, 0)
-        local_experts, hidden, h_inter = _torch_moe._weight_dims(w1, w2, where)
-        inferred = _torch_moe._precision_of(w1, where)
-        if precision is None:
-            precision = inferred
-        _choice(precision, PRECISIONS, "precision", where)
-        if precision != inferred:
-            raise TypeError(f"{where}: precision {precision!r} but w1 has dtype {w1.dtype} ({inferred} weights); "
-                            "FusedMoE.from_bf16(..., precision='fp8') quantizes bf16 weights")
-        if precision == "fp8":
-            for name, s in (("w1_scale", w1_scale), ("w2_scale", w2_scale)):
-                if s is None:
-                    raise ValueError(f"{where}: {name} is None; fp8 weights need their block scales")
-                _torch_moe._require_tensor(s, name, where)
-        elif w1_scale is not None or w2_scale is not None:
-            raise ValueError(f"{where}: {'w1_scale' if w1_scale is not None else 'w2_scale'} given for bf16 "
-                             "weights; accepted: None")
+        local_experts, hidden, h_inter, precision = _torch_moe._module_weights(w1, w2, precision, w1_scale, w2_scale,
+                                                                               where)
         group = xd._resolve_group(group, where)
         team = xd.Team(group, timeout=timeout)
         if w1.get_device() != team.device:
@@ -96,11 +82,7 @@ class FusedMoE(torch.nn.Module):
     @classmethod
     def from_bf16(cls, w1, w2, *, top_k: int, precision: str = "bf16", **kwargs):
         """This rank's bf16 expert weights, quantized on the device first for precision "fp8"."""
-        if precision == "fp8":
-            q1, s1 = _torch_moe.quantize_fp8_blocks(w1)
-            q2, s2 = _torch_moe.quantize_fp8_blocks(w2)
-            return cls(q1, q2, top_k=top_k, precision="fp8", w1_scale=s1, w2_scale=s2, **kwargs)
-        return cls(w1, w2, top_k=top_k, precision=precision, **kwargs)
+        return _torch_moe._from_bf16(cls, w1, w2, top_k, precision, kwargs)
 
     @property
     def expert_range(self) -> range:

@@ -227,6 +227,37 @@ def fused_moe(x, topk_ids, topk_weights, w1, w2, *, w1_scale=None, w2_scale=None
     return _forward(entry[0], entry[1], x, topk_ids, topk_weights, w1, w2, w1_scale, w2_scale, where)
 
 
+def _module_weights(w1, w2, precision, w1_scale, w2_scale, where):
+    """The checks of a module's weights (FusedMoE here and in xstage.distributed): shapes, dtype, device, the
+    precision (None: from w1's dtype) and the FP8 scales; returns (experts, hidden, h_inter, precision)."""
+    experts, hidden, h_inter = _weight_dims(w1, w2, where)
+    inferred = _precision_of(w1, where)
+    if precision is None:
+        precision = inferred
+    _choice(precision, PRECISIONS, "precision", where)
+    if precision != inferred:
+        raise TypeError(f"{where}: precision {precision!r} but w1 has dtype {w1.dtype} ({inferred} weights); "
+                        "FusedMoE.from_bf16(..., precision='fp8') quantizes bf16 weights")
+    if precision == "fp8":
+        for name, s in (("w1_scale", w1_scale), ("w2_scale", w2_scale)):
+            if s is None:
+                raise ValueError(f"{where}: {name} is None; fp8 weights need their block scales")
+            _require_tensor(s, name, where)
+    elif w1_scale is not None or w2_scale is not None:
+        raise ValueError(f"{where}: {'w1_scale' if w1_scale is not None else 'w2_scale'} given for bf16 "
+                         "weights; accepted: None")
+    return experts, hidden, h_inter, precision
+
+
+def _from_bf16(cls, w1, w2, top_k, precision, kwargs):
+    """cls (a FusedMoE module class) from bf16 weights, quantized on the device first for precision "fp8"."""
+    if precision == "fp8":
+        q1, s1 = quantize_fp8_blocks(w1)
+        q2, s2 = quantize_fp8_blocks(w2)
+        return cls(q1, q2, top_k=top_k, precision="fp8", w1_scale=s1, w2_scale=s2, **kwargs)
+    return cls(w1, w2, top_k=top_k, precision=precision, **kwargs)
+
+
 class FusedMoE(torch.nn.Module):
     """The fused MoE layer with its weights given once (layouts: xstage.moe).
 
@@ -242,22 +273,7 @@ class FusedMoE(torch.nn.Module):
                  experts_per_wave: int = 0):
         super().__init__()
         where = "xstage.FusedMoE"
-        experts, hidden, h_inter = _weight_dims(w1, w2, where)
-        inferred = _precision_of(w1, where)
-        if precision is None:
-            precision = inferred
-        _choice(precision, PRECISIONS, "precision", where)
-        if precision != inferred:
-            raise TypeError(f"{where}: precision {precision!r} but w1 has dtype {w1.dtype} ({inferred} weights); "
-                            "FusedMoE.from_bf16(..., precision='fp8') quantizes bf16 weights")
-        if precision == "fp8":
-            for name, s in (("w1_scale", w1_scale), ("w2_scale", w2_scale)):
-                if s is None:
-                    raise ValueError(f"{where}: {name} is None; fp8 weights need their block scales")
-                _require_tensor(s, name, where)
-        elif w1_scale is not None or w2_scale is not None:
-            raise ValueError(f"{where}: {'w1_scale' if w1_scale is not None else 'w2_scale'} given for bf16 "
-                             "weights; accepted: None")
+        experts, hidden, h_inter, precision = _module_weights(w1, w2, precision, w1_scale, w2_scale, where)
         self._layer = _Layer(where, w1.get_device(), hidden, h_inter, experts, top_k, max_tokens, precision, schedule,
                              lead_rows, experts_per_wave)
         self._layer_id = _register(self._layer)
@@ -271,11 +287,7 @@ class FusedMoE(torch.nn.Module):
 
     @classmethod
     def from_bf16(cls, w1, w2, *, top_k: int, precision: str = "bf16", **kwargs):
-        if precision == "fp8":
-            q1, s1 = quantize_fp8_blocks(w1)
-            q2, s2 = quantize_fp8_blocks(w2)
-            return cls(q1, q2, top_k=top_k, precision="fp8", w1_scale=s1, w2_scale=s2, **kwargs)
-        return cls(w1, w2, top_k=top_k, precision=precision, **kwargs)
+        return _from_bf16(cls, w1, w2, top_k, precision, kwargs)
 
     @property
     def max_tokens(self) -> int:
