@@ -221,7 +221,7 @@ class Team:
 
     def synchronize(self, timeout=None) -> None:
         """Waits for the work enqueued so far on the current CUDA stream, polling at most `timeout` seconds (default:
-        the longest in-kernel wait of the team's layers, 10 s, plus 5 s), so a rank that does not arrive never hangs
+        15 s, the longest in-kernel wait a layer may have, 10 s, plus 5 s), so a rank that does not arrive never hangs
         this one: raises TimeoutError naming this rank and the step when a wait of one of the team's MoE layers
         expired (its kernel trapped), or when the work did not finish in time; RuntimeError for other device
         errors."""
