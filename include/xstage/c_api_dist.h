@@ -88,6 +88,12 @@ int xstage_ulysses_check(xstage_ulysses* u, const xstage_ulysses_call* call);
 int xstage_ulysses_forward_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, int precision);
 int xstage_ulysses_check_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, int precision);
 
+/* The owner's in-kernel wait that expired, one line naming this rank, the source rank whose stores did
+ * not arrive and the step; "" while none has (or for NULL). Readable after the kernel trapped and the
+ * CUDA context is lost (host memory the kernel wrote first); the string lives until the next call on
+ * `u`. Once set, xstage_ulysses_forward returns XSTAGE_ERR_TIMEOUT naming it, before any launch. */
+const char* xstage_ulysses_last_failure(xstage_ulysses* u);
+
 /* Shard arithmetic (no GPU needed): out[0] rows per rank (ceil(seq / world)), out[1] rank's rows,
  * out[2] the rank's own-rows-last query rotation, out[3] rank's rows under torch.tensor_split.
  * XSTAGE_ERR_VALUE (naming the field) when the split leaves a rank without rows. */
@@ -111,6 +117,10 @@ int xstage_testing_ulysses_emulated_rank(const DLTensor* q, const DLTensor* k, c
 int xstage_testing_ulysses_emulated_rank_with_precision(const DLTensor* q, const DLTensor* k, const DLTensor* v,
                                                         int64_t heads, int rank, int world, DLTensor* const* owner_out,
                                                         float softmax_scale, void* stream, int precision);
+/* Fault injection for the liveness tests: every later forward's owner waits for flags `epochs` (0..2^20)
+ * publications beyond what any rank sends, as when a peer rank never stores its rows, so its wait
+ * expires, records itself (xstage_ulysses_last_failure) and traps; 0 restores the normal wait. */
+int xstage_testing_ulysses_withhold_flags(xstage_ulysses* u, uint32_t epochs);
 
 #ifdef __cplusplus
 }

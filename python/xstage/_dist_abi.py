@@ -62,6 +62,8 @@ def lib() -> ctypes.CDLL:
         "xstage_ulysses_reserve_with_precision": (c_int, [c_void_p, c_int64, c_int64, c_int]),
         "xstage_ulysses_forward_with_precision": (c_int, [c_void_p, c_void_p, c_int]),
         "xstage_ulysses_check_with_precision": (c_int, [c_void_p, c_void_p, c_int]),
+        "xstage_ulysses_last_failure": (ctypes.c_char_p, [c_void_p]),
+        "xstage_testing_ulysses_withhold_flags": (c_int, [c_void_p, ctypes.c_uint32]),
         "xstage_testing_ulysses_emulated_rank_with_precision": (c_int, [c_void_p, c_void_p, c_void_p, c_int64, c_int,
                                                                         c_int, ctypes.POINTER(c_void_p), c_float,
                                                                         c_void_p, c_int]),

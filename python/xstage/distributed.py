@@ -14,9 +14,9 @@ group's store (bounded: a rank that does not arrive is named), and each builds i
 CUDA device with the libnccl torch loaded (bounded too). Multicast stays off. Every wait has a timeout argument;
 a host-side timeout raises TimeoutError naming the rank and the step. The device-side waits for other ranks (the
 Ulysses owner's wait for their stores, the fused MoE kernel's counts, rows and flags) are bounded by wait_timeout;
-when one passes, the kernel traps with a message naming the rank (the CUDA context is lost and the process must
-restart); for the MoE layer, Team.synchronize() and every later forward raise TimeoutError naming the rank and the
-wait.
+when one passes, the kernel records the rank and the wait in host memory and traps (the CUDA context is lost and
+the process must restart); Team.synchronize() and every later forward then raise TimeoutError naming the rank, the
+wait and the step.
 """
 
 from __future__ import annotations
@@ -208,9 +208,13 @@ class Team:
         self._moe_layers.add(moe_layer)
 
     def failures(self) -> list:
-        """The in-kernel waits of this team's MoE layers that expired, one line each (host memory: readable after
-        the CUDA context is lost)."""
-        return [f for f in (layer.last_failure() for layer in list(self._moe_layers)) if f]
+        """The in-kernel waits of this team's Ulysses objects and MoE layers that expired, one line each (host
+        memory: readable after the CUDA context is lost)."""
+        lib = _dist_abi.lib()
+        found = [(lib.xstage_ulysses_last_failure(handle) or b"").decode("utf-8", "replace")
+                 for handle, *_ in list(self._ulysses.values())]
+        found += [layer.last_failure() for layer in list(self._moe_layers)]
+        return [f for f in found if f]
 
     def _raise_failures(self, where: str, cause=None) -> None:
         found = self.failures()
@@ -222,8 +226,9 @@ class Team:
     def synchronize(self, timeout=None) -> None:
         """Waits for the work enqueued so far on the current CUDA stream, polling at most `timeout` seconds (default:
         15 s, the longest in-kernel wait a layer may have, 10 s, plus 5 s), so a rank that does not arrive never hangs
-        this one: raises TimeoutError naming this rank and the step when a wait of one of the team's MoE layers
-        expired (its kernel trapped), or when the work did not finish in time; RuntimeError for other device
+        this one: raises TimeoutError naming this rank and the step when an in-kernel wait of the team's Ulysses
+        attention or MoE layers expired (its kernel trapped), or when the work did not finish in time (e.g. a
+        peer that never joins the pre-attention All-to-All's NCCL exchange); RuntimeError for other device
         errors."""
         where = _where("Team.synchronize")
         limit = DEFAULT_WAIT_TIMEOUT_S + 5.0 if timeout is None else _timeout_arg(timeout, "timeout", where)
@@ -401,6 +406,7 @@ def ulysses_attention(q, k, v, group=None, *, joint_q=None, joint_k=None, joint_
     if team.device != device:
         raise ValueError(f"{where}: the current CUDA device is cuda:{device}, the group's team runs on "
                          f"cuda:{team.device}")
+    team._raise_failures(where)  # an earlier wait trapped: the context is lost, nothing may be enqueued
     B, S_local, H, D = q.shape
     seq = _sequence_length(group, world, team.rank, S_local, seq_len, where)
     shard = _dist_abi.shard_info(seq, world, team.rank)["shard_len"]

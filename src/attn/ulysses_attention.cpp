@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "attn_fp8_quant.hpp"
 #include "ulysses_kernels.hpp"
+#include "ulysses_testing.hpp"
 #include "ulysses_epilogue.hpp"
 #include "xstage/comm/window.hpp"
 #include "xstage/gpu/check.hpp"
@@ -94,6 +96,11 @@ struct UlyssesAttention::Impl {
   void** table = nullptr;  // [dst x world, flags x world]
   void* workspace = nullptr;  // the FP8 pre-pass's (precision fp8 only): cudaMalloc's 256-byte alignment
   std::size_t workspace_bytes = 0;
+  // The owner's wait's failure record (host-mapped, attn::a2a_wait): allocated with the object, kept
+  // across reserve(), read by last_failure() also after the CUDA context is lost.
+  attn::A2AWaitFailure* failure_host = nullptr;
+  attn::A2AWaitFailure* failure_dev = nullptr;
+  uint32_t withheld_epochs = 0;  // UlyssesTesting::withhold_flags (0 otherwise)
 
   Impl(comm::Team& t, const UlyssesLimits& l, uint64_t timeout) : team(t), lim(l), wait_timeout_ns(timeout) {}
   void allocate();
@@ -193,10 +200,33 @@ UlyssesAttention::UlyssesAttention(comm::Team& team, const UlyssesLimits& limits
   m.comm = lr.comm;
   m.setup_stream = lr.stream;
   m.hl = limits.heads / m.world;
-  m.allocate();
+  XSTAGE_CUDA_CHECK(cudaSetDevice(m.device));
+  XSTAGE_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m.failure_host), sizeof(attn::A2AWaitFailure),
+                                  cudaHostAllocMapped));
+  std::memset(m.failure_host, 0, sizeof(attn::A2AWaitFailure));
+  XSTAGE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m.failure_dev), m.failure_host, 0));
+  try {
+    m.allocate();
+  } catch (...) {
+    m.release();
+    cudaFreeHost(m.failure_host);
+    throw;
+  }
 }
 
-UlyssesAttention::~UlyssesAttention() { impl_->release(); }
+UlyssesAttention::~UlyssesAttention() {
+  impl_->release();
+  cudaFreeHost(impl_->failure_host);  // after the context is lost this may fail: nothing else to free then
+}
+
+std::string UlyssesAttention::last_failure() const {
+  attn::A2AWaitFailure f{};
+  // Written by the device before its trap; `expired` last (attn::a2a_wait).
+  std::memcpy(&f, impl_->failure_host, sizeof(f));
+  return attn::a2a_wait_failure_text(f);
+}
+
+void UlyssesTesting::withhold_flags(UlyssesAttention& u, uint32_t epochs) { u.impl_->withheld_epochs = epochs; }
 
 const UlyssesLimits& UlyssesAttention::limits() const { return impl_->lim; }
 int UlyssesAttention::rank() const { return impl_->rank; }
@@ -308,6 +338,8 @@ std::string UlyssesAttention::can_implement(const UlyssesForwardArgs& a, Ulysses
 void UlyssesAttention::forward(const UlyssesForwardArgs& a, cudaStream_t stream) {
   if (std::string why = can_implement(a); !why.empty()) throw InputError(why);
   Impl& m = *impl_;
+  if (std::string wait = last_failure(); !wait.empty())
+    throw gpu::DeviceError("Ulysses attention: an earlier forward's wait expired, the CUDA context is lost: " + wait);
   XSTAGE_CUDA_CHECK(cudaSetDevice(m.device));
   const int n = m.world, hl = m.hl, d = m.lim.head_dim, H = m.lim.heads, seq = a.seq;
   const int s_r = int(a.q.size[1]);
@@ -354,7 +386,8 @@ void UlyssesAttention::forward(const UlyssesForwardArgs& a, cudaStream_t stream)
     AttnForwardArgs fa{prob, m.qkv[0], m.qkv[1], m.qkv[2], nullptr, nullptr};
     m.set_precision(a.precision, fa);
     XSTAGE_CUDA_CHECK(attn::attn_forward_fused_a2a(fa, ep, kEpilogue, stream));
-    XSTAGE_CUDA_CHECK(attn::a2a_wait(flags, m.epoch, n, grid, m.rank, m.wait_timeout_ns, stream));
+    XSTAGE_CUDA_CHECK(
+        attn::a2a_wait(flags, m.epoch, n, grid, m.rank, m.wait_timeout_ns, stream, m.failure_dev, m.withheld_epochs));
     // The owner's rows, all heads, from the window to the caller's buffer. The next forward's
     // pre-attention exchange orders this copy before any peer's next store into the window: a peer
     // stores only after receiving this rank's next Q/K/V, sent after this copy on this stream.

@@ -39,10 +39,28 @@ int attn_fused_a2a_grid(const AttnForwardProblem& p, int device);
 cudaError_t a2a_remote_store(const void* o_local, const A2AEpilogueParams& ep, int heads_per_gpu, int head_dim,
                              int grid, cudaStream_t stream);
 
+// What the owner's wait that expired was waiting for: written by a2a_wait's kernel into host-mapped
+// memory before it traps, so the host can name the rank, the source rank and the step after the launch
+// failed (host memory stays readable when the CUDA context is lost). `expired` is written last.
+struct A2AWaitFailure {
+  uint32_t expired;        // 0: no wait expired; 1: the fields below are the first expired wait's
+  uint32_t rank;           // the owner that waited
+  uint32_t src, cta;       // the source rank and its CTA whose flag did not arrive
+  uint32_t target, seen;   // the epoch awaited, the flag's last value
+  uint64_t waited_ns;      // from the wait kernel's start to the expiry
+};
+// One line naming the waiter, the source rank, the step and the values; empty when nothing expired.
+std::string a2a_wait_failure_text(const A2AWaitFailure& f);
+
 // The owner's consumer side: waits (bounded, ld.acquire.sys) until every source rank's ctas_per_src
 // CTAs published epoch + 1, then advances *epoch. One CTA. Later kernels on the stream may read.
+// Every flag's wait ends at one deadline, timeout_ns after the kernel starts (the waits of missing flags
+// do not add up). Past it the kernel records the first expired wait in *failure (device pointer of a
+// host-mapped A2AWaitFailure; null: not recorded), prints it and traps. extra_epochs raises the epoch
+// awaited beyond epoch + 1: 0 except for fault injection in the liveness tests (UlyssesTesting).
 cudaError_t a2a_wait(const uint32_t* flags_local, uint32_t* epoch, int world, int ctas_per_src, int rank,
-                     uint64_t timeout_ns, cudaStream_t stream);
+                     uint64_t timeout_ns, cudaStream_t stream, A2AWaitFailure* failure = nullptr,
+                     uint32_t extra_epochs = 0);
 
 // blocks[b][s][h][:] <-> rows[s][b * heads_per_block + h][:], b < nblocks, s < seq, h < heads_per_block.
 // to_blocks: rows → blocks (pack before a send), else blocks → rows (unpack after a receive).

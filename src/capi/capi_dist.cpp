@@ -19,11 +19,13 @@
 #include "capi_team.hpp"
 #include "capi_views.hpp"
 #include "xstage/gpu/check.hpp"
+#include "ulysses_testing.hpp"
 #include "xstage/ulysses/ulysses.hpp"
 
 struct xstage_ulysses {
   xstage_team* team;
   std::unique_ptr<xstage::ulysses::UlyssesAttention> attention;
+  std::string failure;  // xstage_ulysses_last_failure's storage
 };
 #endif
 
@@ -341,6 +343,10 @@ int xstage_ulysses_forward_with_precision(xstage_ulysses* u, const xstage_ulysse
 #if XSTAGE_CAPI_HAVE_DIST
     xstage::ulysses::UlyssesForwardArgs args;
     if (const int s = ulysses_args(u, call, precision, &args); s != XSTAGE_OK) return s;
+    if (std::string wait = u->attention->last_failure(); !wait.empty()) {
+      return fail(XSTAGE_ERR_TIMEOUT, "an earlier forward's in-kernel wait expired: " + wait +
+                                          " (the kernel trapped: the CUDA context is lost, the process must restart)");
+    }
     DeviceGuard guard;
     u->attention->forward(args, static_cast<cudaStream_t>(call->stream));
     return ok();
@@ -348,6 +354,36 @@ int xstage_ulysses_forward_with_precision(xstage_ulysses* u, const xstage_ulysse
     (void)u;
     (void)call;
     (void)precision;
+    return unavailable();
+#endif
+  });
+}
+
+const char* xstage_ulysses_last_failure(xstage_ulysses* u) {
+#if XSTAGE_CAPI_HAVE_DIST
+  if (!u) return "";
+  try {
+    u->failure = u->attention->last_failure();
+  } catch (...) {
+    return "";
+  }
+  return u->failure.c_str();
+#else
+  (void)u;
+  return "";
+#endif
+}
+
+int xstage_testing_ulysses_withhold_flags(xstage_ulysses* u, uint32_t epochs) {
+  using namespace xstage::capi;
+  return guarded_dist([&] {
+#if XSTAGE_CAPI_HAVE_DIST
+    if (!u) return fail(XSTAGE_ERR_VALUE, "ulysses: null handle");
+    if (epochs > (1u << 20)) return fail(XSTAGE_ERR_VALUE, "epochs: " + std::to_string(epochs) + "; accepted: 0..2^20");
+    xstage::ulysses::UlyssesTesting::withhold_flags(*u->attention, epochs);
+    return ok();
+#else
+    (void)u, (void)epochs;
     return unavailable();
 #endif
   });

@@ -527,6 +527,7 @@ TEST(UlyssesApiOneGpu, Fp8ForwardEqualsLocalFp8Attention) {
     ASSERT_EQ(cudaMemsetAsync(jout, 0xFF, T * row * 2, stream), cudaSuccess);
     for (int it = 0; it < 2; ++it) u.forward(a, stream);  // twice: the epoch/flag protocol and the workspace reuse
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(u.last_failure(), "");  // no wait expired (the record stays empty after the reserve, too)
     ASSERT_EQ(cudaMemcpy(got.data(), out, got.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(jgot.data(), jout, jgot.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
     size_t diff = 0, jdiff = 0;

@@ -86,6 +86,9 @@ def test_c_abi_ulysses_bad_input():
     with pytest.raises(expected):
         _status(lib().xstage_ulysses_reserve(None, 10, 0))
     assert lib().xstage_ulysses_destroy(None) == _native.OK and lib().xstage_team_destroy(None) == _native.OK
+    assert lib().xstage_ulysses_last_failure(None) == b""
+    with pytest.raises(expected, match="null handle" if _dist_abi.available() else "without the distributed layer"):
+        _status(lib().xstage_testing_ulysses_withhold_flags(None, 1))
 
 
 def test_c_abi_ulysses_precision_bad_input():
@@ -355,6 +358,7 @@ def _fake_team(xdist, monkeypatch, failure):
     team = object.__new__(xdist.Team)
     team.rank, team.world, team.device = 1, 2, 0
     team._moe_layers = weakref.WeakSet()
+    team._ulysses = {}
     layer = _FakeLayer(failure)
     team._adopt(layer)
     monkeypatch.setattr(xdist.torch.cuda, "Event", _FakeEvent)
@@ -379,6 +383,28 @@ def test_team_synchronize_names_the_rank_and_the_expired_wait(torch_mod, xdist, 
     # Later calls raise at once, before touching the device.
     with pytest.raises(TimeoutError, match="rank 1 of 2: an in-kernel wait expired"):
         team._raise_failures("xstage.distributed.FusedMoE")
+
+
+def test_team_failures_name_an_expired_ulysses_wait(torch_mod, xdist, monkeypatch):
+    """The Ulysses owner's record (xstage_ulysses_last_failure) is one of the team's failures: synchronize() and a
+    later ulysses_attention raise TimeoutError naming this rank, the source rank and the step."""
+    import types
+    record = ("rank 1 timed out after 1.00 s waiting for the post-attention All-to-All (Ulysses attention: the "
+              "owner's wait for source rank 0, CTA 7: flag wanted epoch 3, saw 2; that rank did not store its rows)")
+    team, _ = _fake_team(xdist, monkeypatch, "")
+    records = {11: b"", 12: record.encode()}
+    fake = types.SimpleNamespace(xstage_ulysses_last_failure=lambda handle: records[handle.value])
+    monkeypatch.setattr(xdist._dist_abi, "lib", lambda: fake)
+    team._ulysses = {(4, 128, 10.0): [ctypes.c_void_p(11), 64, 0, False],
+                     (8, 128, 10.0): [ctypes.c_void_p(12), 64, 0, False]}
+    assert team.failures() == [record]
+    _FakeEvent.answer = True  # the queue looks done: the record still wins
+    with pytest.raises(TimeoutError, match=r"Team.synchronize: rank 1 of 2: an in-kernel wait expired: rank 1 timed "
+                                           r"out .* post-attention All-to-All .* source rank 0, CTA 7"):
+        team.synchronize(timeout=1.0)
+    records[12] = b""
+    assert team.failures() == []
+    team.synchronize(timeout=1.0)
 
 
 def test_team_synchronize_is_bounded(torch_mod, xdist, monkeypatch):

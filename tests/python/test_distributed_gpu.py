@@ -291,6 +291,55 @@ def test_fused_moe_wait_for_a_rank_that_does_not_arrive_raises_naming_rank_and_s
     print(f"[distributed moe] expired wait reported after {waited:.1f} s (child ran {time.monotonic() - t0:.1f} s)")
 
 
+def test_ulysses_wait_for_a_rank_that_does_not_arrive_raises_naming_rank_and_step():
+    """A forward whose owner waits for stores that never come (xstage_testing_ulysses_withhold_flags: as when a peer
+    rank does not run its attention): the owner's bounded wait expires after wait_timeout, records itself and traps;
+    Team.synchronize() raises TimeoutError naming the rank, the source rank and the step within the timeout, and a
+    later ulysses_attention raises before any launch. In a child process (a one-rank NCCL group): the trap loses the
+    CUDA context."""
+    import subprocess
+    import sys
+    import time
+    code = (
+        "import os, time, torch, torch.distributed as dist\n"
+        "import xstage.distributed as xd\n"
+        "torch.cuda.set_device(0)\n"
+        "dist.init_process_group('nccl', init_method='tcp://127.0.0.1:PORT', rank=0, world_size=1)\n"
+        "g = torch.Generator('cuda').manual_seed(2)\n"
+        "q, k, v = (torch.randn(1, 512, 2, 128, device='cuda', generator=g).bfloat16() for _ in range(3))\n"
+        "want = xd.ulysses_attention(q, k, v, wait_timeout=1.0); team = xd.Team(); team.synchronize()\n"
+        "assert team.failures() == []\n"
+        "handle = team.ulysses(2, 128, 512, 0, 1.0)\n"
+        "assert xd._dist_abi.lib().xstage_testing_ulysses_withhold_flags(handle, 1) == 0\n"
+        "t0 = time.monotonic()\n"
+        "xd.ulysses_attention(q, k, v, wait_timeout=1.0)\n"
+        "try:\n"
+        "    team.synchronize(timeout=30)\n"
+        "except TimeoutError as e:\n"
+        "    print(f'TIMEOUT after {time.monotonic() - t0:.1f} s:', e, flush=True)\n"
+        "try:\n"
+        "    xd.ulysses_attention(q, k, v, wait_timeout=1.0)\n"
+        "except TimeoutError as e:\n"
+        "    print('FORWARD', e, flush=True)\n"
+        "os._exit(0)\n"
+    ).replace("PORT", str(_free_port()))
+    launcher = ("TORCHELASTIC_", "MASTER_", "RANK", "WORLD_SIZE", "LOCAL_", "GROUP_", "ROLE_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(launcher)}
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    out = r.stdout
+    assert "TIMEOUT" in out, (r.returncode, out, r.stderr[-3000:])
+    line = next(s for s in out.splitlines() if s.startswith("TIMEOUT"))
+    assert "Team.synchronize: rank 0 of 1: an in-kernel wait expired: rank 0 timed out after " in line, line
+    assert "waiting for the post-attention All-to-All (Ulysses attention: the owner's wait for source rank 0" in line
+    # The second forward publishes epoch 2; withheld by one, its owner awaits 3.
+    assert "flag wanted epoch 3, saw 2" in line, line
+    waited = float(line.split("after ")[1].split(" s")[0])
+    assert waited < 15.0, f"the error came {waited} s after the launch (wait_timeout 1 s)"
+    assert "FORWARD xstage.distributed.ulysses_attention: rank 0 of 1: an in-kernel wait expired" in out, out
+    print(f"[distributed ulysses] expired wait reported after {waited:.1f} s (child ran {time.monotonic() - t0:.1f} s)")
+
+
 def test_team_is_cached_per_group(group):
     assert xdist.Team(group) is xdist.Team(group)
     assert xdist.Team(group).world == dist.get_world_size(group)

@@ -23,8 +23,9 @@
 //
 // The object owns its symmetric window and work buffers, allocated once for the maximum sizes it was
 // created with; reserve() grows them (collective). forward() enqueues on the caller's stream and never
-// synchronizes the device; the owner's wait traps the kernel with a message naming the rank and the
-// step when a sender has not published within the wait timeout (the CUDA context is then lost).
+// synchronizes the device; the owner's wait traps the kernel when a sender has not published within the
+// wait timeout (the CUDA context is then lost), after recording the rank, the source rank and the step
+// in host memory (last_failure()).
 #pragma once
 
 #include <cstdint>
@@ -88,7 +89,13 @@ class UlyssesAttention {
   int rank() const;
   int world() const;
 
+  // The owner's wait that expired, one line naming this rank, the source rank whose stores did not
+  // arrive and the step; empty while none has. Read from host memory the kernel wrote before its trap,
+  // so it can be called after the CUDA context is lost; forward() refuses (gpu::DeviceError) once set.
+  std::string last_failure() const;
+
  private:
+  friend struct UlyssesTesting;  // src/attn/ulysses_testing.hpp: fault injection for the liveness tests
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
