@@ -33,6 +33,7 @@ def main():
     args = ap.parse_args()
     variants = [v.split("=", 1) for v in args.variants]
     shapes = SHAPES if not args.shapes else [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    prov = avc.provenance(avc.torch)  # before any timing: the start clock
     avc.SAMPLER = avc.PowerSampler()
     fa4_call, fa4_info = (None, {"available": False, "error": "--no-peers"}) if args.no_peers else avc.load_fa4()
     peers = [] if args.no_peers else (["fa4"] if fa4_call else []) + ["cudnn"]
@@ -72,7 +73,8 @@ def main():
             f"{'' if row['impls'][n]['check'] else ' FAIL'}" for n in names), flush=True)
     avc.SAMPLER.stop()
     with open(args.json, "w") as f:
-        json.dump({"schema": "xstage.attn_tune", "version": 2, "command": " ".join(sys.argv), "fa4": fa4_info,
+        json.dump({"schema": "xstage.attn_tune", "version": 3, "command": " ".join(sys.argv), "fa4": fa4_info,
+                   "provenance": {**prov, "variants": dict(variants)},
                    "method": "per shape: variants and peers in order, then reversed; warm-up >= warmup_s of "
                              "back-to-back launches before each timed loop; mean of both passes' medians",
                    "shapes": out}, f, indent=1)

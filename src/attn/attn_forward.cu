@@ -107,13 +107,6 @@ using LaunchTraits = AttnKernelTraits<HeadDim, XSTAGE_ATTN_TUNE_BLOCK_N, sched::
 template <int HeadDim>
 using LaunchTraits = AttnKernelTraits<HeadDim>;
 #endif
-// Tuning builds may launch one CTA per tile instead of the persistent grid (cmake
-// -DXSTAGE_ATTN_TUNE_CTA_PER_TILE=ON: attn_launch_with_epilogue's cta_per_tile).
-#if defined(XSTAGE_ATTN_TUNE_CTA_PER_TILE)
-constexpr bool kCtaPerTile = true;
-#else
-constexpr bool kCtaPerTile = false;
-#endif
 
 template <int HeadDim>
 cudaError_t launch(const AttnForwardArgs& a, cudaStream_t stream) {
@@ -123,7 +116,7 @@ cudaError_t launch(const AttnForwardArgs& a, cudaStream_t stream) {
   const AttnForwardProblem& p = a.problem;
   const typename Epilogue::Params ep{static_cast<Element*>(a.o), p.o_stride_batch, p.o_stride_seq, p.o_stride_head,
                                      a.lse, p.seq_q, p.heads};
-  return attn_launch_with_epilogue<Traits, Epilogue>(a, ep, stream, 0, kCtaPerTile);
+  return attn_launch_with_epilogue<Traits, Epilogue>(a, ep, stream);
 }
 
 }  // namespace

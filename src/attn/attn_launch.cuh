@@ -7,7 +7,6 @@
 #error "attention launchers are compiled with -include attn_tma_encode.hpp (src/attn/CMakeLists.txt)"
 #endif
 
-#include <algorithm>
 #include <cmath>
 
 #include <cuda_runtime_api.h>
@@ -59,12 +58,10 @@ inline cudaError_t attn_grid_size(const AttnForwardProblem& p, int device, int* 
 
 // first_m_blocks: the tile scheduler's first phase (sched::AttnTileScheduler; 0: one phase). FP8 traits:
 // the quantization pre-pass into a.workspace runs first, on the same stream (a was checked by
-// attn_forward_can_implement). cta_per_tile: one CTA per tile instead of the persistent grid (the same
-// tiles in the same order, so the same bits; the hardware then starts CTAs as SMs free up); the fused
-// epilogues need the persistent grid (one flag per CTA).
+// attn_forward_can_implement).
 template <class Traits, class Epilogue>
 cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogue::Params const& ep, cudaStream_t stream,
-                                      int first_m_blocks = 0, bool cta_per_tile = false) {
+                                      int first_m_blocks = 0) {
   using Kernel = AttnForwardKernel<Traits, Epilogue>;
   using Element = typename Traits::ElementMma;
   const AttnForwardProblem& p = a.problem;
@@ -123,7 +120,6 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
   if (e != cudaSuccess) return e;
   int grid = 0;
   if ((e = attn_grid_size<Traits>(p, device, &grid)) != cudaSuccess) return e;
-  if (cta_per_tile) grid = std::max(1, params.scheduler.num_tiles());
 
   constexpr int smem_bytes = Kernel::kSharedBytes;
   if ((e = gpu::set_max_dynamic_shared_memory_once<attn_forward_kernel<Traits, Epilogue>>(device, smem_bytes)) !=

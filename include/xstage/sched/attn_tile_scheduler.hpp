@@ -51,14 +51,6 @@ struct AttnTileScheduler {
         m_count = num_m_blocks - first_m_blocks;
       }
     }
-#if defined(XSTAGE_ATTN_TUNE_HEADS_FASTEST)
-    // Tuning builds only (-DXSTAGE_ATTN_TUNE_HEADS_FASTEST, xstage_attn's sources): one phase, heads fastest,
-    // so the CTAs of a wave stream the K and V of every head rather than all the same head's.
-    if (first_m_blocks == 0) {
-      const int rest = linear / num_heads;
-      return AttnTile{rest % num_m_blocks, linear % num_heads, rest / num_m_blocks};
-    }
-#endif
     const int m_block = m_base + linear % m_count;
     const int rest = linear / m_count;
     return AttnTile{m_block, rest % num_heads, rest / num_heads};
