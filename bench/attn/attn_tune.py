@@ -6,7 +6,8 @@ Each variant is an `xstage` binary; per shape the variants and the peers run in 
 reverse order (so clock drift from heating affects all alike), each after a warm-up of at least
 --warmup-s seconds of back-to-back launches; the mean of both passes is shown, with the SM clock and
 power sampled during each timed loop (provenance.PowerSampler, bench/common).
-Usage: attn_tune.py --json OUT [--shapes 8192x3,65536x5] name=path/to/xstage [name=path ...]
+Usage: attn_tune.py --json OUT [--shapes 8192x3,65536x5] name=path/to/xstage[:fp8] [name=path ...]
+(a variant's ":fp8" runs it with --precision fp8; the peers stay bf16)
 """
 import argparse
 import json
@@ -32,6 +33,8 @@ def main():
     ap.add_argument("variants", nargs="+")
     args = ap.parse_args()
     variants = [v.split("=", 1) for v in args.variants]
+    precisions = {n: (p.rsplit(":", 1)[1] if ":" in p else None) for n, p in variants}
+    variants = [(n, p.rsplit(":", 1)[0] if ":" in p else p) for n, p in variants]
     shapes = SHAPES if not args.shapes else [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
     prov = avc.provenance(avc.torch)  # before any timing: the start clock
     avc.SAMPLER = avc.PowerSampler()
@@ -50,7 +53,8 @@ def main():
                 elif name == "cudnn":
                     r = avc.time_sdpa(avc.SDPBackend.CUDNN_ATTENTION, 1, s, h, 128, args.iters, warmup)
                 else:
-                    r = avc.run_ours(paths[name], 1, s, h, 128, args.iters, warmup, args.check_rows)
+                    r = avc.run_ours(paths[name], 1, s, h, 128, args.iters, warmup, args.check_rows,
+                                     precision=precisions[name])
                     if "timing" in r:
                         r = dict(r["timing"], check=r["check"]["passed"], power=r.get("power", {}))
                     else:
@@ -74,7 +78,7 @@ def main():
     avc.SAMPLER.stop()
     with open(args.json, "w") as f:
         json.dump({"schema": "xstage.attn_tune", "version": 3, "command": " ".join(sys.argv), "fa4": fa4_info,
-                   "provenance": {**prov, "variants": dict(variants)},
+                   "provenance": {**prov, "variants": dict(variants), "precisions": precisions},
                    "method": "per shape: variants and peers in order, then reversed; warm-up >= warmup_s of "
                              "back-to-back launches before each timed loop; mean of both passes' medians",
                    "shapes": out}, f, indent=1)

@@ -35,6 +35,15 @@ struct OnlineSoftmax {
   static constexpr float kScoreBias = kIntScores ? kFp8QkIntBias : 0.f;
   static constexpr int kNumRows = kRows;
   static constexpr float kPLog2Headroom = 8.f;  // kBlockScaled: p carries a factor 2^8
+  // kBlockScaled: how many of every 8 exponentials of a row come from the FMA pipe (gpu::ex2_poly3, relative
+  // error 1.2e-4, far below P's e4m3 rounding) instead of MUFU. With 8-bit GEMMs the softmax is the critical
+  // path and MUFU.EX2 (16 per SM per cycle) its narrowest pipe: 2 of 8 measured 1.6-3.8 % faster than 0, 4 of 8
+  // 5-6 % slower than 0 (docs/attn_fp8.md). Tuning builds: -DXSTAGE_ATTN_FP8_TUNE_EXP_EMU=N.
+#if defined(XSTAGE_ATTN_FP8_TUNE_EXP_EMU)
+  static constexpr int kFp8PolyExpPer8 = XSTAGE_ATTN_FP8_TUNE_EXP_EMU;
+#else
+  static constexpr int kFp8PolyExpPer8 = 2;
+#endif
   float row_max[kRows];  // running max: of raw scores (unscaled), or kBlockScaled: of s c_j (log2 domain)
   float row_sum[kRows];  // running sum of p, per thread; reduced over the quad only at the end
   float scale_log2;      // softmax_scale * log2(e)
@@ -96,7 +105,8 @@ struct OnlineSoftmax {
       float sums[4] = {0.f, 0.f, 0.f, 0.f};
       CUTE_UNROLL
       for (int j = 0; j < kCols; ++j) {
-        const float p = gpu::ex2_approx_ftz(__fmaf_rn(s(r, j), c[r], bias));
+        const float x = __fmaf_rn(s(r, j), c[r], bias);
+        const float p = j % 8 < kFp8PolyExpPer8 ? gpu::ex2_poly3(x) : gpu::ex2_approx_ftz(x);
         s(r, j) = p;
         sums[j % 4] += p;
       }
@@ -121,13 +131,16 @@ struct OnlineSoftmax {
       // so rescale_output can skip the multiply without changing a bit of the result.
       rescale[r] = kFirst || m == row_max[r] ? 1.f : gpu::ex2_approx_ftz((row_max[r] - m) * scale_log2);
       row_max[r] = m;
-      float sum = 0.f;
+      // Four partial sums, as in step_block_scaled: one 32-long chain of dependent FADDs per row stalls the
+      // warp's in-order issue between the exponentials (Nsight Compute: "fixed latency execution dependency").
+      float sums[4] = {0.f, 0.f, 0.f, 0.f};
       CUTE_UNROLL
       for (int c = 0; c < kCols; ++c) {
         const float p = gpu::ex2_approx_ftz(__fmaf_rn(s(r, c), scale_log2, -m_scaled));
         s(r, c) = p;
-        sum += p;
+        sums[c % 4] += p;
       }
+      const float sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
       row_sum[r] = kFirst ? sum : __fmaf_rn(row_sum[r], rescale[r], sum);
     }
     return rescale;
