@@ -16,6 +16,7 @@
 
 #include "attn_fp8_quant.hpp"
 #include "attn_fragment.cuh"
+#include "xstage/gpu/ex2_poly.hpp"
 #include "xstage/gpu/ptx_math.cuh"
 
 namespace xstage::attn {
