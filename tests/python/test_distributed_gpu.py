@@ -238,20 +238,49 @@ def test_fused_moe_over_the_group_equals_the_one_gpu_layer(group, precision):
     assert layer.last_failure() == "" and xdist.Team(group).failures() == []
 
 
+def _expired_wait_child(setup: str, launch: str, sync: str):
+    """Runs, in a child process with its own one-rank NCCL group (the trap loses the CUDA context): `setup` (which
+    arms a wait that cannot be met), then `launch` (the forward whose wait expires), `sync` (which must raise
+    TimeoutError) and `launch` again (which must raise before any launch). Returns the TimeoutError line, the
+    child's stdout, the seconds from the launch to the error (checked below 15) and the child's run time."""
+    import subprocess
+    import sys
+    import time
+    code = ("import os, time, torch, torch.distributed as dist\n"
+            "import xstage.distributed as xd\n"
+            "from xstage import moe\n"
+            "torch.cuda.set_device(0)\n"
+            "dist.init_process_group('nccl', init_method='tcp://127.0.0.1:PORT', rank=0, world_size=1)\n"
+            + setup +
+            "t0 = time.monotonic()\n"
+            + launch + "\n"
+            "try:\n"
+            "    " + sync + "\n"
+            "except TimeoutError as e:\n"
+            "    print(f'TIMEOUT after {time.monotonic() - t0:.1f} s:', e, flush=True)\n"
+            "try:\n"
+            "    " + launch + "\n"
+            "except TimeoutError as e:\n"
+            "    print('FORWARD', e, flush=True)\n"
+            "os._exit(0)\n").replace("PORT", str(_free_port()))
+    # The child makes its own one-rank group: none of a launcher's rendezvous variables (torchrun's agent store).
+    launcher = ("TORCHELASTIC_", "MASTER_", "RANK", "WORLD_SIZE", "LOCAL_", "GROUP_", "ROLE_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(launcher)}
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert "TIMEOUT" in r.stdout, (r.returncode, r.stdout, r.stderr[-3000:])
+    line = next(s for s in r.stdout.splitlines() if s.startswith("TIMEOUT"))
+    waited = float(line.split("after ")[1].split(" s")[0])
+    assert waited < 15.0, f"the error came {waited} s after the launch (wait_timeout 1 s)"
+    return line, r.stdout, waited, time.monotonic() - t0
+
+
 def test_fused_moe_wait_for_a_rank_that_does_not_arrive_raises_naming_rank_and_step():
     """A step in which rows never arrive (xstage_testing_moe_withhold_rows: as when a peer rank does not dispatch):
     the kernel's bounded wait expires after wait_timeout, records itself and traps; synchronize() raises
     TimeoutError naming the rank and the wait within the timeout, and a later forward raises before any launch.
     In a child process of its own (a one-rank NCCL group): the trap loses the CUDA context."""
-    import subprocess
-    import sys
-    import time
-    code = (
-        "import os, sys, time, torch, torch.distributed as dist\n"
-        "import xstage.distributed as xd\n"
-        "from xstage import moe\n"
-        "torch.cuda.set_device(0)\n"
-        "dist.init_process_group('nccl', init_method='tcp://127.0.0.1:PORT', rank=0, world_size=1)\n"
+    line, out, waited, ran = _expired_wait_child(
         "g = torch.Generator('cuda').manual_seed(1)\n"
         "w1 = (torch.randn(4, 512, 384, device='cuda', generator=g) * 0.06).bfloat16()\n"
         "w2 = (torch.randn(4, 384, 256, device='cuda', generator=g) * 0.06).bfloat16()\n"
@@ -260,35 +289,14 @@ def test_fused_moe_wait_for_a_rank_that_does_not_arrive_raises_naming_rank_and_s
         "wts = torch.full((64, 2), 0.5, device='cuda')\n"
         "layer = xd.FusedMoE(w1, w2, top_k=2, max_tokens=64, wait_timeout=1.0)\n"
         "layer(x, ids, wts); layer.synchronize()\n"
-        "assert moe._lib().xstage_testing_moe_withhold_rows(layer._layer.handle('t'), 1) == 0\n"
-        "t0 = time.monotonic()\n"
-        "layer(x, ids, wts)\n"
-        "try:\n"
-        "    layer.synchronize(timeout=30)\n"
-        "except TimeoutError as e:\n"
-        "    print(f'TIMEOUT after {time.monotonic() - t0:.1f} s:', e, flush=True)\n"
-        "try:\n"
-        "    layer(x, ids, wts)\n"
-        "except TimeoutError as e:\n"
-        "    print('FORWARD', e, flush=True)\n"
-        "os._exit(0)\n"
-    ).replace("PORT", str(_free_port()))
-    # The child makes its own one-rank group: none of a launcher's rendezvous variables (torchrun's agent store).
-    launcher = ("TORCHELASTIC_", "MASTER_", "RANK", "WORLD_SIZE", "LOCAL_", "GROUP_", "ROLE_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(launcher)}
-    t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
-    out = r.stdout
-    assert "TIMEOUT" in out, (r.returncode, out, r.stderr[-3000:])
-    line = next(s for s in out.splitlines() if s.startswith("TIMEOUT"))
+        "assert moe._lib().xstage_testing_moe_withhold_rows(layer._layer.handle('t'), 1) == 0\n",
+        "layer(x, ids, wts)", "layer.synchronize(timeout=30)")
     assert "Team.synchronize: rank 0 of 1: an in-kernel wait expired: rank 0 " in line, line
     # The first wait to expire is recorded: the producers' wait for the withheld rows, or the consumers' wait for
     # the stage those producers never fill (both bounded by wait_timeout, started together).
     assert " timed out waiting for the " in line and ("arrival counter" in line or "pipeline stage" in line), line
-    waited = float(line.split("after ")[1].split(" s")[0])
-    assert waited < 15.0, f"the error came {waited} s after the launch (wait_timeout 1 s)"
     assert "FORWARD xstage.distributed.FusedMoE: rank 0 of 1: an in-kernel wait expired" in out, out
-    print(f"[distributed moe] expired wait reported after {waited:.1f} s (child ran {time.monotonic() - t0:.1f} s)")
+    print(f"[distributed moe] expired wait reported after {waited:.1f} s (child ran {ran:.1f} s)")
 
 
 def test_ulysses_wait_for_a_rank_that_does_not_arrive_raises_naming_rank_and_step():
@@ -297,47 +305,20 @@ def test_ulysses_wait_for_a_rank_that_does_not_arrive_raises_naming_rank_and_ste
     Team.synchronize() raises TimeoutError naming the rank, the source rank and the step within the timeout, and a
     later ulysses_attention raises before any launch. In a child process (a one-rank NCCL group): the trap loses the
     CUDA context."""
-    import subprocess
-    import sys
-    import time
-    code = (
-        "import os, time, torch, torch.distributed as dist\n"
-        "import xstage.distributed as xd\n"
-        "torch.cuda.set_device(0)\n"
-        "dist.init_process_group('nccl', init_method='tcp://127.0.0.1:PORT', rank=0, world_size=1)\n"
+    line, out, waited, ran = _expired_wait_child(
         "g = torch.Generator('cuda').manual_seed(2)\n"
         "q, k, v = (torch.randn(1, 512, 2, 128, device='cuda', generator=g).bfloat16() for _ in range(3))\n"
-        "want = xd.ulysses_attention(q, k, v, wait_timeout=1.0); team = xd.Team(); team.synchronize()\n"
+        "xd.ulysses_attention(q, k, v, wait_timeout=1.0); team = xd.Team(); team.synchronize()\n"
         "assert team.failures() == []\n"
         "handle = team.ulysses(2, 128, 512, 0, 1.0)\n"
-        "assert xd._dist_abi.lib().xstage_testing_ulysses_withhold_flags(handle, 1) == 0\n"
-        "t0 = time.monotonic()\n"
-        "xd.ulysses_attention(q, k, v, wait_timeout=1.0)\n"
-        "try:\n"
-        "    team.synchronize(timeout=30)\n"
-        "except TimeoutError as e:\n"
-        "    print(f'TIMEOUT after {time.monotonic() - t0:.1f} s:', e, flush=True)\n"
-        "try:\n"
-        "    xd.ulysses_attention(q, k, v, wait_timeout=1.0)\n"
-        "except TimeoutError as e:\n"
-        "    print('FORWARD', e, flush=True)\n"
-        "os._exit(0)\n"
-    ).replace("PORT", str(_free_port()))
-    launcher = ("TORCHELASTIC_", "MASTER_", "RANK", "WORLD_SIZE", "LOCAL_", "GROUP_", "ROLE_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(launcher)}
-    t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
-    out = r.stdout
-    assert "TIMEOUT" in out, (r.returncode, out, r.stderr[-3000:])
-    line = next(s for s in out.splitlines() if s.startswith("TIMEOUT"))
+        "assert xd._dist_abi.lib().xstage_testing_ulysses_withhold_flags(handle, 1) == 0\n",
+        "xd.ulysses_attention(q, k, v, wait_timeout=1.0)", "team.synchronize(timeout=30)")
     assert "Team.synchronize: rank 0 of 1: an in-kernel wait expired: rank 0 timed out after " in line, line
     assert "waiting for the post-attention All-to-All (Ulysses attention: the owner's wait for source rank 0" in line
     # The second forward publishes epoch 2; withheld by one, its owner awaits 3.
     assert "flag wanted epoch 3, saw 2" in line, line
-    waited = float(line.split("after ")[1].split(" s")[0])
-    assert waited < 15.0, f"the error came {waited} s after the launch (wait_timeout 1 s)"
     assert "FORWARD xstage.distributed.ulysses_attention: rank 0 of 1: an in-kernel wait expired" in out, out
-    print(f"[distributed ulysses] expired wait reported after {waited:.1f} s (child ran {time.monotonic() - t0:.1f} s)")
+    print(f"[distributed ulysses] expired wait reported after {waited:.1f} s (child ran {ran:.1f} s)")
 
 
 def test_team_is_cached_per_group(group):

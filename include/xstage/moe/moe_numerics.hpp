@@ -6,12 +6,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #endif
 
+#include "xstage/gpu/float_bits.hpp"
 #include "xstage/gpu/host_device.hpp"
 
 namespace xstage::moe {
@@ -21,26 +21,6 @@ inline constexpr int kFp8GroupSize = 128;
 // Largest finite e4m3 magnitude (S.1111.110 = 1.75 · 2^8).
 inline constexpr float kE4m3Max = 448.f;
 
-XSTAGE_HOST_DEVICE_INLINE std::uint32_t moe_float_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
-}
-
-XSTAGE_HOST_DEVICE_INLINE float moe_bits_float(std::uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
-
 // float -> bf16 bits, round to nearest even (the rounding of cuBLAS epilogues and __float2bfloat16).
 // In device code the conversion instruction (cvt.rn.bf16.f32) does it: the same bits for every number
 // and infinity; a NaN comes out as the canonical quiet NaN 0x7fff instead of keeping its payload.
@@ -48,14 +28,14 @@ XSTAGE_HOST_DEVICE_INLINE std::uint16_t float_to_bf16_bits(float f) {
 #if defined(__CUDA_ARCH__)
   return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 #else
-  const std::uint32_t u = moe_float_bits(f);
+  const std::uint32_t u = gpu::float_bits(f);
   if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return std::uint16_t((u >> 16) | 0x40u);  // quiet NaN
   const std::uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
   return std::uint16_t((u + rounding) >> 16);
 #endif
 }
 
-XSTAGE_HOST_DEVICE_INLINE float bf16_bits_to_float(std::uint16_t b) { return moe_bits_float(std::uint32_t(b) << 16); }
+XSTAGE_HOST_DEVICE_INLINE float bf16_bits_to_float(std::uint16_t b) { return gpu::float_of_bits(std::uint32_t(b) << 16); }
 
 // The value a float takes once stored as bf16.
 XSTAGE_HOST_DEVICE_INLINE float round_bf16(float f) { return bf16_bits_to_float(float_to_bf16_bits(f)); }
@@ -72,7 +52,7 @@ XSTAGE_HOST_DEVICE_INLINE float swiglu_bf16(float gate_bf16, float up_bf16) { re
 // float's encoding (the CPU tests check it against the CUDA toolkit's conversion on a sweep and at
 // every tie).
 XSTAGE_HOST_DEVICE_INLINE std::uint8_t float_to_e4m3(float f) {
-  const std::uint32_t u = moe_float_bits(f);
+  const std::uint32_t u = gpu::float_bits(f);
   const std::uint8_t sign = std::uint8_t((u >> 24) & 0x80u);
   const std::uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return 0x7f;                      // NaN
@@ -80,7 +60,7 @@ XSTAGE_HOST_DEVICE_INLINE std::uint8_t float_to_e4m3(float f) {
   if (a < 0x3c800000u) {
     // |f| < 2^-6: the subnormal grid m·2^-9, m = 0..8 (8 is the smallest normal, encoded 0x08). |f|·2^9
     // is exact; adding and removing 2^23 rounds it to an integer, ties to even.
-    const float scaled = moe_bits_float(a) * 512.f;
+    const float scaled = gpu::float_of_bits(a) * 512.f;
     const float r = (scaled + 8388608.f) - 8388608.f;
     return std::uint8_t(sign | int(r));
   }
@@ -94,9 +74,9 @@ XSTAGE_HOST_DEVICE_INLINE std::uint8_t float_to_e4m3(float f) {
 
 XSTAGE_HOST_DEVICE_INLINE float e4m3_to_float(std::uint8_t b) {
   const std::uint32_t biased = (b >> 3) & 0xfu, m = b & 7u;
-  if (biased == 0xf && m == 7) return moe_bits_float(0x7fc00000u);
+  if (biased == 0xf && m == 7) return gpu::float_of_bits(0x7fc00000u);
   const float mag = biased == 0 ? float(m) * 0.001953125f  // m·2^-9
-                                : moe_bits_float(((biased + 120u) << 23) | (m << 20));
+                                : gpu::float_of_bits(((biased + 120u) << 23) | (m << 20));
   return (b & 0x80) ? -mag : mag;
 }
 
