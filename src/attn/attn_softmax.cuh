@@ -38,8 +38,8 @@ struct OnlineSoftmax {
   static constexpr float kPLog2Headroom = 8.f;  // kBlockScaled: p carries a factor 2^8
   // kBlockScaled: how many of every 8 exponentials of a row come from the FMA pipe (gpu::ex2_poly3, relative
   // error 1.2e-4, far below P's e4m3 rounding) instead of MUFU. With 8-bit GEMMs the softmax is the critical
-  // path and MUFU.EX2 (16 per SM per cycle) its narrowest pipe: 2 of 8 measured 1.6-3.8 % faster than 0, 4 of 8
-  // 5-6 % slower than 0 (docs/attn_fp8.md). Tuning builds: -DXSTAGE_ATTN_FP8_TUNE_EXP_EMU=N.
+  // path and MUFU.EX2 (16 per SM per cycle) its narrowest pipe: 2 of 8 measured 0.3-3.8 % faster than 0 and the
+  // best of 0..4; 4 of 8 5-6 % slower than 0 (docs/attn_fp8.md). Tuning builds: -DXSTAGE_ATTN_FP8_TUNE_EXP_EMU=N.
 #if defined(XSTAGE_ATTN_FP8_TUNE_EXP_EMU)
   static constexpr int kFp8PolyExpPer8 = XSTAGE_ATTN_FP8_TUNE_EXP_EMU;
 #else

@@ -204,8 +204,8 @@ UlyssesAttention::UlyssesAttention(comm::Team& team, const UlyssesLimits& limits
   XSTAGE_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m.failure_host), sizeof(attn::A2AWaitFailure),
                                   cudaHostAllocMapped));
   std::memset(m.failure_host, 0, sizeof(attn::A2AWaitFailure));
-  XSTAGE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m.failure_dev), m.failure_host, 0));
-  try {
+  try {  // the destructor does not run for a constructor that throws: free what was allocated here
+    XSTAGE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m.failure_dev), m.failure_host, 0));
     m.allocate();
   } catch (...) {
     m.release();
