@@ -44,8 +44,8 @@ int xstage_team_destroy(xstage_team* team);
 /* Ulysses attention on `team` with buffers for max_seq_local rows per rank, `heads` total heads
  * (divisible by the world), head_dim 128 and max_joint replicated joint tokens. Collective (every rank,
  * the same sizes; allocates and synchronizes the device once). wait_timeout_s bounds the owner's wait
- * for the other ranks' stores (the kernel traps with a message naming the rank when it passes; the
- * CUDA context is then lost). */
+ * for the other ranks' stores (when it passes, the kernel records the rank, the source rank and the step
+ * for xstage_ulysses_last_failure and traps; the CUDA context is then lost). */
 int xstage_ulysses_create(xstage_team* team, int64_t max_seq_local, int64_t heads, int64_t head_dim,
                           int64_t max_joint, double wait_timeout_s, xstage_ulysses** out);
 /* Grows the buffers (collective, synchronizes): a forward larger than the reserved sizes is refused. */
