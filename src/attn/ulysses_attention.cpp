@@ -338,8 +338,10 @@ std::string UlyssesAttention::can_implement(const UlyssesForwardArgs& a, Ulysses
 void UlyssesAttention::forward(const UlyssesForwardArgs& a, cudaStream_t stream) {
   if (std::string why = can_implement(a); !why.empty()) throw InputError(why);
   Impl& m = *impl_;
-  if (std::string wait = last_failure(); !wait.empty())
-    throw gpu::DeviceError("Ulysses attention: an earlier forward's wait expired, the CUDA context is lost: " + wait);
+  if (std::string wait = last_failure(); !wait.empty()) {
+    throw comm::TeamTimeout("an earlier forward's in-kernel wait expired: " + wait +
+                            " (the kernel trapped: the CUDA context is lost, the process must restart)");
+  }
   XSTAGE_CUDA_CHECK(cudaSetDevice(m.device));
   const int n = m.world, hl = m.hl, d = m.lim.head_dim, H = m.lim.heads, seq = a.seq;
   const int s_r = int(a.q.size[1]);

@@ -343,10 +343,6 @@ int xstage_ulysses_forward_with_precision(xstage_ulysses* u, const xstage_ulysse
 #if XSTAGE_CAPI_HAVE_DIST
     xstage::ulysses::UlyssesForwardArgs args;
     if (const int s = ulysses_args(u, call, precision, &args); s != XSTAGE_OK) return s;
-    if (std::string wait = u->attention->last_failure(); !wait.empty()) {
-      return fail(XSTAGE_ERR_TIMEOUT, "an earlier forward's in-kernel wait expired: " + wait +
-                                          " (the kernel trapped: the CUDA context is lost, the process must restart)");
-    }
     DeviceGuard guard;
     u->attention->forward(args, static_cast<cudaStream_t>(call->stream));
     return ok();

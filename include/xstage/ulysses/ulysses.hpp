@@ -81,7 +81,8 @@ class UlyssesAttention {
   // workspace, kBf16 keeps an existing one). Collective; synchronizes.
   void reserve(const UlyssesLimits& limits);
   // Enqueues one Ulysses attention on `stream` (the GPU of the team). Throws xstage::InputError when
-  // can_implement refuses, gpu::DeviceError when a launch fails. Every rank calls it with the same
+  // can_implement refuses, comm::TeamTimeout once an earlier forward's wait expired (last_failure),
+  // gpu::DeviceError when a launch fails. Every rank calls it with the same
   // seq, batch, heads and joint length, in the same order.
   void forward(const UlyssesForwardArgs& args, cudaStream_t stream);
 
@@ -91,7 +92,7 @@ class UlyssesAttention {
 
   // The owner's wait that expired, one line naming this rank, the source rank whose stores did not
   // arrive and the step; empty while none has. Read from host memory the kernel wrote before its trap,
-  // so it can be called after the CUDA context is lost; forward() refuses (gpu::DeviceError) once set.
+  // so it can be called after the CUDA context is lost; forward() refuses (comm::TeamTimeout) once set.
   std::string last_failure() const;
 
  private:
