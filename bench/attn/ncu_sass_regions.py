@@ -51,12 +51,15 @@ def load(path):
     data = [r for r in rows[hdr_i + 1:] if len(r) == len(hdr)]
     if not data:
         fail(f"CSV '{path}': no instruction rows")
-    base = int(data[0][0], 16)
     out = []
-    for r in data:
+    for line, r in enumerate(data, start=hdr_i + 2):
         num = lambda h: float(r[ix[h]].replace(",", "") or 0)  # noqa: E731
-        out.append((int(r[0], 16) - base, r[ix["Source"]].strip(), num(SAMPLES), {h[6:]: num(h) for h in reasons}))
-    return out
+        try:
+            out.append((int(r[0], 16), r[ix["Source"]].strip(), num(SAMPLES), {h[6:]: num(h) for h in reasons}))
+        except ValueError as e:
+            fail(f"CSV '{path}', line {line}: not an address and sample counts ({e})")
+    base = out[0][0]
+    return [(addr - base, src, s, st) for addr, src, s, st in out]
 
 
 def main():
@@ -71,6 +74,14 @@ def main():
         fail("give --cuts and --names, or --top N")
     if a.top < 0:
         fail(f"--top: must be >= 0, got {a.top}")
+    if a.range and not a.top:
+        fail("--range: only with --top N")
+    lo, hi = 0, 1 << 62
+    if a.range:
+        bounds = hex_offsets(a.range, "--range")
+        if len(bounds) != 2:
+            fail(f"--range: expected two hex offsets 'lo,hi', got '{a.range}'")
+        lo, hi = bounds
     ins = load(a.csv)
     total = sum(s for _, _, s, _ in ins)
     if total <= 0:
@@ -94,7 +105,6 @@ def main():
             print(f"{name:30s} {n:5d} {100 * s / max(in_regions, 1):11.1f}%  {top}")
         print(f"regions hold {100 * in_regions / total:.1f}% of all {total:.0f} samples")
     if a.top:
-        lo, hi = hex_offsets(a.range, "--range") if a.range else (0, 1 << 62)
         sel = sorted(((s, off, src, st) for off, src, s, st in ins if lo <= off <= hi), reverse=True)[:a.top]
         for s, off, src, st in sel:
             top = ", ".join(f"{k} {int(v)}" for k, v in sorted(st.items(), key=lambda x: -x[1])[:3])

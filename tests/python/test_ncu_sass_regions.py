@@ -55,6 +55,8 @@ def test_refuses_bad_input(tmp_path):
         ((f, "--cuts", "0,zz", "--names", "x"), "--cuts: expected comma-separated hex offsets, got '0,zz'"),
         ((f, "--cuts", "0,10,20", "--names", "x"), "--names: 2 names needed for 3 cuts, got 1"),
         ((f, "--top", "-1"), "--top: must be >= 0, got -1"),
+        ((f, "--top", "2", "--range", "10"), "--range: expected two hex offsets 'lo,hi', got '10'"),
+        ((f, "--cuts", "0,20", "--names", "x", "--range", "0,10"), "--range: only with --top N"),
         ((tmp_path / "missing.csv", "--top", "1"), "missing.csv"),
     ]
     for args, msg in cases:
@@ -64,3 +66,8 @@ def test_refuses_bad_input(tmp_path):
     other.write_text("a,b\n1,2\n")
     p = run(other, "--top", "1")
     assert p.returncode == 2 and "no header row starting with 'Address'" in p.stderr
+    bad = tmp_path / "bad.csv"
+    write_csv(bad, ROWS)
+    bad.write_text(bad.read_text().replace(",30,0,0,30,", ",thirty,0,0,30,"))
+    p = run(bad, "--top", "1")
+    assert p.returncode == 2 and "line 4: not an address and sample counts" in p.stderr, p.stderr
