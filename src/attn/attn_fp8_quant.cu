@@ -2,15 +2,16 @@
 // five launches of four memory-bound kernels on the caller's stream, deterministic (reductions in a fixed order).
 //   1. kv_stats:    per (b, h, chunk of kFp8StatRows rows): sum of K and max |V| per channel
 //   2. kv_finalize: per (b, h): K's mean and V's channel scales from the partials, in chunk order
-//   3. quant_rows:  per (b, h, block of Q or K rows): max |x| (K: x - mean) per row (Q) or per block (K),
-//                   the scale, s8 (or e4m3)
-//   4. quant_vt:    per (b, h, group of 32 keys): V^T / v_scale in e4m3, keys in slot order
+//   3. quant_rows:  per (b, h, block of Q or K rows): the row (K: x - mean) rotated, max |x| per row (Q) or
+//                   per block (K), the scale, s8 (or e4m3)
+//   4. quant_vt:    per (b, h, group of 32 keys): V^T / v_scale as e4m3 value and remainder, keys in slot order
 #include "attn_fp8_quant.hpp"
 
 #include <algorithm>
 #include <type_traits>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include "xstage/sched/attn_tile_config.hpp"
@@ -36,6 +37,35 @@ __device__ __forceinline__ uint32_t pack_qk4(float a, float b, float c, float d)
   } else {
     return uint32_t(__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3)) |
            uint32_t(__nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3)) << 16;
+  }
+}
+
+// Rotates one row held as kVecPerRow consecutive lanes x 8 consecutive channels (lane l % kVecPerRow holds
+// channels 8 l .. 8 l + 7): x <- x diag(sign) H, H the Walsh-Hadamard matrix (attn_fp8_quant.hpp; its factor
+// 1/8 or 1/16, a power of two, goes into the row's scale). Butterflies over channel bits 0-2 inside the
+// thread, bits 3.. across lanes; at every stage the element whose bit is clear takes a + b, the other a - b
+// (across lanes: other + side x, side = -1 on the lane whose bit is set, one FFMA).
+template <int kVecPerRow>
+__device__ __forceinline__ void rotate_row8(float (&x)[8], int col) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] *= fp8_rotation_sign(col + i);
+#pragma unroll
+  for (int h = 1; h < 8; h *= 2) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      if ((i & h) == 0) {
+        const float a = x[i], b = x[i + h];
+        x[i] = a + b;
+        x[i + h] = a - b;
+      }
+    }
+  }
+  const int lane = threadIdx.x % kVecPerRow;
+#pragma unroll
+  for (int m = 1; m < kVecPerRow; m *= 2) {
+    const float side = (lane & m) ? -1.f : 1.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = __fmaf_rn(side, x[i], __shfl_xor_sync(0xffffffffu, x[i], m));
   }
 }
 
@@ -104,9 +134,11 @@ __global__ void __launch_bounds__(kD) kv_finalize_kernel(const float* k_sum, con
 // scale per row (scale[bh * scales + row]), else one per block (scale[bh * scales + block]). Rows past seq
 // are zeros: their per-row scale is 1, and they do not change a block's. dot_with (kPerRow only, or
 // nullptr): each row's dot product with this [B*H, kD] vector goes to dot_out[bh * scales + row].
+// rotation: the factor of the row's rotation (kFp8RotationQ or kFp8RotationK), folded into its scale: the
+// stored scale is rotation x amax / qmax of the rotated row before that factor.
 template <int kD, int kRows, bool kPerRow>
 __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, int seq, const float* mean,
-                                                         QkOut* out, float* scale, int scales,
+                                                         float rotation, QkOut* out, float* scale, int scales,
                                                          const float* dot_with = nullptr, float* dot_out = nullptr) {
   constexpr int kVecPerRow = kD / 8;
   constexpr int kVec = kRows * kVecPerRow / 256;
@@ -134,15 +166,8 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
 #pragma unroll
       for (int i = 0; i < 8; ++i) vals[v][i] = 0.f;
     }
-    float m = 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(vals[v][i]));
-    // The row's kVecPerRow lanes are consecutive and aligned within the warp.
-    for (int o = kVecPerRow / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    row_amax[v] = m;
-    amax = fmaxf(amax, m);
     if constexpr (kPerRow) {
-      if (dot_with != nullptr) {
+      if (dot_with != nullptr) {  // of the row as given (the rotation keeps dot products)
         float dot = 0.f;
 #pragma unroll
         for (int i = 0; i < 8; ++i) dot = __fmaf_rn(vals[v][i], dot_with[int64_t(bh) * kD + col + i], dot);
@@ -151,7 +176,16 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
         if (threadIdx.x % kVecPerRow == 0) dot_out[int64_t(bh) * scales + s] = dot;
       }
     }
+    if constexpr (kFp8RotateQk) rotate_row8<kVecPerRow>(vals[v], col);
+    float m = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(vals[v][i]));
+    // The row's kVecPerRow lanes are consecutive and aligned within the warp.
+    for (int o = kVecPerRow / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    row_amax[v] = m;
+    amax = fmaxf(amax, m);
   }
+  const float row_factor = kFp8RotateQk ? rotation : 1.f;  // exact: a power of two
   float block_inv = 0.f;
   if constexpr (!kPerRow) {
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -162,7 +196,7 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
     for (int w = 0; w < 8; ++w) amax = fmaxf(amax, warp_max[w]);
     const float sc = block_scale_of(amax, kFp8QkMax);
     block_inv = 1.f / sc;
-    if (threadIdx.x == 0) scale[int64_t(bh) * scales + blk] = sc;
+    if (threadIdx.x == 0) scale[int64_t(bh) * scales + blk] = sc * row_factor;
   }
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
@@ -172,7 +206,7 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
     if constexpr (kPerRow) {
       const float sc = block_scale_of(row_amax[v], kFp8QkMax);
       inv = 1.f / sc;
-      if (threadIdx.x % kVecPerRow == 0) scale[int64_t(bh) * scales + s] = sc;
+      if (threadIdx.x % kVecPerRow == 0) scale[int64_t(bh) * scales + s] = sc * row_factor;
     }
     if (s >= seq) continue;
     uint2 packed;
@@ -183,11 +217,14 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
 }
 
 // grid (seq_k_pad / 32, B*H), 256 threads: one group of 32 keys of V through shared memory, out as 32
-// bytes of each V^T row in slot order (fp8_key_of_slot); keys past seq_k are zeros.
+// bytes of each V^T row per term in slot order (fp8_key_of_slot), at the term's place in its key block's
+// kFp8VTerms x kFp8KBlock keys (attn_fp8_quant.hpp); keys past seq_k are zeros. Term 1 is the remainder
+// v - e4m3(v) in the same scale: the P V GEMM adds both terms into one accumulator.
 template <int kD>
-__global__ void __launch_bounds__(256) quant_vt_kernel(BshdIn v, int heads, int seq_k, int seq_k_pad,
+__global__ void __launch_bounds__(256) quant_vt_kernel(BshdIn v, int heads, int seq_k, int vt_keys,
                                                        const float* v_scale, __nv_fp8_e4m3* vt) {
   constexpr int kKeys = kFp8KeyGroup;
+  static_assert(kFp8KBlock % kKeys == 0);
   __shared__ __nv_bfloat16 tile[kKeys][kD + 2];  // +2: a warp's column reads spread over banks
   const int grp = blockIdx.x, bh = blockIdx.y, b = bh / heads, h = bh % heads;
   for (int i = threadIdx.x; i < kKeys * kD / 2; i += 256) {
@@ -199,24 +236,37 @@ __global__ void __launch_bounds__(256) quant_vt_kernel(BshdIn v, int heads, int 
     tile[r][2 * c2 + 1] = val.y;
   }
   __syncthreads();
-  // One channel per thread: 32 bytes out, two 16-byte stores.
+  const int key0 = grp * kKeys;  // the group's first key; its block and its offset there
+  const int64_t at = int64_t(key0 / kFp8KBlock) * kFp8VTerms * kFp8KBlock + key0 % kFp8KBlock;
+  // One channel per thread: 32 bytes per term out, two 16-byte stores each.
   for (int d = threadIdx.x; d < kD; d += 256) {
     const float inv = 1.f / v_scale[int64_t(bh) * kD + d];
-    uint32_t words[8];
+    uint32_t words[kFp8VTerms][8];
 #pragma unroll
     for (int w = 0; w < 8; ++w) {
-      uint32_t word = 0;
+      uint32_t word[kFp8VTerms] = {};
 #pragma unroll
       for (int j = 0; j < 4; j += 2) {
-        const float a = __bfloat162float(tile[fp8_key_of_slot(4 * w + j)][d]) * inv;
-        const float c = __bfloat162float(tile[fp8_key_of_slot(4 * w + j + 1)][d]) * inv;
-        word |= uint32_t(__nv_cvt_float2_to_fp8x2(make_float2(a, c), __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+        float2 x = make_float2(__bfloat162float(tile[fp8_key_of_slot(4 * w + j)][d]) * inv,
+                               __bfloat162float(tile[fp8_key_of_slot(4 * w + j + 1)][d]) * inv);
+#pragma unroll
+        for (int t = 0; t < kFp8VTerms; ++t) {
+          const __nv_fp8x2_storage_t q = __nv_cvt_float2_to_fp8x2(x, __NV_SATFINITE, __NV_E4M3);
+          word[t] |= uint32_t(q) << (8 * j);
+          // e4m3 -> f16 is exact; the remainder x - e4m3(x) is exact in fp32.
+          const float2 back = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(q, __NV_E4M3)));
+          x = make_float2(x.x - back.x, x.y - back.y);
+        }
       }
-      words[w] = word;
+#pragma unroll
+      for (int t = 0; t < kFp8VTerms; ++t) words[t][w] = word[t];
     }
-    uint4* dst = reinterpret_cast<uint4*>(vt + (int64_t(bh) * kD + d) * seq_k_pad + grp * kKeys);
-    dst[0] = make_uint4(words[0], words[1], words[2], words[3]);
-    dst[1] = make_uint4(words[4], words[5], words[6], words[7]);
+#pragma unroll
+    for (int t = 0; t < kFp8VTerms; ++t) {
+      uint4* dst = reinterpret_cast<uint4*>(vt + (int64_t(bh) * kD + d) * vt_keys + at + t * kFp8KBlock);
+      dst[0] = make_uint4(words[t][0], words[t][1], words[t][2], words[t][3]);
+      dst[1] = make_uint4(words[t][4], words[t][5], words[t][6], words[t][7]);
+    }
   }
 }
 
@@ -236,13 +286,13 @@ cudaError_t quantize(const AttnForwardArgs& a, const Fp8Workspace& w, cudaStream
   kv_finalize_kernel<kD><<<bh, kD, 0, stream>>>(k_sum, v_max, w.stat_chunks, p.seq_k, k_mean, v_scale);
   constexpr int kQRowsPerCta = 64;
   quant_rows_kernel<kD, kQRowsPerCta, true><<<dim3(w.q_rows / kQRowsPerCta, bh), 256, 0, stream>>>(
-      q, p.heads, p.seq_q, nullptr, reinterpret_cast<QkOut*>(base + w.q8), reinterpret_cast<float*>(base + w.q_scale),
+      q, p.heads, p.seq_q, nullptr, kFp8RotationQ, reinterpret_cast<QkOut*>(base + w.q8), reinterpret_cast<float*>(base + w.q_scale),
       w.q_rows, k_mean, reinterpret_cast<float*>(base + w.q_dot_kmean));
   quant_rows_kernel<kD, kFp8KBlock, false><<<dim3(w.k_blocks, bh), 256, 0, stream>>>(
-      k, p.heads, p.seq_k, k_mean, reinterpret_cast<QkOut*>(base + w.k8), reinterpret_cast<float*>(base + w.k_scale),
+      k, p.heads, p.seq_k, k_mean, kFp8RotationK, reinterpret_cast<QkOut*>(base + w.k8), reinterpret_cast<float*>(base + w.k_scale),
       w.k_blocks);
-  quant_vt_kernel<kD><<<dim3(w.seq_k_pad / kFp8KeyGroup, bh), 256, 0, stream>>>(v, p.heads, p.seq_k, w.seq_k_pad, v_scale,
-                                                                reinterpret_cast<__nv_fp8_e4m3*>(base + w.vt8));
+  quant_vt_kernel<kD><<<dim3(w.seq_k_pad / kFp8KeyGroup, bh), 256, 0, stream>>>(
+      v, p.heads, p.seq_k, w.vt_keys, v_scale, reinterpret_cast<__nv_fp8_e4m3*>(base + w.vt8));
   return cudaGetLastError();
 }
 
@@ -256,6 +306,7 @@ Fp8Workspace fp8_workspace_layout(const AttnForwardProblem& p) {
   w.q_rows = (p.seq_q + block_m - 1) / block_m * block_m;
   w.k_blocks = (p.seq_k + kFp8KBlock - 1) / kFp8KBlock;
   w.seq_k_pad = w.k_blocks * kFp8KBlock;
+  w.vt_keys = kFp8VTerms * w.seq_k_pad;
   w.stat_chunks = (p.seq_k + kFp8StatRows - 1) / kFp8StatRows;
   size_t at = 0;
   auto take = [&](size_t bytes) {
@@ -265,7 +316,7 @@ Fp8Workspace fp8_workspace_layout(const AttnForwardProblem& p) {
   };
   w.q8 = take(bh * p.seq_q * d);
   w.k8 = take(bh * p.seq_k * d);
-  w.vt8 = take(bh * d * w.seq_k_pad);
+  w.vt8 = take(bh * d * w.vt_keys);
   w.q_scale = take(bh * w.q_rows * sizeof(float));
   w.k_scale = take(bh * w.k_blocks * sizeof(float));
   w.v_scale = take(bh * d * sizeof(float));

@@ -3,7 +3,13 @@
 //
 //   Q8  [B, Sq, H, D] s8 (or e4m3), contig.  q / q_scale[b, h, query row]
 //   K8  [B, Sk, H, D] s8 (or e4m3), contig.  (k - k_mean[b, h, :]) / k_scale[b, h, key block of kKBlock rows]
-//   Vt8 [B, H, D, Sk_pad] e4m3               v^T / v_scale[b, h, d], keys permuted within groups of 32 (xstage/sched/attn_fp8_key_order.hpp)
+//   Vt8 [B, H, D, kFp8VTerms x Sk_pad] e4m3  v^T / v_scale[b, h, d], keys permuted within groups of 32
+//                                          (xstage/sched/attn_fp8_key_order.hpp); with kFp8VTerms T = 2 (tuning builds)
+//                                          key block j (kKBlock keys) holds its terms side by side at keys
+//                                          [(j T + t) kKBlock, (j T + t + 1) kKBlock): the rounded value, the rounded remainder
+//   Q8 and K8 are of the rotated rows: q diag(sign) H / 8 and (k - k_mean) diag(sign) H / 16, H the 128 x 128
+//   Walsh-Hadamard matrix (entries +-1) and sign fp8_rotation_sign: their product is q k^T exactly
+//   (H H^T = 128 I), so the scores are unchanged while each rotated channel mixes all of a row's channels.
 //   q_scale, k_scale, v_scale, k_mean      fp32
 //   q_dot_kmean [b, h, query row]          fp32 q . k_mean: what the smoothing took out of the row's scores,
 //                                          added back to the log-sum-exp (the output does not see it)
@@ -19,6 +25,15 @@
 // sequence removes the large shared component that would otherwise take the 8 bits' range (softmax is
 // unchanged by it: q . mean is the same for every key of a row); V per channel, because the output's
 // channel c is a weighted mean of V's channel c alone, so its scale factors out of P V exactly.
+// The rotation: a row whose range is set by a few outlier channels (DiT activations) would leave the other
+// channels a few of the 8 bits; rotated, every channel carries a 1/sqrt(128) share of each outlier and the
+// row's range follows its norm (outlier-channel inputs: relative L1 4.0-4.9 % -> 0.6-0.8 %, bench/attn/
+// fp8_error_model.py). The signs keep a row that is flat across channels from being folded into one channel.
+// V in one e4m3 term: e4m3 keeps 3 significant bits, and a weighted mean of zero-mean values keeps each
+// value's relative rounding error (about 2.6 % RMS), so V alone costs the output 2.6 % relative L1. A second
+// term (the remainder, -DXSTAGE_ATTN_FP8_TUNE_V_TERMS=2) takes that to 0.2 % and the relative L1 to 2.5-2.7 %
+// on every tested distribution, but the P V GEMM then runs twice the k steps: 16-21 % slower at M >= 16K,
+// below the bf16 kernel (docs/attn_fp8.md), so regular builds keep one term.
 #pragma once
 
 #include <cstddef>
@@ -53,6 +68,27 @@ inline constexpr int kFp8KBlock = XSTAGE_ATTN_FP8_TUNE_BLOCK_N;
 inline constexpr int kFp8KBlock = sched::attn_fp8_tile_config(kFp8HeadDim).block_n;
 #endif
 static_assert(kFp8KBlock % 32 == 0 && kFp8KBlock <= 256, "block_n: a multiple of the P V k step, one TMA box");
+// V's e4m3 terms (tuning builds: -DXSTAGE_ATTN_FP8_TUNE_V_TERMS=2, value and remainder).
+#if defined(XSTAGE_ATTN_FP8_TUNE_V_TERMS)
+inline constexpr int kFp8VTerms = XSTAGE_ATTN_FP8_TUNE_V_TERMS;
+#else
+inline constexpr int kFp8VTerms = 1;
+#endif
+static_assert(kFp8VTerms == 1 || kFp8VTerms == 2, "V as one e4m3 value or value + remainder");
+static_assert(kFp8VTerms * kFp8KBlock <= 256, "a key block's V terms: one TMA box (at most 256 keys)");
+// The Q / K rotation (tuning builds: -DXSTAGE_ATTN_FP8_TUNE_NO_ROTATION).
+#if defined(XSTAGE_ATTN_FP8_TUNE_NO_ROTATION)
+inline constexpr bool kFp8RotateQk = false;
+#else
+inline constexpr bool kFp8RotateQk = true;
+#endif
+// Channel c's sign in the rotation: fixed bits (any +-1 pattern keeps q k^T exact; a fixed one keeps the
+// pre-pass deterministic and its output reproducible).
+XSTAGE_HOST_DEVICE constexpr float fp8_rotation_sign(int c) {
+  return (((c < 64 ? 0x9E3779B97F4A7C15ull : 0xC2B2AE3D27D4EB4Full) >> (c & 63)) & 1u) ? -1.f : 1.f;
+}
+inline constexpr float kFp8RotationQ = 0.125f;    // Q rows: diag(sign) H / 8
+inline constexpr float kFp8RotationK = 0.0625f;   // K rows: diag(sign) H / 16; (H / 8)(H / 16)^T = I
 inline constexpr int kFp8StatRows = 256;  // sequence rows per partial of the K-sum / V-max statistics
 inline constexpr float kFp8Max = 448.f;   // largest finite e4m3
 
@@ -63,7 +99,8 @@ struct Fp8Workspace {
   size_t bytes = 0;
   int q_rows = 0;     // per (b, h): Q scales, Sq rounded up to the kernel's block_m (its last tile's rows)
   int k_blocks = 0;   // per (b, h): ceil(Sk / kFp8KBlock)
-  int seq_k_pad = 0;  // Vt8's key extent: k_blocks * kFp8KBlock
+  int seq_k_pad = 0;  // keys rounded up to whole blocks: k_blocks * kFp8KBlock
+  int vt_keys = 0;    // Vt8's key extent: kFp8VTerms * seq_k_pad
   int stat_chunks = 0;
 };
 

@@ -68,18 +68,22 @@ CUTE_DEVICE void acc_to_fp8_operand_a(TensorS const& acc_s, TensorP& frag_p) {
   }
 }
 
-// Issues one warpgroup GEMM C (+)= A B over all k blocks and commits it as one wgmma group; the caller
+// Issues one warpgroup GEMM C (+)= A B over all k blocks of B and commits it as one wgmma group; the caller
 // waits with warpgroup_wait<N>. zero_init starts from C = 0 without clearing registers.
 // kARegisters: A holds values in registers (RS); otherwise A and B are shared-memory descriptors (SS).
+// B may have a whole multiple of A's k blocks: B's block k then meets A's block k mod A's count (the FP8
+// P V GEMM: one P against V's value and remainder terms, C = P V_0 + P V_1).
 template <bool kARegisters, class TiledMma, class TensorA, class TensorB, class TensorC>
 CUTE_DEVICE void wgmma_issue(TiledMma& tiled_mma, TensorA const& tA, TensorB const& tB, TensorC& tC, bool zero_init) {
   if constexpr (kARegisters) cute::warpgroup_fence_operand(const_cast<TensorA&>(tA));
   cute::warpgroup_fence_operand(tC);
   cute::warpgroup_arrive();
   tiled_mma.accumulate_ = zero_init ? cute::GMMA::ScaleOut::Zero : cute::GMMA::ScaleOut::One;
+  constexpr int kBlocksA = decltype(cute::size<2>(tA))::value;
+  static_assert(decltype(cute::size<2>(tB))::value % kBlocksA == 0, "B's k blocks: a whole multiple of A's");
   CUTE_UNROLL
-  for (int k = 0; k < cute::size<2>(tA); ++k) {
-    cute::gemm(tiled_mma, tA(cute::_, cute::_, k), tB(cute::_, cute::_, k), tC);
+  for (int k = 0; k < cute::size<2>(tB); ++k) {
+    cute::gemm(tiled_mma, tA(cute::_, cute::_, k % kBlocksA), tB(cute::_, cute::_, k), tC);
     tiled_mma.accumulate_ = cute::GMMA::ScaleOut::One;
   }
   cute::warpgroup_commit_batch();

@@ -67,9 +67,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   PipelineQ pipe_q(storage.mainloop.pipe_q,
                    gpu::tma_pipeline_params<PipelineQ>(Traits::kBytesQ, is_producer, kMma, 0), Shape<_1, _1, _1>{});
   PipelineKV pipe_k(storage.mainloop.pipe_k,
-                    gpu::tma_pipeline_params<PipelineKV>(Traits::kBytesKV, is_producer, kMma, 1), Shape<_1, _1, _1>{});
+                    gpu::tma_pipeline_params<PipelineKV>(Traits::kBytesK, is_producer, kMma, 1), Shape<_1, _1, _1>{});
   PipelineKV pipe_v(storage.mainloop.pipe_v,
-                    gpu::tma_pipeline_params<PipelineKV>(Traits::kBytesKV, is_producer, kMma, 2), Shape<_1, _1, _1>{});
+                    gpu::tma_pipeline_params<PipelineKV>(Traits::kBytesV, is_producer, kMma, 2), Shape<_1, _1, _1>{});
   __syncthreads();  // barriers initialized before anyone waits on them
 
   const sched::AttnTileScheduler& scheduler = params.scheduler;

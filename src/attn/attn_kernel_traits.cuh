@@ -57,8 +57,14 @@ struct AttnKernelTraits {
                     (kConsumerRegisters - kRegistersAtLaunch) * kNumMmaThreads,
                 "setmaxnreg split must not ask for more registers than the producer releases");
 
+  // V keys per stage: FP8 holds each key block's kFp8VTerms e4m3 terms side by side (attn_fp8_quant.hpp);
+  // the P V GEMM runs over all of them with the same P registers.
+  static constexpr int kVTerms = Fp8 ? kFp8VTerms : 1;
+  static constexpr int kVKeys = kVTerms * kBlockN;
+
   using BlockM = cute::Int<kBlockM>;
   using BlockN = cute::Int<kBlockN>;
+  using VKeys = cute::Int<kVKeys>;
   using HeadDimT = cute::Int<kHeadDim>;
 
   // S = Q K^T: both operands from shared memory, K-major. O = P V: P from registers; V^T MN-major (bf16)
@@ -82,18 +88,18 @@ struct AttnKernelTraits {
   using SmemLayoutVtBf16 = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<ElementMma>{},
                                                         cute::Shape<HeadDimT, BlockN, cute::Int<kStages>>{},
                                                         cute::Step<cute::_2, cute::_1, cute::_3>{}));
-  // Its rows are block_n bytes: the widest swizzle atom that divides them (128 x 128 B for block_n 128).
+  // Its rows are kVKeys bytes: the widest swizzle atom that divides them (128 x 128 B for 128 keys).
   using VtAtomFp8 = std::conditional_t<
-      kBlockN % 128 == 0, cute::GMMA::Layout_K_SW128_Atom<ElementMma>,
-      std::conditional_t<kBlockN % 64 == 0, cute::GMMA::Layout_K_SW64_Atom<ElementMma>,
+      kVKeys % 128 == 0, cute::GMMA::Layout_K_SW128_Atom<ElementMma>,
+      std::conditional_t<kVKeys % 64 == 0, cute::GMMA::Layout_K_SW64_Atom<ElementMma>,
                          cute::GMMA::Layout_K_SW32_Atom<ElementMma>>>;
   using SmemLayoutVtFp8 =
-      decltype(cute::tile_to_shape(VtAtomFp8{}, cute::Shape<HeadDimT, BlockN, cute::Int<kStages>>{}));
+      decltype(cute::tile_to_shape(VtAtomFp8{}, cute::Shape<HeadDimT, VKeys, cute::Int<kStages>>{}));
   using SmemLayoutVt = std::conditional_t<Fp8, SmemLayoutVtFp8, SmemLayoutVtBf16>;
 
-  static_assert(sizeof(ElementQK) == sizeof(ElementMma), "one K and V stage size (kBytesKV)");
   static constexpr int kBytesQ = kBlockM * kHeadDim * int(sizeof(ElementQK));
-  static constexpr int kBytesKV = kBlockN * kHeadDim * int(sizeof(ElementMma));
+  static constexpr int kBytesK = kBlockN * kHeadDim * int(sizeof(ElementQK));
+  static constexpr int kBytesV = kVKeys * kHeadDim * int(sizeof(ElementMma));
 
   using PipelineQ = cutlass::PipelineTmaAsync<1>;
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;

@@ -74,7 +74,7 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
   ma.softmax_scale = p.softmax_scale > 0.f ? p.softmax_scale : 1.f / std::sqrt(float(p.head_dim));
   if constexpr (Traits::kFp8) {
     // The operands are the pre-pass's.
-    static_assert(Traits::kBlockN == kFp8KBlock);
+    static_assert(Traits::kBlockN == kFp8KBlock && Traits::kVTerms == kFp8VTerms);
     const Fp8Workspace w = fp8_workspace_layout(p);
     if (const cudaError_t qe = fp8_quantize(a, w, stream); qe != cudaSuccess) return qe;
     const Fp8Operands op = fp8_operands(w, a.workspace);
@@ -88,16 +88,16 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
     ma.k_stride_seq = row;
     ma.k_stride_head = p.head_dim;
     ma.k_stride_batch = row * p.seq_k;
-    ma.v_stride_seq = w.seq_k_pad;  // Vt8 [B, H, D, seq_k_pad]: the dim stride
-    ma.v_stride_head = int64_t(p.head_dim) * w.seq_k_pad;
-    ma.v_stride_batch = int64_t(p.heads) * p.head_dim * w.seq_k_pad;
+    ma.v_stride_seq = w.vt_keys;  // Vt8 [B, H, D, vt_keys]: the dim stride
+    ma.v_stride_head = int64_t(p.head_dim) * w.vt_keys;
+    ma.v_stride_batch = int64_t(p.heads) * p.head_dim * w.vt_keys;
     ma.q_scale = op.q_scale;
     ma.k_scale = op.k_scale;
     ma.v_scale = op.v_scale;
     ma.q_dot_kmean = op.q_dot_kmean;
     ma.q_rows = w.q_rows;
     ma.k_blocks = w.k_blocks;
-    ma.seq_k_pad = w.seq_k_pad;
+    ma.vt_keys = w.vt_keys;
   } else {
     ma.q = static_cast<Element const*>(a.q);
     ma.k = static_cast<Element const*>(a.k);

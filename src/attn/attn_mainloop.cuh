@@ -10,7 +10,8 @@
 // int32 scores become floats in place (one IADD each, attn_fp8_quant.hpp), each key block's scores are
 // scaled by the rows' Q scales and the block's K scale inside the softmax (OnlineSoftmax kBlockScaled),
 // P is packed to e4m3 in place (acc_to_fp8_operand_a) and the V channel scales are applied once per tile
-// to the normalized output (apply_v_scale).
+// to the normalized output (apply_v_scale). Tuning builds with V as two e4m3 terms (kFp8VTerms) hold both
+// side by side in a V stage, and the P V GEMM runs over them with the same P registers.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -36,6 +37,7 @@ struct AttnMainloop {
   using BlockM = typename Traits::BlockM;
   using BlockN = typename Traits::BlockN;
   using HeadDimT = typename Traits::HeadDimT;
+  using VKeys = typename Traits::VKeys;  // V^T keys per stage: kBlockN, or FP8's kFp8VTerms x kBlockN
   using PipelineQ = typename Traits::PipelineQ;
   using PipelineKV = typename Traits::PipelineKV;
   using Storage = typename Traits::MainloopStorage;
@@ -58,7 +60,7 @@ struct AttnMainloop {
   using TmaV = decltype(cute::make_tma_copy(
       cute::SM90_TMA_LOAD{},
       cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVtT{}),
-      cute::take<0, 2>(typename Traits::SmemLayoutVt{}), cute::Shape<HeadDimT, BlockN>{}, cute::_1{}));
+      cute::take<0, 2>(typename Traits::SmemLayoutVt{}), cute::Shape<HeadDimT, VKeys>{}, cute::_1{}));
 
   struct Params {
     TmaQ tma_q;
@@ -88,21 +90,21 @@ struct AttnMainloop {
     int64_t k_stride_batch, k_stride_seq, k_stride_head;
     int64_t v_stride_batch, v_stride_seq, v_stride_head;  // FP8: V^T's strides, v_stride_seq its dim stride
     float softmax_scale;
-    // FP8 only (v is V^T [B, H, D, seq_k_pad]; seq_k_pad its key extent).
+    // FP8 only (v is V^T [B, H, D, vt_keys]; vt_keys its key extent, kFp8VTerms x the padded keys).
     float const* q_scale = nullptr;
     float const* k_scale = nullptr;
     float const* v_scale = nullptr;
     float const* q_dot_kmean = nullptr;
     int q_rows = 0;
     int k_blocks = 0;
-    int seq_k_pad = 0;
+    int vt_keys = 0;
   };
 
   static Params to_params(Arguments const& a) {
     using namespace cute;
     const ShapeT shape_q{a.seq_q, kHeadDim, a.heads, a.batch};
     const ShapeT shape_k{a.seq_k, kHeadDim, a.heads, a.batch};
-    const ShapeT shape_vt{kHeadDim, kFp8 ? a.seq_k_pad : a.seq_k, a.heads, a.batch};
+    const ShapeT shape_vt{kHeadDim, kFp8 ? a.vt_keys : a.seq_k, a.heads, a.batch};
     auto mQ = make_tensor(make_gmem_ptr(a.q), shape_q, StrideT{a.q_stride_seq, _1{}, a.q_stride_head, a.q_stride_batch});
     auto mK = make_tensor(make_gmem_ptr(a.k), shape_k, StrideT{a.k_stride_seq, _1{}, a.k_stride_head, a.k_stride_batch});
     auto mVt = [&] {
@@ -117,7 +119,7 @@ struct AttnMainloop {
     Params p{
         make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, Shape<BlockM, HeadDimT>{}, _1{}),
         make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}), Shape<BlockN, HeadDimT>{}, _1{}),
-        make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}), Shape<HeadDimT, BlockN>{},
+        make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}), Shape<HeadDimT, VKeys>{},
                       _1{}),
         shape_q,
         shape_k,
@@ -155,7 +157,7 @@ struct AttnMainloop {
     Tensor mVt = p.tma_v.get_tma_tensor(p.shape_vt);
     Tensor gQ = local_tile(mQ(_, _, head, batch), Shape<BlockM, HeadDimT>{}, make_coord(m_block, _0{}));  // (M, D)
     Tensor gK = local_tile(mK(_, _, head, batch), Shape<BlockN, HeadDimT>{}, make_coord(_, _0{}));  // (N, D, nblk)
-    Tensor gVt = local_tile(mVt(_, _, head, batch), Shape<HeadDimT, BlockN>{}, make_coord(_0{}, _));  // (D, N, nblk)
+    Tensor gVt = local_tile(mVt(_, _, head, batch), Shape<HeadDimT, VKeys>{}, make_coord(_0{}, _));  // (D, N, nblk)
 
     auto [tQgQ, tQsQ] = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
     auto [tKgK, tKsK] = tma_partition(p.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));

@@ -2,11 +2,12 @@
 // kernel's error on the same inputs beside it: fresh random inputs each run from several distributions
 // (plain normal; outlier channels; a large mean on K; peaked scores), outputs poisoned with NaN before
 // each launch, every launch repeated to check the pre-pass and the kernel are deterministic.
-// The checks are correctness bounds, from the error the number formats themselves give on these inputs
-// (bench/attn/fp8_error_model.py, float64 on the CPU: relative L1 3.8-4.5 %, cosine 0.9966-0.9993; e4m3's
-// P V product alone costs 3.7 % on white noise): a wrong scale, key order or mask is an error of tens of
-// percent. Whether the issue's bars (cosine >= 0.999, relative L1 <= 3e-2) hold is reported, not asserted:
-// each line prints both, and docs/attn_fp8.md has the measured table.
+// The checks: on every case, correctness bounds a wrong scale, key order or mask exceeds by tens of percent;
+// on the cases with at least 1000 keys (enough values for the error to be the formats', not one draw's),
+// the cosine bar, which holds on outlier channels only with the Q / K rotation in place (0.998 without it),
+// and a relative L1 bound above the one-term e4m3 P V floor (3.7-4.0 % on these inputs,
+// bench/attn/fp8_error_model.py). Whether the issue's bars (cosine >= 0.999, relative L1 <= 3e-2) hold is
+// printed on each line; docs/attn_fp8.md has the measured table.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -151,6 +152,10 @@ TEST_P(AttnFp8, MeetsAccuracyBarsBesideBf16) {
   EXPECT_EQ(e8.non_finite, 0u);
   EXPECT_GE(e8.cosine, 0.995);
   EXPECT_LE(e8.rel_l1, 6e-2);
+  if (c.seq_k >= 1000) {
+    EXPECT_GE(e8.cosine, 0.999) << "the Q / K rotation";
+    EXPECT_LE(e8.rel_l1, 4.5e-2);
+  }
   EXPECT_LE(lse_err, 1.0) << "log-sum-exp (error / bound)";
 }
 

@@ -6,7 +6,9 @@
 // into a caller-provided workspace (attn_forward_workspace_bytes), and its cost is part of every call.
 //   Q: INT8, one scale per query row; K: its mean over the sequence subtracted per (batch, head, channel)
 //   (softmax is unchanged by it; the log-sum-exp gets q . mean back), then INT8 with one scale per 128
-//   keys; P: e4m3 with 2^8 headroom (p in [0, 256]); V: e4m3, one scale per channel of a (batch, head);
+//   keys; Q and K rows are rotated by one signed Hadamard matrix before they are rounded (q k^T is
+//   unchanged; a few outlier channels no longer set a row's range); P: e4m3 with 2^8 headroom (p in
+//   [0, 256]); V: e4m3, one scale per channel of a (batch, head);
 //   accumulation fp32 (int32 for Q K); output bf16.
 // docs/attn_fp8.md has the measured accuracy and speed and why each format and scale is what it is.
 #pragma once
@@ -55,7 +57,7 @@ struct AttnForwardArgs {
 
 AttnForwardProblem make_bshd_problem(int batch, int seq_q, int seq_k, int heads, int head_dim);
 
-// Device bytes the call needs as args.workspace: 0 for kBf16; for kFp8 the e4m3 copies of q, k and V^T
+// Device bytes the call needs as args.workspace: 0 for kBf16; for kFp8 the 8-bit copies of q, k and V^T
 // and their scales.
 size_t attn_forward_workspace_bytes(const AttnForwardProblem& p, AttnPrecision precision);
 
