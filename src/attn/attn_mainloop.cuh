@@ -299,13 +299,19 @@ struct AttnMainloop {
     convert_p(acc_s);
 
     bool first_pv = true;
+    // The next K and V stages are polled (test_wait, which never blocks) after this block's exponentials,
+    // so that the loop's top skips its own poll when they have already landed: that poll's latency (the K
+    // barrier wait was 4.5 % of the consumer warps' time, docs/attn_notes.md round 6) sat on the critical
+    // path between the softmax and the next S GEMM.
+    cutlass::ConsumerToken k_polled{cutlass::BarrierStatus::WaitAgain};
+    cutlass::ConsumerToken v_polled{cutlass::BarrierStatus::WaitAgain};
     CUTE_NO_UNROLL
     for (int n_block = n_blocks - 2; n_block >= 0; --n_block) {
       [[maybe_unused]] const RowScales c_j = block_scale_log2(n_block);  // FP8: loaded under the GEMMs
-      attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK);
+      attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK, k_polled);
       turn_wait();
       wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s_raw, /*zero_init=*/true);
-      attn_consumer_wait(pipe_v, v_read, kAttnWaitConsumerV);
+      attn_consumer_wait(pipe_v, v_read, kAttnWaitConsumerV, v_polled);
       wgmma_issue<true>(mma_pv, frag_p, tOrV(_, _, _, v_read.index()), acc_o, first_pv);
       turn_pass();
       first_pv = false;
@@ -314,9 +320,11 @@ struct AttnMainloop {
       ++k_read;
       scores_to_float();
       auto rescale = softmax.template step<false>(acc_s, c_j);
+      k_polled = pipe_k.consumer_test_wait(k_read);  // the next block's K (or the next tile's first: unused)
       warpgroup_wait<0>();  // P V done: its V stage and the P registers are free
       pipe_v.consumer_release(v_read);
       ++v_read;
+      v_polled = pipe_v.consumer_test_wait(v_read);
       // P first: its packs then share a basic block with the exponentials above and interleave with
       // them; the rescale below is a branch (skipped by warps whose rows kept their max).
       convert_p(acc_s);

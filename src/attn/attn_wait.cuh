@@ -54,6 +54,17 @@ __device__ __forceinline__ void attn_consumer_wait(Pipeline& pipeline, State con
                          [&pipeline, state](auto token) { pipeline.consumer_wait(state, token); }, state, role);
 }
 
+// The same, after an earlier consumer_test_wait of that state: no poll at all when it found the stage full.
+template <class Pipeline, class State>
+__device__ __forceinline__ void attn_consumer_wait(Pipeline& pipeline, State const& state, AttnWaitRole role,
+                                                   cutlass::ConsumerToken polled) {
+  if (polled == cutlass::BarrierStatus::WaitDone) {
+    pipeline.consumer_wait(state, polled);  // returns at once
+  } else {
+    attn_consumer_wait(pipeline, state, role);
+  }
+}
+
 template <class Pipeline, class State>
 __device__ __forceinline__ void attn_producer_acquire(Pipeline& pipeline, State const& state, AttnWaitRole role) {
   // The leader thread arms the stage's transaction count in producer_acquire.
