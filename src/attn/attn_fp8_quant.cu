@@ -4,7 +4,8 @@
 //   2. kv_finalize: per (b, h): K's mean and V's channel scales from the partials, in chunk order
 //   3. quant_rows:  per (b, h, block of Q or K rows): the row (K: x - mean) rotated, max |x| per row (Q) or
 //                   per block (K), the scale, s8 (or e4m3)
-//   4. quant_vt:    per (b, h, group of 32 keys): V^T / v_scale as e4m3 value and remainder, keys in slot order
+//   4. quant_vt:    per (b, h, group of 32 keys): V^T / v_scale in e4m3 (tuning builds: value and remainder),
+//                   keys in slot order
 #include "attn_fp8_quant.hpp"
 
 #include <algorithm>
@@ -218,8 +219,8 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
 
 // grid (seq_k_pad / 32, B*H), 256 threads: one group of 32 keys of V through shared memory, out as 32
 // bytes of each V^T row per term in slot order (fp8_key_of_slot), at the term's place in its key block's
-// kFp8VTerms x kFp8KBlock keys (attn_fp8_quant.hpp); keys past seq_k are zeros. Term 1 is the remainder
-// v - e4m3(v) in the same scale: the P V GEMM adds both terms into one accumulator.
+// kFp8VTerms x kFp8KBlock keys (attn_fp8_quant.hpp); keys past seq_k are zeros. With two terms (tuning
+// builds) term 1 is the remainder v - e4m3(v) in the same scale: the P V GEMM adds both into one accumulator.
 template <int kD>
 __global__ void __launch_bounds__(256) quant_vt_kernel(BshdIn v, int heads, int seq_k, int vt_keys,
                                                        const float* v_scale, __nv_fp8_e4m3* vt) {

@@ -299,10 +299,12 @@ struct AttnMainloop {
     convert_p(acc_s);
 
     bool first_pv = true;
-    // The next K and V stages are polled (test_wait, which never blocks) after this block's exponentials,
-    // so that the loop's top skips its own poll when they have already landed: that poll's latency (the K
-    // barrier wait was 4.5 % of the consumer warps' time, docs/attn_notes.md round 6) sat on the critical
-    // path between the softmax and the next S GEMM.
+    // bf16: the next K and V stages are polled (test_wait, which never blocks) after this block's
+    // exponentials, so that the loop's top skips its own poll when they have already landed: that poll's
+    // latency (the K barrier wait was 4.5 % of the consumer warps' time, docs/attn_notes.md round 6) sat on
+    // the critical path between the softmax and the next S GEMM (+3-4 %, round 7). Not FP8: its softmax is
+    // issue-bound, and the two polls cost it up to 2 % (FP8 tokens stay WaitAgain; the waits below then
+    // poll as before).
     cutlass::ConsumerToken k_polled{cutlass::BarrierStatus::WaitAgain};
     cutlass::ConsumerToken v_polled{cutlass::BarrierStatus::WaitAgain};
     CUTE_NO_UNROLL
@@ -320,11 +322,11 @@ struct AttnMainloop {
       ++k_read;
       scores_to_float();
       auto rescale = softmax.template step<false>(acc_s, c_j);
-      k_polled = pipe_k.consumer_test_wait(k_read);  // the next block's K (or the next tile's first: unused)
+      if constexpr (!kFp8) k_polled = pipe_k.consumer_test_wait(k_read);  // next block's K (next tile's: unused)
       warpgroup_wait<0>();  // P V done: its V stage and the P registers are free
       pipe_v.consumer_release(v_read);
       ++v_read;
-      v_polled = pipe_v.consumer_test_wait(v_read);
+      if constexpr (!kFp8) v_polled = pipe_v.consumer_test_wait(v_read);
       // P first: its packs then share a basic block with the exponentials above and interleave with
       // them; the rescale below is a branch (skipped by warps whose rows kept their max).
       convert_p(acc_s);
