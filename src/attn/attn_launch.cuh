@@ -74,7 +74,7 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
   ma.softmax_scale = p.softmax_scale > 0.f ? p.softmax_scale : 1.f / std::sqrt(float(p.head_dim));
   if constexpr (Traits::kFp8) {
     // The operands are the pre-pass's.
-    static_assert(Traits::kBlockN == kFp8KBlock && Traits::kVTerms == kFp8VTerms);
+    static_assert(Traits::kBlockN == kFp8KBlock);
     const Fp8Workspace w = fp8_workspace_layout(p);
     if (const cudaError_t qe = fp8_quantize(a, w, stream); qe != cudaSuccess) return qe;
     const Fp8Operands op = fp8_operands(w, a.workspace);
