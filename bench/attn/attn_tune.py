@@ -7,7 +7,8 @@ reverse order (so clock drift from heating affects all alike), each after a warm
 --warmup-s seconds of back-to-back launches; the mean of both passes is shown, with the SM clock and
 power sampled during each timed loop (provenance.PowerSampler, bench/common).
 Usage: attn_tune.py --json OUT [--shapes 8192x3,65536x5] name=path/to/xstage[:fp8] [name=path ...]
-(a variant's ":fp8" runs it with --precision fp8; the peers stay bf16)
+(a variant's ":fp8" runs it with --precision fp8, the peers staying bf16; ":whole" runs the bf16 kernel with
+--tail whole, every tile on one SM)
 """
 import argparse
 import json
@@ -33,7 +34,12 @@ def main():
     ap.add_argument("variants", nargs="+")
     args = ap.parse_args()
     variants = [v.split("=", 1) for v in args.variants]
-    precisions = {n: (p.rsplit(":", 1)[1] if ":" in p else None) for n, p in variants}
+    suffixes = {n: (p.rsplit(":", 1)[1] if ":" in p else None) for n, p in variants}
+    for n, x in suffixes.items():
+        if x not in (None, "fp8", "whole"):
+            ap.error(f"variant {n}: suffix ':{x}' (accepted: :fp8, :whole)")
+    precisions = {n: ("fp8" if x == "fp8" else None) for n, x in suffixes.items()}
+    tails = {n: ("whole" if x == "whole" else None) for n, x in suffixes.items()}
     variants = [(n, p.rsplit(":", 1)[0] if ":" in p else p) for n, p in variants]
     shapes = SHAPES if not args.shapes else [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
     prov = avc.provenance(avc.torch)  # before any timing: the start clock
@@ -54,7 +60,7 @@ def main():
                     r = avc.time_sdpa(avc.SDPBackend.CUDNN_ATTENTION, 1, s, h, 128, args.iters, warmup)
                 else:
                     r = avc.run_ours(paths[name], 1, s, h, 128, args.iters, warmup, args.check_rows,
-                                     precision=precisions[name])
+                                     precision=precisions[name], tail=tails[name])
                     if "timing" in r:
                         r = dict(r["timing"], check=r["check"]["passed"], power=r.get("power", {}))
                     else:
@@ -78,7 +84,7 @@ def main():
     avc.SAMPLER.stop()
     with open(args.json, "w") as f:
         json.dump({"schema": "xstage.attn_tune", "version": 3, "command": " ".join(sys.argv), "fa4": fa4_info,
-                   "provenance": {**prov, "variants": dict(variants), "precisions": precisions},
+                   "provenance": {**prov, "variants": dict(variants), "precisions": precisions, "tails": tails},
                    "method": "per shape: variants and peers in order, then reversed; warm-up >= warmup_s of "
                              "back-to-back launches before each timed loop; mean of both passes' medians",
                    "shapes": out}, f, indent=1)

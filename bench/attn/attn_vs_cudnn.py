@@ -110,11 +110,13 @@ def time_sdpa(backend, b, s, h, d, iters, warmup):
                       context=lambda: sdpa_kernel([backend]))
 
 
-def run_ours(xstage, b, s, h, d, iters, warmup, check_rows, dump=None, precision=None):
+def run_ours(xstage, b, s, h, d, iters, warmup, check_rows, dump=None, precision=None, tail=None):
     cmd = [xstage, "attn", "bench", "--seq", str(s), "--heads", str(h), "--head-dim", str(d), "--batch", str(b),
            "--iters", str(iters), "--warmup", str(warmup), "--check-rows", str(check_rows), "--lse", "--json"]
     if precision:
         cmd += ["--precision", precision]
+    if tail:
+        cmd += ["--tail", tail]
     if dump:
         cmd += ["--dump", dump]
     p = subprocess.run(cmd, capture_output=True, text=True)

@@ -56,7 +56,11 @@ void xstage_free(void* p);
  * stream: a cudaStream_t of the tensors' device. Validation happens before any launch. */
 
 /* Precision of the two matrix products (the inputs and the output stay bf16):
- *  BF16: bf16 operands, fp32 accumulation; needs no workspace.
+ *  BF16: bf16 operands, fp32 accumulation. A workspace is optional: with one (of
+ *        xstage_attention_workspace_bytes bytes, when that is not 0), a last round of tiles that would
+ *        leave most SMs idle has its key blocks spread over every SM and merged (faster at short
+ *        sequences; equal to the call without a workspace up to fp32 rounding in those tiles). Without
+ *        one, every tile runs on one SM, so each row's output depends only on its own inputs.
  *  FP8:  head_dim 128 only. A pre-pass on the same stream quantizes q, k and v to 8 bits (formats and
  *        scales: docs/attn_fp8.md) into a caller-owned workspace, then 8-bit matrix products at twice
  *        the bf16 tensor rate, fp32 accumulation. */
@@ -84,7 +88,7 @@ typedef struct xstage_attention_call {
   void* stream;
   /* since version 2 */
   int precision;             /* XSTAGE_ATTN_PRECISION_BF16 (0) or XSTAGE_ATTN_PRECISION_FP8 */
-  const DLTensor* workspace; /* BF16: NULL. FP8: a 1-D uint8 contiguous CUDA tensor on q's device of at
+  const DLTensor* workspace; /* BF16: NULL, or as FP8's. FP8: a 1-D uint8 contiguous CUDA tensor on q's device of at
                               * least xstage_attention_workspace_bytes bytes, its data 256-byte aligned,
                               * overlapping no other tensor of the call. The call overwrites it (on
                               * `stream`); the caller must not use it on another stream until that work
@@ -94,8 +98,9 @@ typedef struct xstage_attention_call {
 int xstage_attention_forward_call(const xstage_attention_call* call);
 
 /* *bytes = the device bytes of the workspace a call of this precision on q [B, Sq, H, D] and
- * k [B, Skv, H, D] needs: 0 for BF16; for FP8 the 8-bit copies of q, k and v^T and their scales (it
- * depends on the shapes only). q and k get the checks of xstage_attention_check (as tensors, and k
+ * k [B, Skv, H, D] needs: for FP8 the 8-bit copies of q, k and v^T and their scales (it depends on the
+ * shapes only); for BF16 the split last round's partial results on q's device (0 when its schedule splits
+ * nothing; it depends on the shapes and the device's SM count). q and k get the checks of xstage_attention_check (as tensors, and k
  * against q) and the precision its rules (FP8: head_dim 128). Builds without CUDA: BF16 answers 0,
  * FP8 is XSTAGE_ERR_UNSUPPORTED after those checks (the layout is the kernel's). */
 int xstage_attention_workspace_bytes(const DLTensor* q, const DLTensor* k, int precision, uint64_t* bytes);

@@ -76,8 +76,9 @@ def _precision_arg(precision, where: str) -> int:
 
 def attention_workspace_bytes(q, k, precision: str = "fp8") -> int:
     """Device bytes of the workspace `attention_dlpack(q, k, v, out, precision=precision, workspace=...)` needs:
-    0 for "bf16"; for "fp8" the 8-bit copies of q, k and v^T and their scales. Depends on the shapes of q
-    [B, Sq, H, D] and k [B, Skv, H, D] only; they get the same checks as in attention_dlpack."""
+    for "fp8" the 8-bit copies of q, k and v^T and their scales (it depends on the shapes of q [B, Sq, H, D]
+    and k [B, Skv, H, D] only); for "bf16" the partial results of a split last round of tiles (0 when the
+    shapes' schedule on q's device splits nothing). q and k get the same checks as in attention_dlpack."""
     where = "xstage.attention_workspace_bytes"
     code = _precision_arg(precision, where)
     held = []
@@ -107,7 +108,9 @@ def attention_dlpack(q, k, v, out, *, lse=None, softmax_scale=None, stream: int 
     1-D contiguous uint8 CUDA tensor on q's device of at least attention_workspace_bytes(q, k, "fp8")
     bytes, 256-byte aligned (torch's and CuPy's allocators give that), overlapping no other argument. The
     call overwrites it on `stream`; it must not be used on another stream until that work is done.
-    "bf16" takes no workspace (None).
+    "bf16" takes an optional workspace under the same rules, of attention_workspace_bytes(q, k, "bf16")
+    bytes: with it, a last round of tiles that would leave most SMs idle is spread over every SM (faster at
+    short sequences, equal up to fp32 rounding in those tiles); without it (None) every tile runs on one SM.
     """
     where = "xstage.attention_dlpack"
     scale = _scale_arg(softmax_scale, where)
@@ -115,8 +118,6 @@ def attention_dlpack(q, k, v, out, *, lse=None, softmax_scale=None, stream: int 
     if code == _native.PRECISIONS["fp8"] and workspace is None:
         raise ValueError(f"{where}: precision 'fp8' needs workspace: a 1-D uint8 CUDA tensor of "
                          "xstage.attention_workspace_bytes(q, k, 'fp8') bytes on q's device (None given)")
-    if code == _native.PRECISIONS["bf16"] and workspace is not None:
-        raise ValueError(f"{where}: workspace given with precision 'bf16', which uses none; accepted: None")
     # DLPack's stream numbering: 1 is the legacy default stream (0 is not allowed).
     producer_stream = 1 if not stream else int(stream)
     held = []

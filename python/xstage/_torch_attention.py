@@ -39,7 +39,7 @@ _lib = _native.lib()  # loaded when the torch layer is first used
 _tls = threading.local()
 _copies_lock = threading.Lock()
 _copies = 0  # q, k or v views the kernel could not read in place, copied to contiguous tensors
-# (q.shape, k.shape, precision) -> workspace bytes: one C call per distinct shape, not per call. Bounded: a
+# (q.shape, k.shape, precision, device) -> workspace bytes: one C call per distinct shape, not per call. Bounded: a
 # model has a handful of attention shapes; a run of many shapes only clears it now and then.
 _workspace_bytes_cache = {}
 _WORKSPACE_CACHE_SIZE = 256
@@ -126,7 +126,7 @@ def _outputs(q: torch.Tensor, return_lse: bool):
 
 def _workspace_bytes(q, k, precision: int) -> int:
     """Device bytes of the workspace of a `precision` call on q and k (the library's layout), cached per shape."""
-    key = (q.shape, k.shape, precision)
+    key = (q.shape, k.shape, precision, q.get_device())  # bf16's size is the device's schedule
     n = _workspace_bytes_cache.get(key)
     if n is not None:
         return n
@@ -144,7 +144,7 @@ def _workspace_bytes(q, k, precision: int) -> int:
 
 
 def _workspace(q, k, precision: int):
-    """The FP8 pre-pass's scratch buffer for one call, from the caching allocator: freed when the call
+    """The call's scratch buffer (the FP8 pre-pass's, or bf16's split tail's), from the caching allocator: freed when the call
     returns, its block is reused by later work of the same stream only after this call's."""
     return torch.empty((_workspace_bytes(q, k, precision),), dtype=_U8, device=q.device)
 
@@ -196,7 +196,8 @@ def _copy_unreadable_views(q, k, v):
 def _forward(q, k, v, scale: float, return_lse: bool, precision: int = _BF16_CODE):
     """The real computation (eager path and the custom op's implementation)."""
     out, lse = _outputs(q, return_lse)
-    workspace = None if precision == _BF16_CODE else _workspace(q, k, precision)
+    # bf16: the split tail's partials where this shape's schedule splits (0 bytes otherwise: no buffer).
+    workspace = _workspace(q, k, precision) if q.is_cuda and _workspace_bytes(q, k, precision) > 0 else None
     status = _launch(q, k, v, out, lse, scale, precision, workspace)
     if status == _native.ERR_LAYOUT:
         q, k, v = _copy_unreadable_views(q, k, v)

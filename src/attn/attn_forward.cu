@@ -47,9 +47,33 @@ bool attn_precision_from_name(const std::string& name, AttnPrecision* precision)
   return false;
 }
 
-size_t attn_forward_workspace_bytes(const AttnForwardProblem& p, AttnPrecision precision) {
-  if (precision != AttnPrecision::kFp8) return 0;
-  return fp8_workspace_layout(p).bytes;
+namespace {
+
+// Tuning builds may override block_n and the GEMM turn-taking (-DXSTAGE_ATTN_TUNE_BLOCK_N=176
+// -DXSTAGE_ATTN_TUNE_WG_ORDER=0); regular builds use the constexpr tile table.
+#if defined(XSTAGE_ATTN_TUNE_BLOCK_N)
+template <int HeadDim>
+using LaunchTraits = AttnKernelTraits<HeadDim, XSTAGE_ATTN_TUNE_BLOCK_N, sched::attn_tile_config(HeadDim).kv_stages,
+                                      bool(XSTAGE_ATTN_TUNE_WG_ORDER)>;
+#else
+template <int HeadDim>
+using LaunchTraits = AttnKernelTraits<HeadDim>;
+#endif
+
+// The bf16 split tail's workspace on the current device (0 without a device, or when nothing splits).
+size_t split_bytes(const AttnForwardProblem& p) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  if (p.head_dim == 64) return attn_split_workspace_bytes<LaunchTraits<64>>(p, device);
+  if (p.head_dim == 128) return attn_split_workspace_bytes<LaunchTraits<128>>(p, device);
+  return 0;
+}
+
+}  // namespace
+
+size_t attn_forward_workspace_bytes(const AttnForwardProblem& p, AttnPrecision precision, AttnTail tail) {
+  if (precision == AttnPrecision::kFp8) return fp8_workspace_layout(p).bytes;
+  return tail == AttnTail::kSplit ? split_bytes(p) : 0;
 }
 
 double attn_forward_flops(const AttnForwardProblem& p) {
@@ -81,6 +105,16 @@ std::string attn_forward_can_implement(const AttnForwardArgs& a) {
     if (reinterpret_cast<uintptr_t>(a.workspace) % sched::kAttnFp8WorkspaceAlign != 0) {
       return "workspace pointer not " + std::to_string(sched::kAttnFp8WorkspaceAlign) + "-byte aligned";
     }
+  } else if (a.workspace != nullptr) {
+    // bf16: optional; given, it must hold the split tail's partials (or the schedule must not split).
+    const size_t need = split_bytes(p);
+    if (a.workspace_bytes < need) {
+      return "workspace_bytes " + std::to_string(a.workspace_bytes) + " (precision bf16 with a workspace needs " +
+             std::to_string(need) + ", or no workspace)";
+    }
+    if (reinterpret_cast<uintptr_t>(a.workspace) % sched::kAttnFp8WorkspaceAlign != 0) {
+      return "workspace pointer not " + std::to_string(sched::kAttnFp8WorkspaceAlign) + "-byte aligned";
+    }
   }
   // TMA: global addresses 16-byte aligned, strides multiples of 16 bytes (8 bf16 elements).
   const int64_t strides[] = {p.q_stride_batch, p.q_stride_seq, p.q_stride_head, p.k_stride_batch,
@@ -97,17 +131,6 @@ std::string attn_forward_can_implement(const AttnForwardArgs& a) {
 
 namespace {
 
-// Tuning builds may override block_n and the GEMM turn-taking (-DXSTAGE_ATTN_TUNE_BLOCK_N=176
-// -DXSTAGE_ATTN_TUNE_WG_ORDER=0); regular builds use the constexpr tile table.
-#if defined(XSTAGE_ATTN_TUNE_BLOCK_N)
-template <int HeadDim>
-using LaunchTraits = AttnKernelTraits<HeadDim, XSTAGE_ATTN_TUNE_BLOCK_N, sched::attn_tile_config(HeadDim).kv_stages,
-                                      bool(XSTAGE_ATTN_TUNE_WG_ORDER)>;
-#else
-template <int HeadDim>
-using LaunchTraits = AttnKernelTraits<HeadDim>;
-#endif
-
 template <int HeadDim>
 cudaError_t launch(const AttnForwardArgs& a, cudaStream_t stream) {
   using Traits = LaunchTraits<HeadDim>;
@@ -116,7 +139,8 @@ cudaError_t launch(const AttnForwardArgs& a, cudaStream_t stream) {
   const AttnForwardProblem& p = a.problem;
   const typename Epilogue::Params ep{static_cast<Element*>(a.o), p.o_stride_batch, p.o_stride_seq, p.o_stride_head,
                                      a.lse, p.seq_q, p.heads};
-  return attn_launch_with_epilogue<Traits, Epilogue>(a, ep, stream);
+  // A workspace (checked: attn_forward_can_implement) splits the schedule's tail where that pays.
+  return attn_launch_with_epilogue<Traits, Epilogue>(a, ep, stream, 0, a.workspace);
 }
 
 }  // namespace

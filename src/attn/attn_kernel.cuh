@@ -1,5 +1,6 @@
 // The attention forward kernel: persistent CTAs, one producer warpgroup (TMA) and kNumMmaWarpGroups
-// consumer warpgroups (GMMA + softmax), static tile schedule from sched::AttnTileScheduler, and an
+// consumer warpgroups (GMMA + softmax), static tile schedule from sched::AttnTileScheduler (whole tiles,
+// and with a split tail segments whose partials meet in the tile's owner, attn_split.cuh), and an
 // epilogue policy that receives each finished output tile.
 #pragma once
 
@@ -11,6 +12,7 @@
 
 #include "attn_mainloop.cuh"
 #include "attn_named_barriers.cuh"
+#include "attn_split.cuh"
 #include "xstage/gpu/tma_pipeline.cuh"
 #include "xstage/sched/attn_tile_scheduler.hpp"
 
@@ -39,6 +41,7 @@ struct AttnForwardKernel {
     typename Mainloop::Params mainloop;
     typename Epilogue::Params epilogue;
     sched::AttnTileScheduler scheduler;
+    AttnSplitParams split;  // the split tail's workspace (scheduler.split() only)
   };
 
   static constexpr int kSharedBytes = int(sizeof(SharedStorage));
@@ -73,6 +76,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   __syncthreads();  // barriers initialized before anyone waits on them
 
   const sched::AttnTileScheduler& scheduler = params.scheduler;
+  const int n_blocks = (params.mainloop.seq_k + Traits::kBlockN - 1) / Traits::kBlockN;
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
@@ -80,10 +84,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       auto q_write = cutlass::make_producer_start_state<PipelineQ>();
       auto k_write = cutlass::make_producer_start_state<PipelineKV>();
       auto v_write = cutlass::make_producer_start_state<PipelineKV>();
-      for (int t = scheduler.first_tile(blockIdx.x); scheduler.valid(t); t = scheduler.next_tile(t, gridDim.x)) {
-        const sched::AttnTile tile = scheduler.tile(t);
+      const int units = scheduler.num_units(int(blockIdx.x), int(gridDim.x));
+      for (int i = 0; i < units; ++i) {
+        const sched::AttnWorkUnit u = scheduler.unit(int(blockIdx.x), i, int(gridDim.x));
+        const sched::AttnTile tile = scheduler.tile(u.tile);
+        const bool whole = u.role == sched::AttnUnitRole::kWhole;
         Mainloop::load(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_write, k_write, v_write,
-                       tile.m_block, tile.head, tile.batch);
+                       tile.m_block, tile.head, tile.batch, whole ? 0 : u.kb_begin, whole ? n_blocks : u.kb_end);
       }
       if constexpr (EpilogueHasProducerFinish<Epilogue>::value) {
         Epilogue::producer_finish(params.epilogue, storage.epilogue);
@@ -101,20 +108,30 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     typename PipelineKV::PipelineState k_read;
     typename PipelineKV::PipelineState v_read;
     typename Traits::TiledMmaPV mma_pv;
-    for (int t = scheduler.first_tile(blockIdx.x); scheduler.valid(t); t = scheduler.next_tile(t, gridDim.x)) {
-      const sched::AttnTile tile = scheduler.tile(t);
+    const int units = scheduler.num_units(int(blockIdx.x), int(gridDim.x));
+    for (int i = 0; i < units; ++i) {
+      const sched::AttnWorkUnit u = scheduler.unit(int(blockIdx.x), i, int(gridDim.x));
+      const sched::AttnTile tile = scheduler.tile(u.tile);
+      const bool whole = u.role == sched::AttnUnitRole::kWhole;
       Tensor acc_o = partition_fragment_C(mma_pv, Shape<typename Traits::BlockM, typename Traits::HeadDimT>{});
       OnlineSoftmax<2, Traits::kFp8, Traits::kQkInt8> softmax(params.mainloop.softmax_scale, params.mainloop.scale_log2);
       Mainloop::mma(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read, v_read, acc_o, softmax,
-                    mma_thread_idx, tile.m_block, tile.head, tile.batch);
+                    mma_thread_idx, tile.m_block, tile.head, tile.batch, whole ? 0 : u.kb_begin,
+                    whole ? n_blocks : u.kb_end);
+      if (u.role == sched::AttnUnitRole::kHelper) {
+        AttnSplit<Traits>::publish(params.split, int(blockIdx.x), acc_o, softmax, mma_thread_idx);
+        continue;
+      }
+      if (u.role == sched::AttnUnitRole::kOwner) {
+        AttnSplit<Traits>::merge(params.split, u.merge_first, u.merge_last, acc_o, softmax, mma_thread_idx);
+      }
       auto lse = softmax.finalize(acc_o);
       if constexpr (Traits::kFp8) {
         Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
         Mainloop::restore_lse(params.mainloop, lse, mma_thread_idx, tile.m_block, tile.head, tile.batch);
       }
-      Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile,
-                                                            scheduler.last_of_cta(t, gridDim.x), acc_o, lse,
-                                                            mma_thread_idx);
+      Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile, u.last_store,
+                                                            acc_o, lse, mma_thread_idx);
     }
     Epilogue::finish(params.epilogue, storage.epilogue, mma_thread_idx);
   }

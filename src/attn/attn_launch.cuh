@@ -14,7 +14,9 @@
 #include "attn_forward.hpp"
 #include "attn_fp8_quant.hpp"
 #include "attn_kernel.cuh"
+#include "attn_split.cuh"
 #include "xstage/gpu/launch_attr.hpp"
+#include "xstage/sched/attn_tile_config.hpp"
 #include "xstage/sched/attn_tile_scheduler.hpp"
 
 namespace xstage::attn {
@@ -56,12 +58,32 @@ inline cudaError_t attn_grid_size(const AttnForwardProblem& p, int device, int* 
   return cudaSuccess;
 }
 
+// The local forward's schedule on a grid of `grid` CTAs: whole tiles, with the tail split when the cost
+// model says it shortens the kernel (sched::AttnTileScheduler::with_split_tail) and split is allowed.
+template <class Traits>
+inline sched::AttnTileScheduler attn_local_schedule(const AttnForwardProblem& p, int grid, bool split) {
+  const sched::AttnTileScheduler whole(p.seq_q, Traits::kBlockM, p.heads, p.batch);
+  if (!split) return whole;
+  return whole.with_split_tail(grid, (p.seq_k + Traits::kBlockN - 1) / Traits::kBlockN,
+                               sched::attn_split_fixed_blocks(Traits::kHeadDim));
+}
+
+// Bytes of the split tail's workspace for this problem on `device`: 0 when its schedule does not split.
+template <class Traits>
+inline size_t attn_split_workspace_bytes(const AttnForwardProblem& p, int device) {
+  int grid = 0;
+  if (attn_grid_size<Traits>(p, device, &grid) != cudaSuccess) return 0;
+  return attn_local_schedule<Traits>(p, grid, true).split() ? AttnSplit<Traits>::workspace_bytes(grid) : 0;
+}
+
 // first_m_blocks: the tile scheduler's first phase (sched::AttnTileScheduler; 0: one phase). FP8 traits:
 // the quantization pre-pass into a.workspace runs first, on the same stream (a was checked by
 // attn_forward_can_implement).
+// split_workspace (one phase only): attn_split_workspace_bytes of device memory; the tail then splits
+// where the schedule says so, and the launch first zeroes its flags on `stream`.
 template <class Traits, class Epilogue>
 cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogue::Params const& ep, cudaStream_t stream,
-                                      int first_m_blocks = 0) {
+                                      int first_m_blocks = 0, void* split_workspace = nullptr) {
   using Kernel = AttnForwardKernel<Traits, Epilogue>;
   using Element = typename Traits::ElementMma;
   const AttnForwardProblem& p = a.problem;
@@ -113,13 +135,22 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
     ma.v_stride_head = p.v_stride_head;
   }
 
-  typename Kernel::Params params{Kernel::Mainloop::to_params(ma), ep,
-                                 sched::AttnTileScheduler(p.seq_q, Traits::kBlockM, p.heads, p.batch, first_m_blocks)};
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
   int grid = 0;
   if ((e = attn_grid_size<Traits>(p, device, &grid)) != cudaSuccess) return e;
+  typename Kernel::Params params{Kernel::Mainloop::to_params(ma), ep,
+                                 first_m_blocks > 0
+                                     ? sched::AttnTileScheduler(p.seq_q, Traits::kBlockM, p.heads, p.batch, first_m_blocks)
+                                     : attn_local_schedule<Traits>(p, grid, split_workspace != nullptr),
+                                 AttnSplitParams{}};
+  if (params.scheduler.split()) {
+    params.split = AttnSplit<Traits>::params(split_workspace, grid);
+    if ((e = cudaMemsetAsync(params.split.flags, 0, AttnSplit<Traits>::flag_bytes(grid), stream)) != cudaSuccess) {
+      return e;
+    }
+  }
 
   constexpr int smem_bytes = Kernel::kSharedBytes;
   if ((e = gpu::set_max_dynamic_shared_memory_once<attn_forward_kernel<Traits, Epilogue>>(device, smem_bytes)) !=

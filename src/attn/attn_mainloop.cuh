@@ -142,11 +142,12 @@ struct AttnMainloop {
     cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
   }
 
-  // Producer: called by all 32 lanes of the producer warp; lane 0 issues the copies.
+  // Producer: called by all 32 lanes of the producer warp; lane 0 issues the copies of the tile's Q and
+  // of key blocks [kb_begin, kb_end).
   template <class StateQ, class StateKV>
   static CUTE_DEVICE void load(Params const& p, Storage& storage, PipelineQ& pipe_q, PipelineKV& pipe_k,
                                PipelineKV& pipe_v, StateQ& q_write, StateKV& k_write, StateKV& v_write, int m_block,
-                               int head, int batch) {
+                               int head, int batch, int kb_begin, int kb_end) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
@@ -164,14 +165,13 @@ struct AttnMainloop {
     auto [tVgV, tVsV] = tma_partition(p.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sVt), group_modes<0, 2>(gVt));
 
     const bool issuer = cute::elect_one_sync();
-    const int n_blocks = (p.seq_k + kBlockN - 1) / kBlockN;
 
     attn_producer_acquire(pipe_q, q_write, kAttnWaitProducerQ);
     if (issuer) copy(p.tma_q.with(*pipe_q.producer_get_barrier(q_write)), tQgQ, tQsQ);
     ++q_write;
 
-    // Same order as the consumer: key blocks from last to first; K_j before V_j.
-    for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
+    // Same order as the consumer: key blocks kb_end - 1 down to kb_begin; K_j before V_j.
+    for (int n_block = kb_end - 1; n_block >= kb_begin; --n_block) {
       attn_producer_acquire(pipe_k, k_write, kAttnWaitProducerK);
       if (issuer) copy(p.tma_k.with(*pipe_k.producer_get_barrier(k_write)), tKgK(_, n_block), tKsK(_, k_write.index()));
       ++k_write;
@@ -181,11 +181,13 @@ struct AttnMainloop {
     }
   }
 
-  // Consumer: computes one tile's normalized output into acc_o and returns the rows' log-sum-exp.
+  // Consumer: one tile's key blocks [kb_begin, kb_end) (all of them, or a split tail segment,
+  // sched::AttnTileScheduler): the unnormalized output in acc_o, the rows' max and sum in softmax.
   template <class StateQ, class StateKV, class TensorO, class Softmax>
   static CUTE_DEVICE void mma(Params const& p, Storage& storage, PipelineQ& pipe_q, PipelineKV& pipe_k,
                               PipelineKV& pipe_v, StateQ& q_read, StateKV& k_read, StateKV& v_read, TensorO& acc_o,
-                              Softmax& softmax, int mma_thread_idx, int m_block, int head, int batch) {
+                              Softmax& softmax, int mma_thread_idx, int m_block, int head, int batch, int kb_begin,
+                              int kb_end) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
@@ -198,8 +200,6 @@ struct AttnMainloop {
     Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K) descriptors
     Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
-
-    const int n_blocks = (p.seq_k + kBlockN - 1) / kBlockN;
 
     // GEMM issue turns between the consumer warpgroups: each issue section waits for its own turn and
     // hands the turn to the other warpgroup, so the tensor cores alternate between them and one
@@ -274,7 +274,7 @@ struct AttnMainloop {
       return c;
     };
 
-    // First (possibly partial) key block.
+    // First key block: the tile's last, possibly partial, when the range reaches the end of the keys.
     attn_consumer_wait(pipe_q, q_read, kAttnWaitConsumerQ);
     attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK);
     turn_wait();
@@ -285,7 +285,7 @@ struct AttnMainloop {
     ++k_read;
     scores_to_float();
     {
-      const int valid_cols = p.seq_k - (n_blocks - 1) * kBlockN;
+      const int valid_cols = p.seq_k - (kb_end - 1) * kBlockN;
       if (valid_cols < kBlockN) {
         Tensor cS = make_identity_tensor(Shape<BlockM, BlockN>{});
         Tensor tScS = thr_qk.partition_C(cS);
@@ -295,7 +295,7 @@ struct AttnMainloop {
         }
       }
     }
-    softmax.template step<true>(acc_s, block_scale_log2(n_blocks - 1));
+    softmax.template step<true>(acc_s, block_scale_log2(kb_end - 1));
     convert_p(acc_s);
 
     bool first_pv = true;
@@ -308,7 +308,7 @@ struct AttnMainloop {
     cutlass::ConsumerToken k_polled{cutlass::BarrierStatus::WaitAgain};
     cutlass::ConsumerToken v_polled{cutlass::BarrierStatus::WaitAgain};
     CUTE_NO_UNROLL
-    for (int n_block = n_blocks - 2; n_block >= 0; --n_block) {
+    for (int n_block = kb_end - 2; n_block >= kb_begin; --n_block) {
       [[maybe_unused]] const RowScales c_j = block_scale_log2(n_block);  // FP8: loaded under the GEMMs
       attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK, k_polled);
       turn_wait();

@@ -147,6 +147,13 @@ struct OnlineSoftmax {
     return rescale;
   }
 
+  // The factor that brings a partial state with row max m to the merged row max m_new (m <= m_new): the
+  // split tail's merge (attn_split.cuh). Exactly 1 when m is the merged max.
+  __device__ __forceinline__ float merge_weight(float m, float m_new) const {
+    if (m == m_new) return 1.f;
+    return kBlockScaled ? gpu::ex2_approx_ftz(m - m_new) : gpu::ex2_approx_ftz((m - m_new) * scale_log2);
+  }
+
   // Multiplies the output rows by their rescale factors. A warp whose 16 rows all kept their max
   // (every factor exactly 1) skips the multiplies: a multiply by 1 is the identity, so the result is
   // bit-identical, and in the steady state most warps skip (the max of a row moves ever more rarely

@@ -24,6 +24,8 @@ enum AttnWaitRole : uint32_t {
   kAttnWaitConsumerQ = 3,
   kAttnWaitConsumerK = 4,
   kAttnWaitConsumerV = 5,
+  kAttnWaitSplitPartial = 6,  // a split tile's owner waiting for a helper's partial (stage: the helper CTA,
+                              // phase: the warp)
 };
 
 // Which wait expired: role (AttnWaitRole), stage, phase, block and thread.

@@ -435,7 +435,7 @@ std::string emulated_rank_forward(const void* q, const void* k, const void* v, i
   void** table = nullptr;
   uint32_t* epoch = nullptr;
   void* workspace = nullptr;
-  const std::size_t workspace_bytes = attn::attn_forward_workspace_bytes(prob, precision);
+  const std::size_t workspace_bytes = attn::attn_forward_workspace_bytes(prob, precision, attn::AttnTail::kWhole);
   std::string result;
   auto free_all = [&] {
     for (int p = 0; p < world; ++p) cudaFree(h[world + p]);

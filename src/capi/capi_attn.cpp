@@ -91,14 +91,7 @@ bool overlap(const Extent& a, const Extent& b) {
 // The workspace against the precision, alone and against the call's other tensors; its size needs the
 // kernel's layout (check_workspace_size).
 int check_workspace(const Call& c) {
-  if (c.precision == XSTAGE_ATTN_PRECISION_BF16) {
-    if (c.workspace) {
-      return fail(XSTAGE_ERR_VALUE, "workspace: a tensor (shape " + shape_text(*c.workspace) +
-                                        ") with precision 0 (XSTAGE_ATTN_PRECISION_BF16), which uses none; "
-                                        "accepted: NULL");
-    }
-    return XSTAGE_OK;
-  }
+  if (c.precision == XSTAGE_ATTN_PRECISION_BF16 && !c.workspace) return XSTAGE_OK;  // optional: whole tiles
   if (!c.workspace) {
     return fail(XSTAGE_ERR_VALUE, "workspace: missing (null tensor) with precision 1 (XSTAGE_ATTN_PRECISION_FP8); "
                                   "accepted: a 1-D uint8 CUDA tensor of xstage_attention_workspace_bytes bytes");
@@ -123,7 +116,7 @@ int check_workspace(const Call& c) {
   for (const auto& [name, t] : {std::pair{"q", c.q}, {"k", c.k}, {"v", c.v}, {"out", c.out}, {"lse", c.lse}}) {
     if (t && overlap(ws, extent_of(*t))) {
       return fail(XSTAGE_ERR_VALUE, std::string("workspace: its memory overlaps ") + name +
-                                        "'s; accepted: a buffer of its own (the pre-pass overwrites it)");
+                                        "'s; accepted: a buffer of its own (the kernel overwrites it)");
     }
   }
   return XSTAGE_OK;
@@ -167,16 +160,34 @@ int check_tensors(const Call& c) {
 #if XSTAGE_CAPI_HAVE_CUDA
 
 
-// The workspace's size against the layout the FP8 pre-pass writes (the problem's shapes).
+// The calling thread's current device set to `device` for a scope (bf16's workspace size is the split tail
+// plan of the tensors' device), restored after.
+struct CurrentDevice {
+  int saved = -1;
+  explicit CurrentDevice(int device) {
+    if (cudaGetDevice(&saved) != cudaSuccess || saved == device || cudaSetDevice(device) != cudaSuccess) saved = -1;
+  }
+  ~CurrentDevice() {
+    if (saved >= 0) cudaSetDevice(saved);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+};
+
+// The workspace's size against the layout the kernel writes (the problem's shapes): the FP8 pre-pass's, or
+// bf16's split tail partials.
 int check_workspace_size(const Call& c, const attn::AttnForwardProblem& p) {
-  if (c.precision != XSTAGE_ATTN_PRECISION_FP8) return XSTAGE_OK;
-  const size_t need = attn::attn_forward_workspace_bytes(p, attn::AttnPrecision::kFp8);
+  if (!c.workspace) return XSTAGE_OK;
+  const bool fp8 = c.precision == XSTAGE_ATTN_PRECISION_FP8;
+  const size_t need = attn::attn_forward_workspace_bytes(p, precision_of(c.precision));
   const int64_t have = c.workspace->shape[0];
   if (have < 0 || uint64_t(have) < need) {
     return fail(XSTAGE_ERR_VALUE, "workspace: " + std::to_string(have) + " bytes (shape " +
-                                      shape_text(*c.workspace) + "); precision 1 (XSTAGE_ATTN_PRECISION_FP8) needs " +
-                                      std::to_string(need) + " for q " + shape_text(*c.q) + " and k " +
-                                      shape_text(*c.k) + " (xstage_attention_workspace_bytes)");
+                                      shape_text(*c.workspace) + "); precision " +
+                                      (fp8 ? "1 (XSTAGE_ATTN_PRECISION_FP8)" : "0 (XSTAGE_ATTN_PRECISION_BF16)") +
+                                      " needs " + std::to_string(need) + " for q " + shape_text(*c.q) + " and k " +
+                                      shape_text(*c.k) + " (xstage_attention_workspace_bytes" +
+                                      (fp8 ? ")" : "; or NULL)"));
   }
   return XSTAGE_OK;
 }
@@ -185,6 +196,7 @@ int check_workspace_size(const Call& c, const attn::AttnForwardProblem& p) {
 // XSTAGE_ERR_LAYOUT (the caller may copy it); out's layout is the caller's buffer: XSTAGE_ERR_VALUE.
 int prepare(const Call& c, attn::AttnForwardArgs* args) {
   if (const int s = check_tensors(c); s != XSTAGE_OK) return s;
+  const CurrentDevice on_q(c.q->device.device_id);
   const attn::BshdView vq = view_of(*c.q), vk = view_of(*c.k), vv = view_of(*c.v), vo = view_of(*c.out);
   float* lse_ptr = c.lse ? static_cast<float*>(const_cast<void*>(data_of(*c.lse))) : nullptr;
   std::string why = attn::attn_forward_args_from_views(vq, vk, vv, vo, lse_ptr, c.softmax_scale, args);
@@ -303,6 +315,7 @@ int xstage_attention_workspace_bytes(const DLTensor* q, const DLTensor* k, int p
     xstage::attn::AttnForwardArgs args;
     why = xstage::attn::attn_forward_args_from_views(vq, vk, vk, vq, nullptr, 0.f, &args);
     if (!why.empty()) return fail(XSTAGE_ERR_VALUE, why);
+    const CurrentDevice on_q(q->device.device_id);
     *bytes = xstage::attn::attn_forward_workspace_bytes(args.problem, precision_of(precision));
     return ok();
 #else

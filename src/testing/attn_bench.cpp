@@ -65,8 +65,9 @@ AttnBenchResult run_attn_bench(const AttnBenchOptions& opt) {
     XSTAGE_CUDA_CHECK(attn_fill_normal_bf16(dev[s].k, nkv, seed + 4 * s + 2, 1.f, stream));
     XSTAGE_CUDA_CHECK(attn_fill_normal_bf16(dev[s].v, nkv, seed + 4 * s + 3, 1.f, stream));
   }
-  // One workspace (FP8): the launches run one after another on one stream, as a model's layers do.
-  const size_t ws_bytes = attn_forward_workspace_bytes(p, opt.precision);
+  // One workspace (FP8, or bf16's split tail): the launches run one after another on one stream, as a
+  // model's layers do.
+  const size_t ws_bytes = attn_forward_workspace_bytes(p, opt.precision, opt.tail);
   void* ws = nullptr;
   if (ws_bytes) XSTAGE_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
   auto args_for = [&](int s) {
@@ -142,6 +143,8 @@ AttnBenchResult run_attn_bench(const AttnBenchOptions& opt) {
   j["version"] = 1;
   j["kernel"] = fp8 ? "xstage_attn_fwd_fp8_sm90" : "xstage_attn_fwd_sm90";
   j["precision"] = attn_precision_name(opt.precision);
+  j["tail"] = opt.tail == AttnTail::kSplit ? "split" : "whole";
+  j["tail_split"] = opt.precision == AttnPrecision::kBf16 && ws_bytes > 0;  // whether this shape's schedule split
   j["shape"] = {{"batch", p.batch}, {"seq_q", p.seq_q}, {"seq_kv", p.seq_k}, {"heads", p.heads},
                 {"head_dim", p.head_dim}, {"layout", "bshd"}, {"causal", false}, {"dtype", "bf16"}};
   const auto cfg = xstage::sched::attn_tile_config(p.head_dim);

@@ -177,7 +177,8 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     XSTAGE_CUDA_CHECK(cudaMalloc(&R.recv, std::max<std::size_t>(std::size_t(n) * s_r * hl * d * 2, 16)));
     XSTAGE_CUDA_CHECK(cudaMalloc(&R.epoch, sizeof(uint32_t)));
     XSTAGE_CUDA_CHECK(cudaMemset(R.epoch, 0, sizeof(uint32_t)));
-    R.workspace_bytes = attn_forward_workspace_bytes(make_bshd_problem(1, cfg.seq, cfg.seq, hl, d), cfg.precision);
+    R.workspace_bytes =
+        attn_forward_workspace_bytes(make_bshd_problem(1, cfg.seq, cfg.seq, hl, d), cfg.precision, AttnTail::kWhole);
     if (R.workspace_bytes > 0) XSTAGE_CUDA_CHECK(cudaMalloc(&R.workspace, R.workspace_bytes));
     char* base = impl_->window ? static_cast<char*>(impl_->window->local_ptr(int(i)))
                                : static_cast<char*>(impl_->peers->ptr(R.rank));

@@ -97,6 +97,105 @@ TEST(AttnTileScheduler, ConsecutiveTilesShareHeadForL2Reuse) {
   EXPECT_EQ(c.m_block, 0);
 }
 
+// The split tail: every key block of every tile computed exactly once, every tile stored exactly once (by
+// a whole unit or its owner), an owner's merge range is exactly the CTAs holding the rest of its tile,
+// each CTA holds at most one helper segment and runs it before any owner segment (no wait depends on
+// another wait), one last_store per CTA on its final storing unit, and the whole-tile rounds are the
+// unsplit schedule's.
+TEST(AttnTileScheduler, SplitTailCoversEveryKeyBlockOnceAndStoresEveryTileOnce) {
+  int plans = 0;
+  for (int seq : {8192, 9450, 14850, 16384, 32768, 3000}) {
+    for (int heads : {1, 3, 5, 12}) {
+      for (int grid : {132, 114, 7}) {
+        for (int fixed : {0, 8}) {
+          const int n = (seq + 127) / 128;
+          const AttnTileScheduler one(seq, 128, heads, 1);
+          const AttnTileScheduler s = one.with_split_tail(grid, n, fixed);
+          if (one.num_tiles() <= grid || one.num_tiles() % grid == 0) EXPECT_FALSE(s.split());
+          if (!s.split()) continue;
+          ++plans;
+          const int t_count = s.num_tiles();
+          std::vector<int> blocks(size_t(t_count) * n, 0), stores(size_t(t_count), 0);
+          std::vector<int> helper_of_cta(size_t(grid), -1);
+          struct Owner { int tile, first, last, cta; };
+          std::vector<Owner> owners;
+          for (int cta = 0; cta < grid; ++cta) {
+            const int units = s.num_units(cta, grid);
+            int last_flags = 0, last_store_unit = -1, final_storing = -1;
+            bool seen_owner = false;
+            for (int i = 0; i < units; ++i) {
+              const AttnWorkUnit u = s.unit(cta, i, grid);
+              ASSERT_GE(u.tile, 0);
+              ASSERT_LT(u.tile, t_count);
+              const int b0 = u.role == AttnUnitRole::kWhole ? 0 : u.kb_begin;
+              const int b1 = u.role == AttnUnitRole::kWhole ? n : u.kb_end;
+              ASSERT_LT(b0, b1);
+              for (int b = b0; b < b1; ++b) ++blocks[size_t(u.tile) * n + b];
+              if (u.tile < s.tail_begin) {
+                ASSERT_EQ(u.role, AttnUnitRole::kWhole);
+                ASSERT_EQ(u.tile, one.first_tile(cta) + i * grid) << "whole rounds as unsplit";
+              }
+              if (u.role == AttnUnitRole::kHelper) {
+                ASSERT_FALSE(seen_owner) << "helper before owner";
+                ASSERT_EQ(helper_of_cta[size_t(cta)], -1) << "one helper per CTA";
+                ASSERT_GT(u.kb_begin, 0);
+                helper_of_cta[size_t(cta)] = u.tile;
+              } else {
+                ++stores[size_t(u.tile)];
+                final_storing = i;
+                if (u.role == AttnUnitRole::kOwner) {
+                  seen_owner = true;
+                  owners.push_back(Owner{u.tile, u.merge_first, u.merge_last, cta});
+                }
+              }
+              if (u.last_store) {
+                ++last_flags;
+                last_store_unit = i;
+              }
+            }
+            ASSERT_EQ(last_flags, 1) << "cta " << cta;
+            ASSERT_EQ(last_store_unit, final_storing) << "cta " << cta;
+          }
+          for (int c : blocks) ASSERT_EQ(c, 1) << seq << "x" << heads << " grid " << grid;
+          for (int c : stores) ASSERT_EQ(c, 1);
+          for (const Owner& o : owners) {
+            ASSERT_GT(o.first, o.cta);
+            ASSERT_LE(o.first, o.last);
+            for (int c = 0; c < grid; ++c) {
+              EXPECT_EQ(helper_of_cta[size_t(c)] == o.tile, c >= o.first && c <= o.last) << "tile " << o.tile;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(plans, 20);
+}
+
+// The cost model splits where a tail leaves most CTAs idle and keeps the unsplit schedule where a split
+// cannot pay for its second segment.
+TEST(AttnTileScheduler, SplitTailWhereItShortensTheKernel) {
+  const int f = attn_split_fixed_blocks(128);
+  auto plan = [&](int seq, int heads) {
+    return AttnTileScheduler(seq, 128, heads, 1).with_split_tail(132, (seq + 127) / 128, f);
+  };
+  EXPECT_TRUE(plan(8192, 5).split());    // 320 tiles: tail 56
+  EXPECT_TRUE(plan(8192, 3).split());    // 192: tail 60
+  EXPECT_TRUE(plan(14850, 5).split());   // 585: tail 57
+  EXPECT_TRUE(plan(16384, 5).split());   // 640: tail 112 of 128-block tiles
+  EXPECT_FALSE(plan(8192, 1).split());   // 64 tiles: one round
+  EXPECT_FALSE(plan(16384, 33).split()); // 4224 tiles: 32 rounds, no tail
+  EXPECT_FALSE(plan(1024, 132 + 130).split());  // 8-block tiles: a range plus a segment cost more than a tile
+  const AttnTileScheduler s = plan(8192, 5);
+  EXPECT_EQ(s.tail_begin, 264);
+  EXPECT_EQ(s.num_units(0, 132), 2 + 1);  // two rounds, then blocks [0, 27) of tile 264 (56 x 64 / 132 = 27.2)
+  const AttnWorkUnit u = s.unit(0, 2, 132);
+  EXPECT_EQ(u.role, AttnUnitRole::kOwner);
+  EXPECT_EQ(u.kb_end, 27);
+  EXPECT_EQ(u.merge_first, 1);
+  EXPECT_EQ(u.merge_last, 2);
+}
+
 TEST(AttnTileConfig, FitsSharedMemoryAndWarpgroups) {
   static_assert(attn_head_dim_supported(128));
   static_assert(attn_head_dim_supported(64));

@@ -4,7 +4,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -12,6 +14,8 @@
 #include "xstage/gpu/check.hpp"
 #include "gpu_test_support.hpp"
 #include "xstage/attn/forward.hpp"
+#include "xstage/sched/attn_tile_config.hpp"
+#include "xstage/sched/attn_tile_scheduler.hpp"
 #include "xstage/testing/attn_random.hpp"
 #include "xstage/testing/attn_reference.hpp"
 
@@ -19,6 +23,13 @@ namespace xstage::attn {
 namespace {
 
 using test::fresh_seed;
+
+float test_bf16_to_float(uint16_t b) {
+  const uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 // Elements spanned by a tensor with these strides (the largest offset + 1).
 size_t span(const AttnForwardProblem& p, int seq, int64_t sb, int64_t ss, int64_t sh) {
@@ -30,8 +41,10 @@ struct DeviceRun {
   std::vector<float> lse;
 };
 
-// Draws fresh inputs, poisons the outputs, runs the kernel, and copies everything back.
-DeviceRun run_kernel(const AttnForwardProblem& p, uint64_t seed, bool with_lse, int launches = 1) {
+// Draws fresh inputs, poisons the outputs, runs the kernel, and copies everything back. kSplit: with the
+// split tail's workspace, poisoned too (all-ones flags read as "partial ready": the launch must clear them).
+DeviceRun run_kernel(const AttnForwardProblem& p, uint64_t seed, bool with_lse, int launches = 1,
+                     AttnTail tail = AttnTail::kWhole) {
   const size_t nq = span(p, p.seq_q, p.q_stride_batch, p.q_stride_seq, p.q_stride_head);
   const size_t nk = span(p, p.seq_k, p.k_stride_batch, p.k_stride_seq, p.k_stride_head);
   const size_t nv = span(p, p.seq_k, p.v_stride_batch, p.v_stride_seq, p.v_stride_head);
@@ -48,9 +61,16 @@ DeviceRun run_kernel(const AttnForwardProblem& p, uint64_t seed, bool with_lse, 
   XSTAGE_CUDA_CHECK(attn_fill_normal_bf16(k, nk, seed * 3 + 2, 1.f, nullptr));
   XSTAGE_CUDA_CHECK(attn_fill_normal_bf16(v, nv, seed * 3 + 3, 1.f, nullptr));
   AttnForwardArgs a{p, q, k, v, o, lse};
+  void* ws = nullptr;
+  if (tail == AttnTail::kSplit) {
+    a.workspace_bytes = attn_forward_workspace_bytes(p, AttnPrecision::kBf16, AttnTail::kSplit);
+    if (a.workspace_bytes > 0) XSTAGE_CUDA_CHECK(cudaMalloc(&ws, a.workspace_bytes));
+    a.workspace = ws;
+  }
   EXPECT_EQ(attn_forward_can_implement(a), "");
   DeviceRun r;
   for (int i = 0; i < launches; ++i) {
+    if (ws) XSTAGE_CUDA_CHECK(cudaMemset(ws, 0xff, a.workspace_bytes));
     XSTAGE_CUDA_CHECK(cudaMemset(o, 0xff, no * 2));  // bf16 0xffff is NaN
     if (lse) XSTAGE_CUDA_CHECK(cudaMemset(lse, 0xff, nl * 4));
     XSTAGE_CUDA_CHECK(attn_forward(a, nullptr));
@@ -75,6 +95,7 @@ DeviceRun run_kernel(const AttnForwardProblem& p, uint64_t seed, bool with_lse, 
   XSTAGE_CUDA_CHECK(cudaFree(k));
   XSTAGE_CUDA_CHECK(cudaFree(v));
   XSTAGE_CUDA_CHECK(cudaFree(o));
+  XSTAGE_CUDA_CHECK(cudaFree(ws));
   return r;
 }
 
@@ -163,6 +184,79 @@ TEST(AttnForward, PersistentGridManyTilesSampled) {
   check_rows(p, r, attn_sample_rows(p, 400, seed), seed);
 }
 
+// The split tail (AttnTail::kSplit): shapes whose last round of tiles is split over the grid, ragged key
+// blocks included (the partial block is then a helper's). The split run matches the reference, is the
+// same launch after launch (the merge order is fixed), and against the whole-tile run on the same inputs:
+// rows of the whole-tile rounds are bit-identical (their schedule is unchanged), split rows agree to fp32
+// rounding before the bf16 output rounding (at most 2 bf16 ulps apart).
+struct SplitShape {
+  Shape s;
+  int d;
+};
+class AttnForwardSplitTail : public ::testing::TestWithParam<SplitShape> {};
+
+TEST_P(AttnForwardSplitTail, MatchesReferenceAndWholeTiles) {
+  REQUIRE_HOPPERS(1);
+  int sms = 0;
+  XSTAGE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  {
+    const Shape s = GetParam().s;
+    const int d = GetParam().d;
+    const AttnForwardProblem p = make_bshd_problem(s.batch, s.seq_q, s.seq_k, s.heads, d);
+    const sched::AttnTileScheduler whole(p.seq_q, 128, p.heads, p.batch);
+    const sched::AttnTileScheduler plan = whole.with_split_tail(
+        sched::AttnTileScheduler::grid_size(whole.num_tiles(), sms), (p.seq_k + 127) / 128,
+        sched::attn_split_fixed_blocks(d));
+    ASSERT_TRUE(plan.split()) << s.seq_q << " x " << s.heads;
+    ASSERT_GT(attn_forward_workspace_bytes(p, AttnPrecision::kBf16), 0u);
+    EXPECT_EQ(attn_forward_workspace_bytes(p, AttnPrecision::kBf16, AttnTail::kWhole), 0u);
+    const uint64_t seed = fresh_seed();
+    const DeviceRun split = run_kernel(p, seed, true, 2, AttnTail::kSplit);
+    check_rows(p, split, attn_sample_rows(p, 300, seed), seed);
+    const DeviceRun ref = run_kernel(p, seed, true, 1, AttnTail::kWhole);
+    ASSERT_EQ(split.q, ref.q);
+    size_t whole_rows = 0, split_rows = 0, differing = 0;
+    int worst_ulps = 0;
+    for (int b = 0; b < p.batch; ++b) {
+      for (int h = 0; h < p.heads; ++h) {
+        for (int i = 0; i < p.seq_q; ++i) {
+          const int tile = (b * p.heads + h) * whole.num_m_blocks + i / 128;
+          const bool in_tail = tile >= plan.tail_begin;
+          (in_tail ? split_rows : whole_rows) += 1;
+          for (int c = 0; c < d; ++c) {
+            const size_t e = size_t(b) * p.o_stride_batch + size_t(i) * p.o_stride_seq + size_t(h) * p.o_stride_head + c;
+            if (split.o[e] == ref.o[e]) continue;
+            ++differing;
+            ASSERT_TRUE(in_tail) << "whole-tile row " << i << " head " << h << " changed";
+            const float x = test_bf16_to_float(split.o[e]), y = test_bf16_to_float(ref.o[e]);
+            // In bf16 ulps of the larger magnitude (2^-7 relative per ulp at most), plus an absolute floor
+            // for values near zero, whose sign may differ.
+            const float ulp = std::ldexp(1.f, std::ilogb(std::max(std::fabs(x), std::fabs(y))) - 7);
+            worst_ulps = std::max(worst_ulps, std::fabs(x - y) <= 1e-6f ? 0 : int(std::ceil(std::fabs(x - y) / ulp)));
+          }
+        }
+      }
+    }
+    std::printf("  split tail d=%d: %zu whole-tile rows bit-identical, %zu split rows, %zu elements differ, "
+                "at most %d ulp\n", d, whole_rows, split_rows, differing, worst_ulps);
+    EXPECT_GT(whole_rows, 0u);
+    EXPECT_GT(split_rows, 0u);
+    EXPECT_LE(worst_ulps, 2);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttnForwardSplitTail,
+                         ::testing::Values(SplitShape{{2, 4096, 3000, 3}, 128},    // batch 2, ragged keys
+                                           SplitShape{{1, 8192, 8192, 3}, 128},    // tail 60 of 192 tiles
+                                           SplitShape{{1, 14850, 14850, 5}, 128},  // ragged both
+                                           SplitShape{{1, 8192, 8192, 3}, 64}),
+                         [](const ::testing::TestParamInfo<SplitShape>& i) {
+                           const SplitShape& x = i.param;
+                           return "b" + std::to_string(x.s.batch) + "_sq" + std::to_string(x.s.seq_q) + "_sk" +
+                                  std::to_string(x.s.seq_k) + "_h" + std::to_string(x.s.heads) + "_d" +
+                                  std::to_string(x.d);
+                         });
+
 TEST(AttnForward, RejectsUnsupportedProblems) {
   AttnForwardProblem p = make_bshd_problem(1, 128, 128, 1, 96);
   alignas(16) static char buf[64];
@@ -171,6 +265,16 @@ TEST(AttnForward, RejectsUnsupportedProblems) {
   a.problem = make_bshd_problem(1, 128, 128, 1, 128);
   a.problem.q_stride_seq = 100;
   EXPECT_NE(attn_forward_can_implement(a).find("stride"), std::string::npos);
+}
+
+TEST(AttnForward, RejectsABf16WorkspaceSmallerThanItsSplitTail) {
+  REQUIRE_HOPPERS(1);  // the split tail's size is the device's schedule
+  alignas(256) static char buf[256];
+  AttnForwardArgs a{make_bshd_problem(1, 8192, 8192, 5, 128), buf, buf, buf, buf, nullptr};
+  ASSERT_GT(attn_forward_workspace_bytes(a.problem, AttnPrecision::kBf16), 0u);
+  a.workspace = buf;
+  a.workspace_bytes = 64;
+  EXPECT_NE(attn_forward_can_implement(a).find("workspace_bytes 64"), std::string::npos);
 }
 
 }  // namespace

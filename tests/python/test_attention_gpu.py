@@ -68,6 +68,47 @@ def test_matches_fp32_reference_as_well_as_cudnn(shape):
     assert_as_accurate_as_peer(out, q, k, v)
 
 
+@pytest.mark.parametrize("shape", [(1, 8192, 8192, 3, 128), (2, 4096, 3000, 3, 128), (1, 8192, 8192, 3, 64)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_split_tail_shapes_match_the_reference_and_the_whole_tile_schedule(shape):
+    """Shapes whose last round of tiles leaves most SMs idle: xstage.attention spreads it over every SM (its
+    bf16 workspace); attention_dlpack without a workspace runs every tile whole. Both are as accurate as cuDNN
+    and agree to the output's rounding."""
+    b, sq, skv, h, d = shape
+    q, k, v = make_qkv(b, sq, skv, h, d, seed=sq + skv + d)
+    assert xstage.attention_workspace_bytes(q, k, "bf16") > 0
+    out, lse = xstage.attention(q, k, v, return_lse=True)
+    assert_as_accurate_as_peer(out, q, k, v)
+    whole = torch.full_like(out, float("nan"))
+    whole_lse = torch.full_like(lse, float("nan"))
+    xstage.attention_dlpack(q, k, v, whole, lse=whole_lse, stream=torch.cuda.current_stream().cuda_stream)
+    torch.testing.assert_close(out, whole, rtol=2 ** -7, atol=1e-5)
+    torch.testing.assert_close(lse, whole_lse, rtol=1e-5, atol=1e-5)
+    assert torch.equal(out, xstage.attention(q, k, v))  # the merge order is fixed: the same bits every call
+
+
+def test_split_tail_in_a_cuda_graph():
+    # The launch zeroes the split tail's flags on the stream: captured with the kernel, replayed each time.
+    q, k, v = make_qkv(1, 8192, 8192, 3, 128, seed=41)
+    static_q, static_k, static_v = q.clone(), k.clone(), v.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        xstage.attention(static_q, static_k, static_v)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = xstage.attention(static_q, static_k, static_v)
+    for seed in (42, 43):
+        q2, k2, v2 = make_qkv(1, 8192, 8192, 3, 128, seed=seed)
+        static_q.copy_(q2)
+        static_k.copy_(k2)
+        static_v.copy_(v2)
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(static_out, xstage.attention(q2, k2, v2), rtol=0, atol=0)
+
+
 def test_lse_and_softmax_scale():
     q, k, v = make_qkv(2, 700, 333, 3, 128, seed=3)
     out, lse = xstage.attention(q, k, v, softmax_scale=0.05, return_lse=True)

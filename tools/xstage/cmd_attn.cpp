@@ -25,6 +25,7 @@ namespace {
 
 struct BenchOptions : xstage::testing::AttnBenchOptions {
   std::string precision_name = "bf16";
+  std::string tail_name = "split";
   bool json = false;
   bool force = false;
   std::string out;
@@ -56,6 +57,10 @@ void run_bench(const BenchOptions& opt) {
   xstage::testing::AttnBenchOptions run = opt;
   run.keep_inputs = !opt.dump_dir.empty();
   run.precision = precision;
+  if (opt.tail_name != "split" && opt.tail_name != "whole") {
+    throw xstage::InputError(fmt::format("--tail: unsupported value '{}' (accepted: split, whole)", opt.tail_name));
+  }
+  run.tail = opt.tail_name == "whole" ? xstage::attn::AttnTail::kWhole : xstage::attn::AttnTail::kSplit;
   xstage::testing::AttnBenchResult r = xstage::testing::run_attn_bench(run);
   xstage::cli::stamp_json(r.json, "xstage.attn.bench/1");
   // The dump is written once the whole run has succeeded, beside --out, so a failure leaves neither.
@@ -90,6 +95,9 @@ void add_attn(CLI::App& root) {
   bench->add_option("--precision", opt->precision_name,
                     "Operand precision: bf16, or fp8 (e4m3 GEMMs after a quantization pre-pass counted in the "
                     "time; head dim 128)");
+  bench->add_option("--tail", opt->tail_name,
+                    "bf16: split (default: where the last round of tiles would leave most SMs idle, its key blocks "
+                    "are spread over every SM) or whole (every tile on one SM)");
   xstage::cli::add_json_option(bench, opt->json, "Print the result as JSON");
   xstage::cli::add_out_option(bench, opt->out, "Also write the JSON result to this file");
   xstage::cli::add_force_option(bench, opt->force, "Replace --out and the --dump files if they exist");

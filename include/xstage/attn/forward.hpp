@@ -51,15 +51,29 @@ struct AttnForwardArgs {
   void* o = nullptr;        // bf16, same element strides as given in problem
   float* lse = nullptr;     // optional [batch, heads, seq_q] fp32, natural-log log-sum-exp
   AttnPrecision precision = AttnPrecision::kBf16;
-  void* workspace = nullptr;   // kFp8: device memory of attn_forward_workspace_bytes, 256-byte aligned,
-  size_t workspace_bytes = 0;  // not used by another call on another stream at the same time
+  // kFp8: device memory of attn_forward_workspace_bytes, 256-byte aligned, not used by another call on
+  // another stream at the same time. kBf16: optional (nullptr: every tile whole); given (as large as
+  // attn_forward_workspace_bytes(problem, kBf16), same rules), the schedule's last round is split over
+  // all CTAs where that shortens the kernel (AttnTail).
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
+
+// How a bf16 call's last round of tiles runs. kWhole: each tile on one CTA, so a row's output depends
+// only on its own inputs, never on the problem's other heads or rows (the Ulysses paths, whose outputs
+// equal the local attention's bit for bit, use it). kSplit: when the last round would leave most CTAs
+// idle (T tiles on G CTAs, T mod G well under G), its key blocks are spread over every CTA and each
+// split tile's partial results are merged by its owner (sched::AttnTileScheduler::with_split_tail):
+// faster at short sequences, and equal to kWhole up to fp32 rounding in the split tiles.
+enum class AttnTail { kWhole, kSplit };
 
 AttnForwardProblem make_bshd_problem(int batch, int seq_q, int seq_k, int heads, int head_dim);
 
-// Device bytes the call needs as args.workspace: 0 for kBf16; for kFp8 the 8-bit copies of q, k and V^T
-// and their scales.
-size_t attn_forward_workspace_bytes(const AttnForwardProblem& p, AttnPrecision precision);
+// Device bytes of args.workspace: for kFp8 the 8-bit copies of q, k and V^T and their scales (required);
+// kBf16: the split tail's partials on the current device (AttnTail::kSplit; 0 when its schedule keeps every
+// tile whole, or for kWhole).
+size_t attn_forward_workspace_bytes(const AttnForwardProblem& p, AttnPrecision precision,
+                                    AttnTail tail = AttnTail::kSplit);
 
 // Empty when the kernel can run the problem; otherwise the reason, naming the offending field.
 std::string attn_forward_can_implement(const AttnForwardArgs& args);

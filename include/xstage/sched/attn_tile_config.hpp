@@ -32,6 +32,12 @@ inline constexpr int kAttnFp8WorkspaceAlign = 256;
 // key block of one K quantization scale, and a multiple of 32 (the P V GEMM's k step).
 constexpr AttnTileConfig attn_fp8_tile_config(int /*head_dim*/) { return AttnTileConfig{128, 128, 2, 2, true}; }
 
+// The split tail's cost model (AttnTileScheduler::with_split_tail): what a tile costs outside its key
+// blocks (the first block's S GEMM and softmax with no P V under them, the last P V, the epilogue), in key
+// blocks. Nsight Compute at 8192 x 5 and 16384 x 5, head_dim 128: 18.3 K cycles a tile against 2.34 K a
+// key block (docs/attn_notes.md, round 7).
+constexpr int attn_split_fixed_blocks(int /*head_dim*/) { return 8; }
+
 constexpr int attn_smem_operand_bytes(int head_dim) {
   const AttnTileConfig c = attn_tile_config(head_dim);
   return 2 * head_dim * (c.block_m + 2 * c.kv_stages * c.block_n);

@@ -11,7 +11,24 @@
 // uses it to schedule every tile holding other owners' rows (the rotated query order puts them first)
 // before the rank's own rows across all heads: the remote stores then end waves before the kernel does,
 // and the next tiles' Q-loops drain them (a2a_remote_m_blocks).
+//
+// Split tail (with_split_tail; the local forward with a workspace): T tiles on G CTAs are W = T / G full
+// rounds and a tail of r = T % G tiles, which leaves G - r CTAs idle for a whole tile: at 8192 x 5
+// (320 tiles on 132 SMs) the tail is 56 tiles and the kernel runs 3 tile times for 2.42 tiles of work.
+// The split plan runs the W rounds as above and spreads the tail's r x N key blocks (N per tile)
+// evenly over all G CTAs: CTA c takes the blocks [c L / G, (c + 1) L / G) of the tail (L = r N, the
+// tail's blocks numbered tile by tile). Since r < G a range is shorter than a tile, so it holds at most
+// two segments: the end of one tile and the start of the next. A segment starting at a tile's block 0
+// is the tile's owner; the others are helpers, each the first tail segment of its CTA, so a CTA holds at
+// most one helper segment (its partial result's slot is the CTA's index). A helper writes its rows'
+// unnormalized output, row max and row sum to its slot and raises a flag; the owner waits for the flags
+// of its helpers (the CTAs merge_first .. merge_last), merges their partials in CTA order (a fixed order:
+// the result does not depend on timing) and stores the tile. Helpers never wait, and a CTA runs its
+// helper segment before its owner segment, so no wait depends on another wait: the grid cannot deadlock
+// as long as every CTA eventually runs (a persistent grid of at most one CTA per SM).
 #pragma once
+
+#include <cstdint>
 
 #include "xstage/gpu/host_device.hpp"
 
@@ -23,11 +40,30 @@ struct AttnTile {
   int batch;
 };
 
+// What a CTA computes for one tile: all of its key blocks (kWhole), or a segment of a split tile.
+enum class AttnUnitRole : int {
+  kWhole = 0,   // keys [0, N): normalize and store
+  kHelper = 1,  // keys [kb_begin, kb_end), kb_begin > 0: write the partial result to this CTA's slot
+  kOwner = 2,   // keys [0, kb_end): merge the partials of CTAs merge_first .. merge_last, then store
+};
+
+struct AttnWorkUnit {
+  int tile;  // linear tile number (AttnTileScheduler::tile)
+  AttnUnitRole role;
+  int kb_begin, kb_end;  // key blocks of a split segment; kWhole: 0 and 0 (the caller knows N)
+  int merge_first, merge_last;  // kOwner: the helper CTAs whose partials complete the tile
+  bool last_store;  // no later unit of this CTA stores a tile (the epilogue's last_of_cta)
+};
+
 struct AttnTileScheduler {
   int num_m_blocks = 0;
   int num_heads = 0;
   int num_batch = 0;
   int first_m_blocks = 0;  // the first phase's m-blocks per (head, batch); 0 (or num_m_blocks): one phase
+  // Split tail (with_split_tail): 0 in a plan without one.
+  int split_grid = 0;   // G, the grid the plan was made for
+  int key_blocks = 0;   // N, key blocks per tile
+  int tail_begin = 0;   // W x G: the first tile of the tail
 
   constexpr AttnTileScheduler() = default;
   XSTAGE_HOST_DEVICE constexpr AttnTileScheduler(int seq_q, int block_m, int heads, int batch,
@@ -63,6 +99,75 @@ struct AttnTileScheduler {
   XSTAGE_HOST_DEVICE constexpr int first_tile(int cta) const { return cta; }
   XSTAGE_HOST_DEVICE constexpr int next_tile(int current, int grid) const { return current + grid; }
   XSTAGE_HOST_DEVICE constexpr bool valid(int linear) const { return linear < num_tiles(); }
+
+  XSTAGE_HOST_DEVICE constexpr bool split() const { return split_grid > 0; }
+
+  // The same schedule with its tail split over `grid` CTAs (see top), when that shortens the kernel: the
+  // tail then costs a CTA ceil(L / G) key blocks and two segments' fixed costs (prologue, last P V,
+  // epilogue; fixed_blocks, in key blocks) plus a merge (counted as one block), against one tile (N + F).
+  // Not split: one round or less (T <= G, no CTA would be left without a whole tile), no tail, a tail
+  // range under two blocks, or no gain.
+  constexpr AttnTileScheduler with_split_tail(int grid, int blocks_per_tile, int fixed_blocks) const {
+    AttnTileScheduler s = *this;
+    const int t = num_tiles();
+    if (grid < 2 || blocks_per_tile < 2 || t <= grid || t % grid == 0) return s;
+    const int64_t tail_blocks = int64_t(t % grid) * blocks_per_tile;
+    if (tail_blocks / grid < 2) return s;
+    const int64_t per_cta = (tail_blocks + grid - 1) / grid;
+    if (per_cta + fixed_blocks + 1 >= blocks_per_tile) return s;
+    s.split_grid = grid;
+    s.key_blocks = blocks_per_tile;
+    s.tail_begin = t - t % grid;
+    return s;
+  }
+
+  // The tail's blocks [begin(c), begin(c + 1)) belong to CTA c; the CTA holding tail block x.
+  XSTAGE_HOST_DEVICE constexpr int64_t tail_block_begin(int cta) const {
+    return int64_t(cta) * tail_length() / split_grid;
+  }
+  XSTAGE_HOST_DEVICE constexpr int cta_of_tail_block(int64_t x) const {
+    return int(((x + 1) * split_grid - 1) / tail_length());
+  }
+  XSTAGE_HOST_DEVICE constexpr int64_t tail_length() const {
+    return int64_t(num_tiles() - tail_begin) * key_blocks;
+  }
+
+  // The work units of CTA `cta` in a grid of `grid` (the plan's split_grid when split), in the order the
+  // CTA runs them: its whole tiles, then (split) its tail segments.
+  XSTAGE_HOST_DEVICE constexpr int num_units(int cta, int grid) const {
+    if (!split()) return cta < num_tiles() ? (num_tiles() - 1 - cta) / grid + 1 : 0;
+    const int whole = tail_begin / grid;
+    const int64_t a = tail_block_begin(cta), b = tail_block_begin(cta + 1);
+    if (a == b) return whole;
+    return whole + ((b - 1) / key_blocks != a / key_blocks ? 2 : 1);
+  }
+
+  // Whether one of CTA `cta`'s tail segments starts at a tile's block 0 (an owner's or a whole tile's).
+  XSTAGE_HOST_DEVICE constexpr bool tail_stores(int cta) const {
+    const int64_t a = tail_block_begin(cta), b = tail_block_begin(cta + 1);
+    return a < b && (a % key_blocks == 0 || (b - 1) / key_blocks != a / key_blocks);
+  }
+
+  XSTAGE_HOST_DEVICE constexpr AttnWorkUnit unit(int cta, int i, int grid) const {
+    const int n = num_units(cta, grid);
+    const int whole = split() ? tail_begin / grid : n;
+    if (i < whole) {
+      const bool last = i == n - 1 || (i == whole - 1 && !tail_stores(cta));
+      return AttnWorkUnit{cta + i * grid, AttnUnitRole::kWhole, 0, 0, 0, 0, last};
+    }
+    const int64_t a = tail_block_begin(cta), b = tail_block_begin(cta + 1);
+    // The segment: the first one starts at a, the second at the next tile's block 0.
+    const int64_t seg_begin = i == whole ? a : ((a / key_blocks) + 1) * key_blocks;
+    const int64_t tile_in_tail = seg_begin / key_blocks;
+    const int64_t tile_end = (tile_in_tail + 1) * key_blocks;
+    const int64_t seg_end = b < tile_end ? b : tile_end;
+    const int kb_begin = int(seg_begin - tile_in_tail * key_blocks);
+    const int kb_end = int(seg_end - tile_in_tail * key_blocks);
+    const int t = tail_begin + int(tile_in_tail);
+    if (kb_begin > 0) return AttnWorkUnit{t, AttnUnitRole::kHelper, kb_begin, kb_end, 0, 0, false};
+    if (kb_end == key_blocks) return AttnWorkUnit{t, AttnUnitRole::kWhole, 0, 0, 0, 0, true};
+    return AttnWorkUnit{t, AttnUnitRole::kOwner, 0, kb_end, cta + 1, cta_of_tail_block(tile_end - 1), true};
+  }
 
   // Persistent grid: one CTA per SM (the kernel's shared memory allows one), never more CTAs than tiles.
   static constexpr int grid_size(int num_tiles, int num_sms) {

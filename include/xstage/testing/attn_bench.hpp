@@ -29,6 +29,7 @@ struct AttnBenchOptions {
   long long seed = -1;  // -1: fresh
   bool lse = false;
   xstage::attn::AttnPrecision precision = xstage::attn::AttnPrecision::kBf16;
+  xstage::attn::AttnTail tail = xstage::attn::AttnTail::kSplit;  // bf16: the last round's schedule
   bool keep_inputs = false;  // return q, k, v, o of the checked run (AttnBenchResult::dumps)
 };
 
