@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 
 import xstage  # noqa: E402
 
-from attention_reference import BF16, DEV, make_qkv, reference, skip_without_the_kernel  # noqa: E402
+from attention_reference import (BF16, DEV, graph_replays_match_eager, make_qkv, reference,  # noqa: E402
+                                 skip_without_the_kernel)
 
 skip_without_the_kernel()
 
@@ -177,24 +178,7 @@ def test_fp8_bad_input_at_trace_time():
 
 
 def test_fp8_cuda_graph_capture():
-    q, k, v = make_qkv(2, 1024, 600, 3, 128, seed=31)
-    static_q, static_k, static_v = q.clone(), k.clone(), v.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            xstage.attention(static_q, static_k, static_v, precision="fp8")
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):  # the workspace comes from the graph's private pool
-        static_out = xstage.attention(static_q, static_k, static_v, precision="fp8")
-    q2, k2, v2 = make_qkv(2, 1024, 600, 3, 128, seed=32)
-    static_q.copy_(q2)
-    static_k.copy_(k2)
-    static_v.copy_(v2)
-    graph.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(static_out, xstage.attention(q2, k2, v2, precision="fp8"), rtol=0, atol=0)
+    graph_replays_match_eager((2, 1024, 600, 3, 128), lambda q, k, v: xstage.attention(q, k, v, precision="fp8"))
 
 
 @pytest.mark.parametrize("case, exc, words", [

@@ -14,7 +14,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import xstage  # noqa: E402
 
-from attention_reference import BF16, DEV, make_qkv, reference, skip_without_the_kernel  # noqa: E402
+from attention_reference import (BF16, DEV, graph_replays_match_eager, make_qkv, reference,  # noqa: E402
+                                 skip_without_the_kernel)
 
 skip_without_the_kernel()
 
@@ -89,24 +90,7 @@ def test_split_tail_shapes_match_the_reference_and_the_whole_tile_schedule(shape
 
 def test_split_tail_in_a_cuda_graph():
     # The launch zeroes the split tail's flags on the stream: captured with the kernel, replayed each time.
-    q, k, v = make_qkv(1, 8192, 8192, 3, 128, seed=41)
-    static_q, static_k, static_v = q.clone(), k.clone(), v.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        xstage.attention(static_q, static_k, static_v)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = xstage.attention(static_q, static_k, static_v)
-    for seed in (42, 43):
-        q2, k2, v2 = make_qkv(1, 8192, 8192, 3, 128, seed=seed)
-        static_q.copy_(q2)
-        static_k.copy_(k2)
-        static_v.copy_(v2)
-        graph.replay()
-        torch.cuda.synchronize()
-        torch.testing.assert_close(static_out, xstage.attention(q2, k2, v2), rtol=0, atol=0)
+    graph_replays_match_eager((1, 8192, 8192, 3, 128), xstage.attention, seeds=(42, 43), warmups=1)
 
 
 def test_lse_and_softmax_scale():
@@ -192,24 +176,7 @@ def test_torch_compile_fullgraph():
 
 
 def test_cuda_graph_capture():
-    q, k, v = make_qkv(2, 1024, 600, 3, 64, seed=31)
-    static_q, static_k, static_v = q.clone(), k.clone(), v.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            xstage.attention(static_q, static_k, static_v)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = xstage.attention(static_q, static_k, static_v)
-    q2, k2, v2 = make_qkv(2, 1024, 600, 3, 64, seed=32)
-    static_q.copy_(q2)
-    static_k.copy_(k2)
-    static_v.copy_(v2)
-    graph.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(static_out, xstage.attention(q2, k2, v2), rtol=0, atol=0)
+    graph_replays_match_eager((2, 1024, 600, 3, 64), xstage.attention)
 
 
 @pytest.mark.parametrize("case, exc, words", [
