@@ -59,7 +59,7 @@ void xstage_free(void* p);
  *  BF16: bf16 operands, fp32 accumulation. A workspace is optional: with one (of
  *        xstage_attention_workspace_bytes bytes, when that is not 0), a last round of tiles that would
  *        leave most SMs idle has its key blocks spread over every SM and merged (faster at short
- *        sequences; equal to the call without a workspace up to fp32 rounding in those tiles). Without
+ *        sequences; in those tiles as accurate as, not bit-identical to, the call without one). Without
  *        one, every tile runs on one SM, so each row's output depends only on its own inputs.
  *  FP8:  head_dim 128 only. A pre-pass on the same stream quantizes q, k and v to 8 bits (formats and
  *        scales: docs/attn_fp8.md) into a caller-owned workspace, then 8-bit matrix products at twice

@@ -110,7 +110,8 @@ def attention_dlpack(q, k, v, out, *, lse=None, softmax_scale=None, stream: int 
     call overwrites it on `stream`; it must not be used on another stream until that work is done.
     "bf16" takes an optional workspace under the same rules, of attention_workspace_bytes(q, k, "bf16")
     bytes: with it, a last round of tiles that would leave most SMs idle is spread over every SM (faster at
-    short sequences, equal up to fp32 rounding in those tiles); without it (None) every tile runs on one SM.
+    short sequences; those tiles as accurate as, not bit-identical to, whole ones); without it (None) every tile
+    runs on one SM.
     """
     where = "xstage.attention_dlpack"
     scale = _scale_arg(softmax_scale, where)

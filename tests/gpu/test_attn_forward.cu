@@ -185,10 +185,11 @@ TEST(AttnForward, PersistentGridManyTilesSampled) {
 }
 
 // The split tail (AttnTail::kSplit): shapes whose last round of tiles is split over the grid, ragged key
-// blocks included (the partial block is then a helper's). The split run matches the reference, is the
-// same launch after launch (the merge order is fixed), and against the whole-tile run on the same inputs:
-// rows of the whole-tile rounds are bit-identical (their schedule is unchanged), split rows agree to fp32
-// rounding before the bf16 output rounding (at most 2 bf16 ulps apart).
+// blocks included (the partial block is then a helper's). The split run matches the reference on rows of
+// the split tiles (the same bounds as every bf16 test) and is the same launch after launch (the merge
+// order is fixed); against the whole-tile run on the same inputs, rows of the whole-tile rounds are
+// bit-identical (their schedule is unchanged). Split rows differ from whole-tile ones at the level of P's
+// bf16 rounding, which is relative to each segment's own running max, not at fp32's.
 struct SplitShape {
   Shape s;
   int d;
@@ -212,11 +213,17 @@ TEST_P(AttnForwardSplitTail, MatchesReferenceAndWholeTiles) {
     EXPECT_EQ(attn_forward_workspace_bytes(p, AttnPrecision::kBf16, AttnTail::kWhole), 0u);
     const uint64_t seed = fresh_seed();
     const DeviceRun split = run_kernel(p, seed, true, 2, AttnTail::kSplit);
-    check_rows(p, split, attn_sample_rows(p, 300, seed), seed);
+    std::vector<AttnRow> tail_rows;  // rows of split tiles, every tail tile's first and last and a few between
+    for (AttnRow row : attn_sample_rows(p, 2000, seed)) {
+      const int tile = (row.batch * p.heads + row.head) * whole.num_m_blocks + row.row / 128;
+      if (tile >= plan.tail_begin && tail_rows.size() < 300) tail_rows.push_back(row);
+    }
+    ASSERT_GE(tail_rows.size(), 100u);
+    check_rows(p, split, tail_rows, seed);
     const DeviceRun ref = run_kernel(p, seed, true, 1, AttnTail::kWhole);
     ASSERT_EQ(split.q, ref.q);
     size_t whole_rows = 0, split_rows = 0, differing = 0;
-    int worst_ulps = 0;
+    float worst = 0.f;
     for (int b = 0; b < p.batch; ++b) {
       for (int h = 0; h < p.heads; ++h) {
         for (int i = 0; i < p.seq_q; ++i) {
@@ -228,20 +235,15 @@ TEST_P(AttnForwardSplitTail, MatchesReferenceAndWholeTiles) {
             if (split.o[e] == ref.o[e]) continue;
             ++differing;
             ASSERT_TRUE(in_tail) << "whole-tile row " << i << " head " << h << " changed";
-            const float x = test_bf16_to_float(split.o[e]), y = test_bf16_to_float(ref.o[e]);
-            // In bf16 ulps of the larger magnitude (2^-7 relative per ulp at most), plus an absolute floor
-            // for values near zero, whose sign may differ.
-            const float ulp = std::ldexp(1.f, std::ilogb(std::max(std::fabs(x), std::fabs(y))) - 7);
-            worst_ulps = std::max(worst_ulps, std::fabs(x - y) <= 1e-6f ? 0 : int(std::ceil(std::fabs(x - y) / ulp)));
+            worst = std::max(worst, std::fabs(test_bf16_to_float(split.o[e]) - test_bf16_to_float(ref.o[e])));
           }
         }
       }
     }
-    std::printf("  split tail d=%d: %zu whole-tile rows bit-identical, %zu split rows, %zu elements differ, "
-                "at most %d ulp\n", d, whole_rows, split_rows, differing, worst_ulps);
+    std::printf("  split tail d=%d: %zu whole-tile rows bit-identical, %zu split rows, %zu elements differ "
+                "from the whole-tile run, by at most %.3e\n", d, whole_rows, split_rows, differing, worst);
     EXPECT_GT(whole_rows, 0u);
     EXPECT_GT(split_rows, 0u);
-    EXPECT_LE(worst_ulps, 2);
   }
 }
 

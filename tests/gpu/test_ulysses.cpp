@@ -165,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Fresh N(0,1) Q [seq, heads, 128] and K, V [seq + joint, heads, 128] (joint keys after the sequence's) on
 // the current device and the local kernel's output of them at `precision` (bf16 bits, the reference of
-// the one-GPU fused tests; fp8 on the object's workspace, which the fused calls reuse: args()). The
+// the one-GPU fused tests, every tile whole; fp8 on the object's workspace, which the fused calls reuse: args()). The
 // buffers are freed with the object.
 struct LocalAttention {
   AttnForwardProblem prob;
@@ -197,7 +197,8 @@ void run_local_attention(int seq, int heads, uint64_t seed, cudaStream_t stream,
   ASSERT_EQ(cudaMalloc(&la.qkv[0], elems * 2), cudaSuccess);
   for (int t = 1; t < 3; ++t) ASSERT_EQ(cudaMalloc(&la.qkv[t], kv_elems * 2), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&la.o, elems * 2), cudaSuccess);
-  la.workspace_bytes = attn_forward_workspace_bytes(la.prob, precision);
+  // Whole tiles: the Ulysses paths equal the local attention that runs every tile on one CTA (AttnTail).
+  la.workspace_bytes = attn_forward_workspace_bytes(la.prob, precision, AttnTail::kWhole);
   if (la.workspace_bytes > 0) ASSERT_EQ(cudaMalloc(&la.workspace, la.workspace_bytes), cudaSuccess);
   for (int t = 0; t < 3; ++t)
     ASSERT_EQ(attn_fill_normal_bf16(la.qkv[t], t == 0 ? elems : kv_elems, seed + 7 * t, 1.0f, stream), cudaSuccess);

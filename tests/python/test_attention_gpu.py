@@ -74,7 +74,8 @@ def test_matches_fp32_reference_as_well_as_cudnn(shape):
 def test_split_tail_shapes_match_the_reference_and_the_whole_tile_schedule(shape):
     """Shapes whose last round of tiles leaves most SMs idle: xstage.attention spreads it over every SM (its
     bf16 workspace); attention_dlpack without a workspace runs every tile whole. Both are as accurate as cuDNN
-    and agree to the output's rounding."""
+    and agree to within the kernel's own error (not bit for bit: P's bf16 rounding is relative to each split
+    segment's running max)."""
     b, sq, skv, h, d = shape
     q, k, v = make_qkv(b, sq, skv, h, d, seed=sq + skv + d)
     assert xstage.attention_workspace_bytes(q, k, "bf16") > 0
@@ -83,8 +84,13 @@ def test_split_tail_shapes_match_the_reference_and_the_whole_tile_schedule(shape
     whole = torch.full_like(out, float("nan"))
     whole_lse = torch.full_like(lse, float("nan"))
     xstage.attention_dlpack(q, k, v, whole, lse=whole_lse, stream=torch.cuda.current_stream().cuda_stream)
-    torch.testing.assert_close(out, whole, rtol=2 ** -7, atol=1e-5)
-    torch.testing.assert_close(lse, whole_lse, rtol=1e-5, atol=1e-5)
+    torch.cuda.synchronize()
+    assert_as_accurate_as_peer(whole, q, k, v)
+    ref, ref_lse = reference(q, k, v)
+    ours_max, _ = errors(out, ref)
+    assert (out.float() - whole.float()).abs().max().item() <= 2 * ours_max
+    torch.testing.assert_close(lse, ref_lse, rtol=1e-4, atol=2e-3)
+    torch.testing.assert_close(lse, whole_lse, rtol=1e-4, atol=1e-4)
     assert torch.equal(out, xstage.attention(q, k, v))  # the merge order is fixed: the same bits every call
 
 

@@ -64,7 +64,8 @@ struct AttnForwardArgs {
 // equal the local attention's bit for bit, use it). kSplit: when the last round would leave most CTAs
 // idle (T tiles on G CTAs, T mod G well under G), its key blocks are spread over every CTA and each
 // split tile's partial results are merged by its owner (sched::AttnTileScheduler::with_split_tail):
-// faster at short sequences, and equal to kWhole up to fp32 rounding in the split tiles.
+// faster at short sequences. Split tiles are as accurate as kWhole's but not bit-identical: P is rounded
+// to bf16 relative to each segment's own running max.
 enum class AttnTail { kWhole, kSplit };
 
 AttnForwardProblem make_bshd_problem(int batch, int seq_q, int seq_k, int heads, int head_dim);
