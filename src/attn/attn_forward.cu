@@ -140,7 +140,7 @@ cudaError_t launch(const AttnForwardArgs& a, cudaStream_t stream) {
   const typename Epilogue::Params ep{static_cast<Element*>(a.o), p.o_stride_batch, p.o_stride_seq, p.o_stride_head,
                                      a.lse, p.seq_q, p.heads};
   // A workspace (checked: attn_forward_can_implement) splits the schedule's tail where that pays.
-  return attn_launch_with_epilogue<Traits, Epilogue>(a, ep, stream, 0, a.workspace);
+  return attn_launch_with_epilogue<Traits, Epilogue, /*kAllowSplit=*/true>(a, ep, stream, 0, a.workspace);
 }
 
 }  // namespace

@@ -47,7 +47,10 @@ struct AttnForwardKernel {
   static constexpr int kSharedBytes = int(sizeof(SharedStorage));
 };
 
-template <class Traits, class Epilogue>
+// kSplitTail: the schedule's work units (whole tiles, then split tail segments; scheduler.split() plans);
+// otherwise whole tiles only. Two instantiations because the unit loop and the merge code cost the
+// whole-tile kernel 2.5-3.5 % per tile even where nothing splits (docs/attn_notes.md, round 8).
+template <class Traits, class Epilogue, bool kSplitTail = false>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     attn_forward_kernel(CUTE_GRID_CONSTANT typename AttnForwardKernel<Traits, Epilogue>::Params const params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -84,13 +87,21 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       auto q_write = cutlass::make_producer_start_state<PipelineQ>();
       auto k_write = cutlass::make_producer_start_state<PipelineKV>();
       auto v_write = cutlass::make_producer_start_state<PipelineKV>();
-      const int units = scheduler.num_units(int(blockIdx.x), int(gridDim.x));
-      for (int i = 0; i < units; ++i) {
-        const sched::AttnWorkUnit u = scheduler.unit(int(blockIdx.x), i, int(gridDim.x));
-        const sched::AttnTile tile = scheduler.tile(u.tile);
-        const bool whole = u.role == sched::AttnUnitRole::kWhole;
-        Mainloop::load(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_write, k_write, v_write,
-                       tile.m_block, tile.head, tile.batch, whole ? 0 : u.kb_begin, whole ? n_blocks : u.kb_end);
+      if constexpr (kSplitTail) {
+        const int units = scheduler.num_units(int(blockIdx.x), int(gridDim.x));
+        for (int i = 0; i < units; ++i) {
+          const sched::AttnWorkUnit u = scheduler.unit(int(blockIdx.x), i, int(gridDim.x));
+          const sched::AttnTile tile = scheduler.tile(u.tile);
+          const bool whole = u.role == sched::AttnUnitRole::kWhole;
+          Mainloop::load(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_write, k_write, v_write,
+                         tile.m_block, tile.head, tile.batch, whole ? 0 : u.kb_begin, whole ? n_blocks : u.kb_end);
+        }
+      } else {
+        for (int t = scheduler.first_tile(blockIdx.x); scheduler.valid(t); t = scheduler.next_tile(t, gridDim.x)) {
+          const sched::AttnTile tile = scheduler.tile(t);
+          Mainloop::load(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_write, k_write, v_write,
+                         tile.m_block, tile.head, tile.batch, 0, n_blocks);
+        }
       }
       if constexpr (EpilogueHasProducerFinish<Epilogue>::value) {
         Epilogue::producer_finish(params.epilogue, storage.epilogue);
@@ -108,30 +119,49 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     typename PipelineKV::PipelineState k_read;
     typename PipelineKV::PipelineState v_read;
     typename Traits::TiledMmaPV mma_pv;
-    const int units = scheduler.num_units(int(blockIdx.x), int(gridDim.x));
-    for (int i = 0; i < units; ++i) {
-      const sched::AttnWorkUnit u = scheduler.unit(int(blockIdx.x), i, int(gridDim.x));
-      const sched::AttnTile tile = scheduler.tile(u.tile);
-      const bool whole = u.role == sched::AttnUnitRole::kWhole;
-      Tensor acc_o = partition_fragment_C(mma_pv, Shape<typename Traits::BlockM, typename Traits::HeadDimT>{});
-      OnlineSoftmax<2, Traits::kFp8, Traits::kQkInt8> softmax(params.mainloop.softmax_scale, params.mainloop.scale_log2);
-      Mainloop::mma(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read, v_read, acc_o, softmax,
-                    mma_thread_idx, tile.m_block, tile.head, tile.batch, whole ? 0 : u.kb_begin,
-                    whole ? n_blocks : u.kb_end);
-      if (u.role == sched::AttnUnitRole::kHelper) {
-        AttnSplit<Traits>::publish(params.split, int(blockIdx.x), acc_o, softmax, mma_thread_idx);
-        continue;
+    if constexpr (kSplitTail) {
+      const int units = scheduler.num_units(int(blockIdx.x), int(gridDim.x));
+      for (int i = 0; i < units; ++i) {
+        const sched::AttnWorkUnit u = scheduler.unit(int(blockIdx.x), i, int(gridDim.x));
+        const sched::AttnTile tile = scheduler.tile(u.tile);
+        const bool whole = u.role == sched::AttnUnitRole::kWhole;
+        Tensor acc_o = partition_fragment_C(mma_pv, Shape<typename Traits::BlockM, typename Traits::HeadDimT>{});
+        OnlineSoftmax<2, Traits::kFp8, Traits::kQkInt8> softmax(params.mainloop.softmax_scale, params.mainloop.scale_log2);
+        Mainloop::mma(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read, v_read, acc_o, softmax,
+                      mma_thread_idx, tile.m_block, tile.head, tile.batch, whole ? 0 : u.kb_begin,
+                      whole ? n_blocks : u.kb_end);
+        if (u.role == sched::AttnUnitRole::kHelper) {
+          AttnSplit<Traits>::publish(params.split, int(blockIdx.x), acc_o, softmax, mma_thread_idx);
+          continue;
+        }
+        if (u.role == sched::AttnUnitRole::kOwner) {
+          AttnSplit<Traits>::merge(params.split, u.merge_first, u.merge_last, acc_o, softmax, mma_thread_idx);
+        }
+        auto lse = softmax.finalize(acc_o);
+        if constexpr (Traits::kFp8) {
+          Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
+          Mainloop::restore_lse(params.mainloop, lse, mma_thread_idx, tile.m_block, tile.head, tile.batch);
+        }
+        Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile, u.last_store,
+                                                              acc_o, lse, mma_thread_idx);
       }
-      if (u.role == sched::AttnUnitRole::kOwner) {
-        AttnSplit<Traits>::merge(params.split, u.merge_first, u.merge_last, acc_o, softmax, mma_thread_idx);
+    } else {
+      for (int t = scheduler.first_tile(blockIdx.x); scheduler.valid(t); t = scheduler.next_tile(t, gridDim.x)) {
+        const sched::AttnTile tile = scheduler.tile(t);
+        Tensor acc_o = partition_fragment_C(mma_pv, Shape<typename Traits::BlockM, typename Traits::HeadDimT>{});
+        OnlineSoftmax<2, Traits::kFp8, Traits::kQkInt8> softmax(params.mainloop.softmax_scale,
+                                                                params.mainloop.scale_log2);
+        Mainloop::mma(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read, v_read, acc_o,
+                      softmax, mma_thread_idx, tile.m_block, tile.head, tile.batch, 0, n_blocks);
+        auto lse = softmax.finalize(acc_o);
+        if constexpr (Traits::kFp8) {
+          Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
+          Mainloop::restore_lse(params.mainloop, lse, mma_thread_idx, tile.m_block, tile.head, tile.batch);
+        }
+        Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile,
+                                                              scheduler.last_of_cta(t, gridDim.x), acc_o, lse,
+                                                              mma_thread_idx);
       }
-      auto lse = softmax.finalize(acc_o);
-      if constexpr (Traits::kFp8) {
-        Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
-        Mainloop::restore_lse(params.mainloop, lse, mma_thread_idx, tile.m_block, tile.head, tile.batch);
-      }
-      Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile, u.last_store,
-                                                            acc_o, lse, mma_thread_idx);
     }
     Epilogue::finish(params.epilogue, storage.epilogue, mma_thread_idx);
   }

@@ -8,6 +8,7 @@
 #endif
 
 #include <cmath>
+#include <type_traits>
 
 #include <cuda_runtime_api.h>
 
@@ -65,7 +66,8 @@ inline sched::AttnTileScheduler attn_local_schedule(const AttnForwardProblem& p,
   const sched::AttnTileScheduler whole(p.seq_q, Traits::kBlockM, p.heads, p.batch);
   if (!split) return whole;
   return whole.with_split_tail(grid, (p.seq_k + Traits::kBlockN - 1) / Traits::kBlockN,
-                               sched::attn_split_fixed_blocks(Traits::kHeadDim));
+                               sched::attn_split_fixed_blocks(Traits::kHeadDim),
+                               sched::attn_split_penalty_pct(Traits::kHeadDim));
 }
 
 // Bytes of the split tail's workspace for this problem on `device`: 0 when its schedule does not split.
@@ -81,7 +83,8 @@ inline size_t attn_split_workspace_bytes(const AttnForwardProblem& p, int device
 // attn_forward_can_implement).
 // split_workspace (one phase only): attn_split_workspace_bytes of device memory; the tail then splits
 // where the schedule says so, and the launch first zeroes its flags on `stream`.
-template <class Traits, class Epilogue>
+// kAllowSplit: instantiate the split-tail kernel too (the local epilogue only; the fused ones run whole tiles).
+template <class Traits, class Epilogue, bool kAllowSplit = false>
 cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogue::Params const& ep, cudaStream_t stream,
                                       int first_m_blocks = 0, void* split_workspace = nullptr) {
   using Kernel = AttnForwardKernel<Traits, Epilogue>;
@@ -143,7 +146,7 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
   typename Kernel::Params params{Kernel::Mainloop::to_params(ma), ep,
                                  first_m_blocks > 0
                                      ? sched::AttnTileScheduler(p.seq_q, Traits::kBlockM, p.heads, p.batch, first_m_blocks)
-                                     : attn_local_schedule<Traits>(p, grid, split_workspace != nullptr),
+                                     : attn_local_schedule<Traits>(p, grid, kAllowSplit && split_workspace != nullptr),
                                  AttnSplitParams{}};
   if (params.scheduler.split()) {
     params.split = AttnSplit<Traits>::params(split_workspace, grid);
@@ -153,12 +156,17 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
   }
 
   constexpr int smem_bytes = Kernel::kSharedBytes;
-  if ((e = gpu::set_max_dynamic_shared_memory_once<attn_forward_kernel<Traits, Epilogue>>(device, smem_bytes)) !=
-      cudaSuccess) {
-    return e;
+  auto launch = [&](auto split_tail) {
+    constexpr auto kernel = attn_forward_kernel<Traits, Epilogue, decltype(split_tail)::value>;
+    const cudaError_t le = gpu::set_max_dynamic_shared_memory_once<kernel>(device, smem_bytes);
+    if (le != cudaSuccess) return le;
+    kernel<<<grid, Traits::kNumThreads, smem_bytes, stream>>>(params);
+    return cudaGetLastError();
+  };
+  if constexpr (kAllowSplit) {
+    if (params.scheduler.split()) return launch(std::true_type{});
   }
-  attn_forward_kernel<Traits, Epilogue><<<grid, Traits::kNumThreads, smem_bytes, stream>>>(params);
-  return cudaGetLastError();
+  return launch(std::false_type{});
 }
 
 }  // namespace xstage::attn

@@ -177,12 +177,13 @@ TEST(AttnTileScheduler, SplitTailCoversEveryKeyBlockOnceAndStoresEveryTileOnce) 
 TEST(AttnTileScheduler, SplitTailWhereItShortensTheKernel) {
   const int f = attn_split_fixed_blocks(128);
   auto plan = [&](int seq, int heads) {
-    return AttnTileScheduler(seq, 128, heads, 1).with_split_tail(132, (seq + 127) / 128, f);
+    return AttnTileScheduler(seq, 128, heads, 1).with_split_tail(132, (seq + 127) / 128, f, attn_split_penalty_pct(128));
   };
   EXPECT_TRUE(plan(8192, 5).split());    // 320 tiles: tail 56
   EXPECT_TRUE(plan(8192, 3).split());    // 192: tail 60
   EXPECT_TRUE(plan(14850, 5).split());   // 585: tail 57
-  EXPECT_TRUE(plan(16384, 5).split());   // 640: tail 112 of 128-block tiles
+  EXPECT_FALSE(plan(16384, 5).split());  // 640: tail 112 of 128-block tiles saves 1.5 %, under the penalty
+  EXPECT_FALSE(plan(118800, 3).split()); // 2787: tail 15, 4 % of a 22-round kernel
   EXPECT_FALSE(plan(8192, 1).split());   // 64 tiles: one round
   EXPECT_FALSE(plan(16384, 33).split()); // 4224 tiles: 32 rounds, no tail
   EXPECT_FALSE(plan(1024, 132 + 130).split());  // 8-block tiles: a range plus a segment cost more than a tile

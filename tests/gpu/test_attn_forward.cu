@@ -207,7 +207,7 @@ TEST_P(AttnForwardSplitTail, MatchesReferenceAndWholeTiles) {
     const sched::AttnTileScheduler whole(p.seq_q, 128, p.heads, p.batch);
     const sched::AttnTileScheduler plan = whole.with_split_tail(
         sched::AttnTileScheduler::grid_size(whole.num_tiles(), sms), (p.seq_k + 127) / 128,
-        sched::attn_split_fixed_blocks(d));
+        sched::attn_split_fixed_blocks(d), sched::attn_split_penalty_pct(d));
     ASSERT_TRUE(plan.split()) << s.seq_q << " x " << s.heads;
     ASSERT_GT(attn_forward_workspace_bytes(p, AttnPrecision::kBf16), 0u);
     EXPECT_EQ(attn_forward_workspace_bytes(p, AttnPrecision::kBf16, AttnTail::kWhole), 0u);

@@ -37,6 +37,9 @@ constexpr AttnTileConfig attn_fp8_tile_config(int /*head_dim*/) { return AttnTil
 // blocks. Nsight Compute at 8192 x 5 and 16384 x 5, head_dim 128: 18.3 K cycles a tile against 2.34 K a
 // key block (docs/attn_notes.md, round 7).
 constexpr int attn_split_fixed_blocks(int /*head_dim*/) { return 8; }
+// The split-tail kernel's per-tile cost against the whole-tile kernel's, in percent (same process, same
+// tiles: 2.5-3.5 % at 16K-119K keys; docs/attn_notes.md, round 8).
+constexpr int attn_split_penalty_pct(int /*head_dim*/) { return 3; }
 
 constexpr int attn_smem_operand_bytes(int head_dim) {
   const AttnTileConfig c = attn_tile_config(head_dim);

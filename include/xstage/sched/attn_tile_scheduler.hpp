@@ -102,19 +102,25 @@ struct AttnTileScheduler {
 
   XSTAGE_HOST_DEVICE constexpr bool split() const { return split_grid > 0; }
 
-  // The same schedule with its tail split over `grid` CTAs (see top), when that shortens the kernel: the
-  // tail then costs a CTA ceil(L / G) key blocks and two segments' fixed costs (prologue, last P V,
-  // epilogue; fixed_blocks, in key blocks) plus a merge (counted as one block), against one tile (N + F).
-  // Not split: one round or less (T <= G, no CTA would be left without a whole tile), no tail, a tail
-  // range under two blocks, or no gain.
-  constexpr AttnTileScheduler with_split_tail(int grid, int blocks_per_tile, int fixed_blocks) const {
+  // The same schedule with its tail split over `grid` CTAs (see top), when that shortens the kernel by at
+  // least 3 %. In key blocks: unsplit, a CTA runs W + 1 tiles of N + F (F = fixed_blocks: what a tile costs
+  // outside its key blocks); split, W tiles, ceil(L / G) tail blocks, a second segment's F and a merge
+  // (one block), all penalty_pct % slower (the split kernel's measured per-tile cost; docs/attn_notes.md,
+  // round 8). Not split: one round or less (T <= G, no CTA would be left without a whole tile), no tail,
+  // a tail range under two blocks, or too little gain.
+  constexpr AttnTileScheduler with_split_tail(int grid, int blocks_per_tile, int fixed_blocks,
+                                              int penalty_pct = 0) const {
     AttnTileScheduler s = *this;
     const int t = num_tiles();
     if (grid < 2 || blocks_per_tile < 2 || t <= grid || t % grid == 0) return s;
     const int64_t tail_blocks = int64_t(t % grid) * blocks_per_tile;
     if (tail_blocks / grid < 2) return s;
     const int64_t per_cta = (tail_blocks + grid - 1) / grid;
-    if (per_cta + fixed_blocks + 1 >= blocks_per_tile) return s;
+    const int64_t rounds = t / grid, tile_cost = blocks_per_tile + fixed_blocks;
+    const int64_t whole_cost = (rounds + 1) * tile_cost;
+    const int64_t split_cost = rounds * tile_cost + per_cta + 2 * fixed_blocks + 1;
+    // split_cost x (1 + penalty) <= 0.97 x whole_cost, in integers.
+    if (split_cost * (100 + penalty_pct) * 100 > whole_cost * 97 * 100) return s;
     s.split_grid = grid;
     s.key_blocks = blocks_per_tile;
     s.tail_begin = t - t % grid;
