@@ -13,8 +13,9 @@
 //   template <class TiledMmaPV, class TensorO, class RowLse>
 //   static void store(Params const&, SharedStorage&, sched::AttnTile tile, bool last_of_cta,
 //                     TensorO const& acc_o, RowLse const& lse, int mma_thread_idx);
-//       last_of_cta: `tile` is the last tile of this CTA (the kernel's schedule says so; an epilogue
-//       that must finish its own asynchronous work before the CTA exits does it there);
+//       last_of_cta: no later work of this CTA stores a tile (the kernel's schedule says so; with a split
+//       tail a helper segment may still follow, which stores nothing); an epilogue that must finish its
+//       own asynchronous work before the CTA exits does it there;
 //       acc_o: this thread's normalized fp32 output fragment of the kBlockM x head_dim tile, in
 //       TiledMmaPV's accumulator layout; lse: natural-log LSE of the thread's rows;
 //       mma_thread_idx: 0 .. kNumMmaThreads-1 over the consumer warpgroups.
