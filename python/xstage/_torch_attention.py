@@ -144,9 +144,13 @@ def _workspace_bytes(q, k, precision: int) -> int:
 
 
 def _workspace(q, k, precision: int):
-    """The call's scratch buffer (the FP8 pre-pass's, or bf16's split tail's), from the caching allocator: freed when the call
-    returns, its block is reused by later work of the same stream only after this call's."""
-    return torch.empty((_workspace_bytes(q, k, precision),), dtype=_U8, device=q.device)
+    """The call's scratch buffer (the FP8 pre-pass's, or bf16's split tail's where its shape splits; None where it
+    needs none), from the caching allocator: freed when the call returns, its block is reused by later work of the
+    same stream only after this call's."""
+    if not q.is_cuda:
+        return None  # refused by the call's own checks
+    n = _workspace_bytes(q, k, precision)
+    return torch.empty((n,), dtype=_U8, device=q.device) if n > 0 else None
 
 
 def _prepare(q, k, v, out, lse, scale: float, precision: int = _BF16_CODE, workspace=None) -> int:
@@ -196,8 +200,7 @@ def _copy_unreadable_views(q, k, v):
 def _forward(q, k, v, scale: float, return_lse: bool, precision: int = _BF16_CODE):
     """The real computation (eager path and the custom op's implementation)."""
     out, lse = _outputs(q, return_lse)
-    # bf16: the split tail's partials where this shape's schedule splits (0 bytes otherwise: no buffer).
-    workspace = _workspace(q, k, precision) if q.is_cuda and _workspace_bytes(q, k, precision) > 0 else None
+    workspace = _workspace(q, k, precision)
     status = _launch(q, k, v, out, lse, scale, precision, workspace)
     if status == _native.ERR_LAYOUT:
         q, k, v = _copy_unreadable_views(q, k, v)

@@ -102,9 +102,6 @@ std::string attn_forward_can_implement(const AttnForwardArgs& a) {
       return "workspace_bytes " + std::to_string(a.workspace_bytes) + " (precision fp8 needs " + std::to_string(need) +
              ")";
     }
-    if (reinterpret_cast<uintptr_t>(a.workspace) % sched::kAttnFp8WorkspaceAlign != 0) {
-      return "workspace pointer not " + std::to_string(sched::kAttnFp8WorkspaceAlign) + "-byte aligned";
-    }
   } else if (a.workspace != nullptr) {
     // bf16: optional; given, it must hold the split tail's partials (or the schedule must not split).
     const size_t need = split_bytes(p);
@@ -112,9 +109,9 @@ std::string attn_forward_can_implement(const AttnForwardArgs& a) {
       return "workspace_bytes " + std::to_string(a.workspace_bytes) + " (precision bf16 with a workspace needs " +
              std::to_string(need) + ", or no workspace)";
     }
-    if (reinterpret_cast<uintptr_t>(a.workspace) % sched::kAttnFp8WorkspaceAlign != 0) {
-      return "workspace pointer not " + std::to_string(sched::kAttnFp8WorkspaceAlign) + "-byte aligned";
-    }
+  }
+  if (a.workspace != nullptr && reinterpret_cast<uintptr_t>(a.workspace) % sched::kAttnFp8WorkspaceAlign != 0) {
+    return "workspace pointer not " + std::to_string(sched::kAttnFp8WorkspaceAlign) + "-byte aligned";
   }
   // TMA: global addresses 16-byte aligned, strides multiples of 16 bytes (8 bf16 elements).
   const int64_t strides[] = {p.q_stride_batch, p.q_stride_seq, p.q_stride_head, p.k_stride_batch,
