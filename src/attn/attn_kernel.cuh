@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   __syncthreads();  // barriers initialized before anyone waits on them
 
   const sched::AttnTileScheduler& scheduler = params.scheduler;
-  const int n_blocks = (params.mainloop.seq_k + Traits::kBlockN - 1) / Traits::kBlockN;
+  [[maybe_unused]] const int n_blocks = (params.mainloop.seq_k + Traits::kBlockN - 1) / Traits::kBlockN;
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
@@ -93,14 +93,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           const sched::AttnWorkUnit u = scheduler.unit(int(blockIdx.x), i, int(gridDim.x));
           const sched::AttnTile tile = scheduler.tile(u.tile);
           const bool whole = u.role == sched::AttnUnitRole::kWhole;
-          Mainloop::load(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_write, k_write, v_write,
-                         tile.m_block, tile.head, tile.batch, whole ? 0 : u.kb_begin, whole ? n_blocks : u.kb_end);
+          Mainloop::template load<false>(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_write, k_write,
+                                         v_write, tile.m_block, tile.head, tile.batch, whole ? 0 : u.kb_begin,
+                                         whole ? n_blocks : u.kb_end);
         }
       } else {
         for (int t = scheduler.first_tile(blockIdx.x); scheduler.valid(t); t = scheduler.next_tile(t, gridDim.x)) {
           const sched::AttnTile tile = scheduler.tile(t);
-          Mainloop::load(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_write, k_write, v_write,
-                         tile.m_block, tile.head, tile.batch, 0, n_blocks);
+          Mainloop::template load<true>(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_write, k_write,
+                                        v_write, tile.m_block, tile.head, tile.batch);
         }
       }
       if constexpr (EpilogueHasProducerFinish<Epilogue>::value) {
@@ -127,9 +128,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         const bool whole = u.role == sched::AttnUnitRole::kWhole;
         Tensor acc_o = partition_fragment_C(mma_pv, Shape<typename Traits::BlockM, typename Traits::HeadDimT>{});
         OnlineSoftmax<2, Traits::kFp8, Traits::kQkInt8> softmax(params.mainloop.softmax_scale, params.mainloop.scale_log2);
-        Mainloop::mma(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read, v_read, acc_o, softmax,
-                      mma_thread_idx, tile.m_block, tile.head, tile.batch, whole ? 0 : u.kb_begin,
-                      whole ? n_blocks : u.kb_end);
+        Mainloop::template mma<false>(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read,
+                                      v_read, acc_o, softmax, mma_thread_idx, tile.m_block, tile.head, tile.batch,
+                                      whole ? 0 : u.kb_begin, whole ? n_blocks : u.kb_end);
         if (u.role == sched::AttnUnitRole::kHelper) {
           AttnSplit<Traits>::publish(params.split, int(blockIdx.x), acc_o, softmax, mma_thread_idx);
           continue;
@@ -151,8 +152,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         Tensor acc_o = partition_fragment_C(mma_pv, Shape<typename Traits::BlockM, typename Traits::HeadDimT>{});
         OnlineSoftmax<2, Traits::kFp8, Traits::kQkInt8> softmax(params.mainloop.softmax_scale,
                                                                 params.mainloop.scale_log2);
-        Mainloop::mma(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read, v_read, acc_o,
-                      softmax, mma_thread_idx, tile.m_block, tile.head, tile.batch, 0, n_blocks);
+        Mainloop::template mma<true>(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read,
+                                     v_read, acc_o, softmax, mma_thread_idx, tile.m_block, tile.head, tile.batch);
         auto lse = softmax.finalize(acc_o);
         if constexpr (Traits::kFp8) {
           Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);

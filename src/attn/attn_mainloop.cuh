@@ -142,12 +142,18 @@ struct AttnMainloop {
     cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
   }
 
+  // kAllKeys (load and mma): the whole tile, key blocks [0, ceil(seq_k / kBlockN)); the range arguments
+  // are then ignored. The bounds are written `kAllKeys ? 0 : kb_begin` where they are used, so with
+  // kAllKeys the lower bound is the constant 0 from the front end on and the whole-tile kernel compiles to
+  // exactly the code it had before split segments existed. A 0 that reaches the consumer's loop only by
+  // propagation (passed in as an argument) gave that loop different code (docs/attn_notes.md, round 9).
+
   // Producer: called by all 32 lanes of the producer warp; lane 0 issues the copies of the tile's Q and
   // of key blocks [kb_begin, kb_end).
-  template <class StateQ, class StateKV>
+  template <bool kAllKeys, class StateQ, class StateKV>
   static CUTE_DEVICE void load(Params const& p, Storage& storage, PipelineQ& pipe_q, PipelineKV& pipe_k,
                                PipelineKV& pipe_v, StateQ& q_write, StateKV& k_write, StateKV& v_write, int m_block,
-                               int head, int batch, int kb_begin, int kb_end) {
+                               int head, int batch, int kb_begin = 0, int kb_end = 0) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
@@ -165,13 +171,15 @@ struct AttnMainloop {
     auto [tVgV, tVsV] = tma_partition(p.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sVt), group_modes<0, 2>(gVt));
 
     const bool issuer = cute::elect_one_sync();
+    const int kb_lo = kAllKeys ? 0 : kb_begin;
+    const int kb_hi = kAllKeys ? (p.seq_k + kBlockN - 1) / kBlockN : kb_end;
 
     attn_producer_acquire(pipe_q, q_write, kAttnWaitProducerQ);
     if (issuer) copy(p.tma_q.with(*pipe_q.producer_get_barrier(q_write)), tQgQ, tQsQ);
     ++q_write;
 
-    // Same order as the consumer: key blocks kb_end - 1 down to kb_begin; K_j before V_j.
-    for (int n_block = kb_end - 1; n_block >= kb_begin; --n_block) {
+    // Same order as the consumer: key blocks kb_hi - 1 down to kb_lo; K_j before V_j.
+    for (int n_block = kb_hi - 1; n_block >= kb_lo; --n_block) {
       attn_producer_acquire(pipe_k, k_write, kAttnWaitProducerK);
       if (issuer) copy(p.tma_k.with(*pipe_k.producer_get_barrier(k_write)), tKgK(_, n_block), tKsK(_, k_write.index()));
       ++k_write;
@@ -183,11 +191,11 @@ struct AttnMainloop {
 
   // Consumer: one tile's key blocks [kb_begin, kb_end) (all of them, or a split tail segment,
   // sched::AttnTileScheduler): the unnormalized output in acc_o, the rows' max and sum in softmax.
-  template <class StateQ, class StateKV, class TensorO, class Softmax>
+  template <bool kAllKeys, class StateQ, class StateKV, class TensorO, class Softmax>
   static CUTE_DEVICE void mma(Params const& p, Storage& storage, PipelineQ& pipe_q, PipelineKV& pipe_k,
                               PipelineKV& pipe_v, StateQ& q_read, StateKV& k_read, StateKV& v_read, TensorO& acc_o,
-                              Softmax& softmax, int mma_thread_idx, int m_block, int head, int batch, int kb_begin,
-                              int kb_end) {
+                              Softmax& softmax, int mma_thread_idx, int m_block, int head, int batch,
+                              int kb_begin = 0, int kb_end = 0) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
@@ -200,6 +208,9 @@ struct AttnMainloop {
     Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K) descriptors
     Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
+
+    const int kb_lo = kAllKeys ? 0 : kb_begin;
+    const int kb_hi = kAllKeys ? (p.seq_k + kBlockN - 1) / kBlockN : kb_end;
 
     // GEMM issue turns between the consumer warpgroups: each issue section waits for its own turn and
     // hands the turn to the other warpgroup, so the tensor cores alternate between them and one
@@ -285,7 +296,7 @@ struct AttnMainloop {
     ++k_read;
     scores_to_float();
     {
-      const int valid_cols = p.seq_k - (kb_end - 1) * kBlockN;
+      const int valid_cols = p.seq_k - (kb_hi - 1) * kBlockN;
       if (valid_cols < kBlockN) {
         Tensor cS = make_identity_tensor(Shape<BlockM, BlockN>{});
         Tensor tScS = thr_qk.partition_C(cS);
@@ -295,7 +306,7 @@ struct AttnMainloop {
         }
       }
     }
-    softmax.template step<true>(acc_s, block_scale_log2(kb_end - 1));
+    softmax.template step<true>(acc_s, block_scale_log2(kb_hi - 1));
     convert_p(acc_s);
 
     bool first_pv = true;
@@ -308,7 +319,7 @@ struct AttnMainloop {
     cutlass::ConsumerToken k_polled{cutlass::BarrierStatus::WaitAgain};
     cutlass::ConsumerToken v_polled{cutlass::BarrierStatus::WaitAgain};
     CUTE_NO_UNROLL
-    for (int n_block = kb_end - 2; n_block >= kb_begin; --n_block) {
+    for (int n_block = kb_hi - 2; n_block >= kb_lo; --n_block) {
       [[maybe_unused]] const RowScales c_j = block_scale_log2(n_block);  // FP8: loaded under the GEMMs
       attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK, k_polled);
       turn_wait();
