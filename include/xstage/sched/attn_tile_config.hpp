@@ -38,7 +38,9 @@ constexpr AttnTileConfig attn_fp8_tile_config(int /*head_dim*/) { return AttnTil
 // key block (docs/attn_notes.md, round 7).
 constexpr int attn_split_fixed_blocks(int /*head_dim*/) { return 8; }
 // The split-tail kernel's per-tile cost against the whole-tile kernel's, in percent (same process, same
-// tiles: 2.5-3.5 % at 16K-119K keys; docs/attn_notes.md, round 8).
+// tiles: 2.5-3.5 % at 16K-119K keys; docs/attn_notes.md, round 8). With it and the 3 % gain margin of
+// with_split_tail only tails that leave most SMs idle split; splitting every tail the model without them
+// calls a gain measured 2.1-4.4 % slower (round 9: under the 700 W limit a filled last round costs clock).
 constexpr int attn_split_penalty_pct(int /*head_dim*/) { return 3; }
 
 constexpr int attn_smem_operand_bytes(int head_dim) {
