@@ -140,7 +140,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         }
         auto lse = softmax.finalize(acc_o);
         if constexpr (Traits::kFp8) {
-          Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
+          if constexpr (Traits::kFp8PV) {
+            Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
+          }
           Mainloop::restore_lse(params.mainloop, lse, mma_thread_idx, tile.m_block, tile.head, tile.batch);
         }
         Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile, u.last_store,
@@ -156,7 +158,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                                      v_read, acc_o, softmax, mma_thread_idx, tile.m_block, tile.head, tile.batch);
         auto lse = softmax.finalize(acc_o);
         if constexpr (Traits::kFp8) {
-          Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
+          if constexpr (Traits::kFp8PV) {
+            Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
+          }
           Mainloop::restore_lse(params.mainloop, lse, mma_thread_idx, tile.m_block, tile.head, tile.batch);
         }
         Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile,

@@ -2,7 +2,8 @@
 // GMMA tiled MMAs and pipelines. One instantiation per head dimension and operand precision.
 //
 // Operand precision (kFp8): bf16 Q, K, V in shared memory, or their 8-bit quantization
-// (attn_fp8_quant.hpp): Q and K in s8 (kFp8QkInt8; S accumulates in int32), P and V in e4m3. 8-bit GMMA
+// (attn_fp8_quant.hpp): Q and K in s8 (kFp8QkInt8; S accumulates in int32), P and V in e4m3 (kFp8PV; a
+// tuning build keeps P V in bf16 on the caller's V, attn_fp8_quant.hpp). 8-bit GMMA
 // reads both operands K-major, so the FP8 path keeps V as V^T with the key index contiguous (a layout
 // the quantization pre-pass writes); the bf16 path reads V as stored, the MN-major B operand of P V.
 // The output (Element) is bf16 in both.
@@ -28,8 +29,9 @@ struct AttnKernelTraits {
   static constexpr sched::AttnTileConfig kConfig{sched::attn_tile_config(HeadDim).block_m, BlockN_, Stages,
                                                  sched::attn_tile_config(HeadDim).mma_warpgroups, WgGemmOrder};
   static constexpr bool kFp8 = Fp8;
+  static constexpr bool kFp8PV = Fp8 && kFp8PvE4m3;  // P and V in e4m3 (V^T from the pre-pass); else bf16
   using Element = cutlass::bfloat16_t;  // the output tile (and the operands of the bf16 path)
-  using ElementMma = std::conditional_t<Fp8, cutlass::float_e4m3_t, cutlass::bfloat16_t>;  // V (and P) operands
+  using ElementMma = std::conditional_t<kFp8PV, cutlass::float_e4m3_t, cutlass::bfloat16_t>;  // V (and P) operands
   static constexpr bool kQkInt8 = Fp8 && kFp8QkInt8;
   using ElementQK = std::conditional_t<kQkInt8, int8_t, ElementMma>;  // Q, K operands
   using ElementAccum = float;
@@ -59,7 +61,7 @@ struct AttnKernelTraits {
 
   // V keys per stage: FP8 holds each key block's kFp8VTerms e4m3 terms side by side (attn_fp8_quant.hpp);
   // the P V GEMM runs over all of them with the same P registers.
-  static constexpr int kVTerms = Fp8 ? kFp8VTerms : 1;
+  static constexpr int kVTerms = kFp8PV ? kFp8VTerms : 1;
   static constexpr int kVKeys = kVTerms * kBlockN;
 
   using BlockM = cute::Int<kBlockM>;
@@ -69,7 +71,7 @@ struct AttnKernelTraits {
 
   // S = Q K^T: both operands from shared memory, K-major. O = P V: P from registers; V^T MN-major (bf16)
   // or K-major (FP8, whose GMMA has no MN-major form).
-  static constexpr auto kMajorVt = Fp8 ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
+  static constexpr auto kMajorVt = kFp8PV ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
   using AtomLayoutMma = cute::Layout<cute::Shape<cute::Int<kNumMmaWarpGroups>, cute::_1, cute::_1>>;
   using TiledMmaQK = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<ElementQK, ElementQK, ElementAccumQK, cute::Shape<cute::_64, BlockN, HeadDimT>>(),
@@ -95,7 +97,7 @@ struct AttnKernelTraits {
                          cute::GMMA::Layout_K_SW32_Atom<ElementMma>>>;
   using SmemLayoutVtFp8 =
       decltype(cute::tile_to_shape(VtAtomFp8{}, cute::Shape<HeadDimT, VKeys, cute::Int<kStages>>{}));
-  using SmemLayoutVt = std::conditional_t<Fp8, SmemLayoutVtFp8, SmemLayoutVtBf16>;
+  using SmemLayoutVt = std::conditional_t<kFp8PV, SmemLayoutVtFp8, SmemLayoutVtBf16>;
 
   static constexpr int kBytesQ = kBlockM * kHeadDim * int(sizeof(ElementQK));
   static constexpr int kBytesK = kBlockN * kHeadDim * int(sizeof(ElementQK));

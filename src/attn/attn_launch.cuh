@@ -106,16 +106,23 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
     const int64_t row = int64_t(p.heads) * p.head_dim;  // Q8, K8: [B, S, H, D] contiguous
     ma.q = static_cast<typename Traits::ElementQK const*>(op.q8);
     ma.k = static_cast<typename Traits::ElementQK const*>(op.k8);
-    ma.v = static_cast<Element const*>(op.vt8);
     ma.q_stride_seq = row;
     ma.q_stride_head = p.head_dim;
     ma.q_stride_batch = row * p.seq_q;
     ma.k_stride_seq = row;
     ma.k_stride_head = p.head_dim;
     ma.k_stride_batch = row * p.seq_k;
-    ma.v_stride_seq = w.vt_keys;  // Vt8 [B, H, D, vt_keys]: the dim stride
-    ma.v_stride_head = int64_t(p.head_dim) * w.vt_keys;
-    ma.v_stride_batch = int64_t(p.heads) * p.head_dim * w.vt_keys;
+    if constexpr (Traits::kFp8PV) {
+      ma.v = static_cast<Element const*>(op.vt8);
+      ma.v_stride_seq = w.vt_keys;  // Vt8 [B, H, D, vt_keys]: the dim stride
+      ma.v_stride_head = int64_t(p.head_dim) * w.vt_keys;
+      ma.v_stride_batch = int64_t(p.heads) * p.head_dim * w.vt_keys;
+    } else {  // bf16 P V: the caller's V as the bf16 kernel reads it
+      ma.v = static_cast<Element const*>(a.v);
+      ma.v_stride_batch = p.v_stride_batch;
+      ma.v_stride_seq = p.v_stride_seq;
+      ma.v_stride_head = p.v_stride_head;
+    }
     ma.q_scale = op.q_scale;
     ma.k_scale = op.k_scale;
     ma.v_scale = op.v_scale;

@@ -31,6 +31,7 @@ struct AttnMainloop {
   using Element = typename Traits::ElementMma;  // V's operand type in shared memory
   using ElementQK = typename Traits::ElementQK;  // Q's and K's
   static constexpr bool kFp8 = Traits::kFp8;
+  static constexpr bool kFp8PV = Traits::kFp8PV;  // P and V in e4m3 (V^T); else bf16, V as stored
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
@@ -46,7 +47,7 @@ struct AttnMainloop {
   // along dim (bf16: V as stored) or along seq (FP8: the pre-pass's V^T).
   using ShapeT = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
   using StrideT = cute::Stride<int64_t, cute::_1, int64_t, int64_t>;
-  using StrideVtT = std::conditional_t<kFp8, cute::Stride<int64_t, cute::_1, int64_t, int64_t>,
+  using StrideVtT = std::conditional_t<kFp8PV, cute::Stride<int64_t, cute::_1, int64_t, int64_t>,
                                        cute::Stride<cute::_1, int64_t, int64_t, int64_t>>;
 
   using TmaQ = decltype(cute::make_tma_copy(
@@ -104,11 +105,11 @@ struct AttnMainloop {
     using namespace cute;
     const ShapeT shape_q{a.seq_q, kHeadDim, a.heads, a.batch};
     const ShapeT shape_k{a.seq_k, kHeadDim, a.heads, a.batch};
-    const ShapeT shape_vt{kHeadDim, kFp8 ? a.vt_keys : a.seq_k, a.heads, a.batch};
+    const ShapeT shape_vt{kHeadDim, kFp8PV ? a.vt_keys : a.seq_k, a.heads, a.batch};
     auto mQ = make_tensor(make_gmem_ptr(a.q), shape_q, StrideT{a.q_stride_seq, _1{}, a.q_stride_head, a.q_stride_batch});
     auto mK = make_tensor(make_gmem_ptr(a.k), shape_k, StrideT{a.k_stride_seq, _1{}, a.k_stride_head, a.k_stride_batch});
     auto mVt = [&] {
-      if constexpr (kFp8) {
+      if constexpr (kFp8PV) {
         return make_tensor(make_gmem_ptr(a.v), shape_vt,
                            StrideVtT{a.v_stride_seq, _1{}, a.v_stride_head, a.v_stride_batch});
       } else {
@@ -246,14 +247,14 @@ struct AttnMainloop {
     // P in the register layout of the P V A operand. bf16: the same element order as acc_s. FP8: the
     // e4m3 atom's order, V^T's keys permuted to match (acc_to_fp8_operand_a).
     Tensor frag_p = [&] {
-      if constexpr (kFp8) {
+      if constexpr (kFp8PV) {
         return make_tensor<Element>(fp8_operand_a_layout<kBlockN>());
       } else {
         return make_tensor<Element>(acc_to_operand_a_layout(acc_s.layout()));
       }
     }();
     auto convert_p = [&](auto const& s) {
-      if constexpr (kFp8) {
+      if constexpr (kFp8PV) {
         acc_to_fp8_operand_a(s, frag_p);
       } else {
         Tensor p_as_s = make_tensor(frag_p.data(), s.layout());
