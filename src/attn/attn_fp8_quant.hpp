@@ -76,6 +76,7 @@ inline constexpr int kFp8VTerms = XSTAGE_ATTN_FP8_TUNE_V_TERMS;
 inline constexpr int kFp8VTerms = 1;
 #endif
 static_assert(kFp8VTerms == 1 || kFp8VTerms == 2, "V as one e4m3 value or value + remainder");
+static_assert(kFp8VTerms * kFp8KBlock <= 256, "a key block's V terms: one TMA box (at most 256 keys)");
 // P and V in e4m3. Tuning builds: -DXSTAGE_ATTN_FP8_TUNE_PV_BF16, the P V GEMM in bf16 on the caller's V and only
 // Q and K in 8 bits (SageAttention 1's split, bf16 for its fp16): relative L1 1.0-1.2 % where e4m3 P V gives
 // 3.8 %, but 2-6 % slower than the bf16 kernel (docs/attn_fp8.md), so regular builds keep e4m3.
@@ -84,7 +85,6 @@ inline constexpr bool kFp8PvE4m3 = false;
 #else
 inline constexpr bool kFp8PvE4m3 = true;
 #endif
-static_assert(kFp8VTerms * kFp8KBlock <= 256, "a key block's V terms: one TMA box (at most 256 keys)");
 // The Q / K rotation (tuning builds: -DXSTAGE_ATTN_FP8_TUNE_NO_ROTATION).
 #if defined(XSTAGE_ATTN_FP8_TUNE_NO_ROTATION)
 inline constexpr bool kFp8RotateQk = false;
