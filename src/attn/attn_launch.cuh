@@ -117,11 +117,6 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
       ma.v_stride_seq = w.vt_keys;  // Vt8 [B, H, D, vt_keys]: the dim stride
       ma.v_stride_head = int64_t(p.head_dim) * w.vt_keys;
       ma.v_stride_batch = int64_t(p.heads) * p.head_dim * w.vt_keys;
-    } else {  // bf16 P V: the caller's V as the bf16 kernel reads it
-      ma.v = static_cast<Element const*>(a.v);
-      ma.v_stride_batch = p.v_stride_batch;
-      ma.v_stride_seq = p.v_stride_seq;
-      ma.v_stride_head = p.v_stride_head;
     }
     ma.q_scale = op.q_scale;
     ma.k_scale = op.k_scale;
@@ -133,13 +128,15 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
   } else {
     ma.q = static_cast<Element const*>(a.q);
     ma.k = static_cast<Element const*>(a.k);
-    ma.v = static_cast<Element const*>(a.v);
     ma.q_stride_batch = p.q_stride_batch;
     ma.q_stride_seq = p.q_stride_seq;
     ma.q_stride_head = p.q_stride_head;
     ma.k_stride_batch = p.k_stride_batch;
     ma.k_stride_seq = p.k_stride_seq;
     ma.k_stride_head = p.k_stride_head;
+  }
+  if constexpr (!Traits::kFp8PV) {  // bf16 P V (also an FP8 tuning build's): the caller's V as stored
+    ma.v = static_cast<Element const*>(a.v);
     ma.v_stride_batch = p.v_stride_batch;
     ma.v_stride_seq = p.v_stride_seq;
     ma.v_stride_head = p.v_stride_head;
