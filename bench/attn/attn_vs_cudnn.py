@@ -128,8 +128,8 @@ def run_ours(xstage, b, s, h, d, iters, warmup, check_rows, dump=None, precision
         except Exception:
             return {"error": p.stderr.strip()[-500:], "command": " ".join(cmd)}
         res["error"] = p.stderr.strip()[-500:]
-        return res
-    res = json.loads(p.stdout)
+    else:
+        res = json.loads(p.stdout)
     res["command"] = " ".join(cmd)
     # The CLI's timed loop is its last GPU work: it ends a few ms (clock probe, frees, exit) before the
     # process does, and lasts about the sum of its samples.

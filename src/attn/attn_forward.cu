@@ -59,6 +59,17 @@ using LaunchTraits = AttnKernelTraits<HeadDim, XSTAGE_ATTN_TUNE_BLOCK_N, sched::
 template <int HeadDim>
 using LaunchTraits = AttnKernelTraits<HeadDim>;
 #endif
+// Whole tiles in clusters of the tile table's cluster_m CTAs (LaunchTraits itself where that is 1). A
+// tuning build may set it (-DXSTAGE_ATTN_TUNE_CLUSTER_M=1).
+#if defined(XSTAGE_ATTN_TUNE_CLUSTER_M)
+inline constexpr int kTuneClusterM = XSTAGE_ATTN_TUNE_CLUSTER_M;
+#else
+inline constexpr int kTuneClusterM = 0;
+#endif
+template <int HeadDim, class T = LaunchTraits<HeadDim>>
+using ClusterLaunchTraits =
+    AttnKernelTraits<HeadDim, T::kBlockN, T::kStages, T::kWgGemmOrder, false,
+                     (kTuneClusterM > 0 ? kTuneClusterM : sched::attn_tile_config(HeadDim).cluster_m)>;
 
 // The bf16 split tail's workspace on the current device (0 without a device, or when nothing splits).
 size_t split_bytes(const AttnForwardProblem& p) {
@@ -128,16 +139,36 @@ std::string attn_forward_can_implement(const AttnForwardArgs& a) {
 
 namespace {
 
+template <class Traits>
+typename AttnEpilogueLocal<Traits>::Params local_epilogue_params(const AttnForwardArgs& a) {
+  const AttnForwardProblem& p = a.problem;
+  return {static_cast<typename Traits::Element*>(a.o), p.o_stride_batch, p.o_stride_seq, p.o_stride_head, a.lse,
+          p.seq_q, p.heads};
+}
+
 template <int HeadDim>
 cudaError_t launch(const AttnForwardArgs& a, cudaStream_t stream) {
   using Traits = LaunchTraits<HeadDim>;
-  using Epilogue = AttnEpilogueLocal<Traits>;
-  using Element = typename Traits::Element;
-  const AttnForwardProblem& p = a.problem;
-  const typename Epilogue::Params ep{static_cast<Element*>(a.o), p.o_stride_batch, p.o_stride_seq, p.o_stride_head,
-                                     a.lse, p.seq_q, p.heads};
+  using PairTraits = ClusterLaunchTraits<HeadDim>;
+  if constexpr (PairTraits::kClusterM > 1) {
+    // Whole tiles run in CTA pairs; a tail the schedule splits (a workspace given, checked by
+    // attn_forward_can_implement) runs the split kernel on single CTAs.
+    bool split = false;
+    if (a.workspace != nullptr) {
+      int device = 0, grid = 0;
+      cudaError_t e = cudaGetDevice(&device);
+      if (e == cudaSuccess) e = attn_grid_size<Traits>(a.problem, device, &grid);
+      if (e != cudaSuccess) return e;
+      split = attn_local_schedule<Traits>(a.problem, grid, true).split();
+    }
+    if (!split) {
+      return attn_launch_with_epilogue<PairTraits, AttnEpilogueLocal<PairTraits>>(
+          a, local_epilogue_params<PairTraits>(a), stream);
+    }
+  }
   // A workspace (checked: attn_forward_can_implement) splits the schedule's tail where that pays.
-  return attn_launch_with_epilogue<Traits, Epilogue, /*kAllowSplit=*/true>(a, ep, stream, 0, a.workspace);
+  return attn_launch_with_epilogue<Traits, AttnEpilogueLocal<Traits>, /*kAllowSplit=*/true>(
+      a, local_epilogue_params<Traits>(a), stream, 0, a.workspace);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "attn_mainloop.cuh"
 #include "attn_named_barriers.cuh"
 #include "attn_split.cuh"
+#include "xstage/gpu/ptx_mbarrier.cuh"
 #include "xstage/gpu/tma_pipeline.cuh"
 #include "xstage/sched/attn_tile_scheduler.hpp"
 
@@ -50,10 +51,13 @@ struct AttnForwardKernel {
 // kSplitTail: the schedule's work units (whole tiles, then split tail segments; scheduler.split() plans);
 // otherwise whole tiles only. Two instantiations because the unit loop and the merge code cost the
 // whole-tile kernel 2.5-3.5 % per tile even where nothing splits (docs/attn_notes.md, round 8).
+// Clusters (Traits::kClusterM > 1) run whole tiles of a paired schedule (AttnTileScheduler::paired), the
+// CTAs of a cluster adjacent m-blocks of one head, so that their K and V blocks are the same.
 template <class Traits, class Epilogue, bool kSplitTail = false>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     attn_forward_kernel(CUTE_GRID_CONSTANT typename AttnForwardKernel<Traits, Epilogue>::Params const params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(Traits::kClusterM == 1 || !kSplitTail, "clusters run whole tiles");
   using namespace cute;
   using Kernel = AttnForwardKernel<Traits, Epilogue>;
   using Mainloop = typename Kernel::Mainloop;
@@ -70,13 +74,25 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   if (warp_idx == 0 && cute::elect_one_sync()) Mainloop::prefetch_descriptors(params.mainloop);
 
   constexpr int kMma = Traits::kNumMmaThreads;  // each pipeline's barriers initialized by its own warp
+  // Every pipeline over the cluster's shape: K and V because a stage's empty barrier must count the
+  // consumer warpgroups of every CTA (each CTA's share lands in all of them; its full barrier counts the
+  // whole block's bytes from all shares), and Q because a pipeline built for one CTA sends its releases
+  // to the cluster's first CTA (cutlass::PipelineTmaAsync's dst_blockid). Q's stage is then refilled once
+  // every CTA of the cluster is done with its own Q tile: they run their tiles in lockstep anyway.
   PipelineQ pipe_q(storage.mainloop.pipe_q,
-                   gpu::tma_pipeline_params<PipelineQ>(Traits::kBytesQ, is_producer, kMma, 0), Shape<_1, _1, _1>{});
+                   gpu::tma_pipeline_params<PipelineQ>(Traits::kBytesQ, is_producer, kMma, 0),
+                   typename Traits::ClusterShape{});
   PipelineKV pipe_k(storage.mainloop.pipe_k,
-                    gpu::tma_pipeline_params<PipelineKV>(Traits::kBytesK, is_producer, kMma, 1), Shape<_1, _1, _1>{});
+                    gpu::tma_pipeline_params<PipelineKV>(Traits::kBytesK, is_producer, kMma, 1),
+                    typename Traits::ClusterShape{});
   PipelineKV pipe_v(storage.mainloop.pipe_v,
-                    gpu::tma_pipeline_params<PipelineKV>(Traits::kBytesV, is_producer, kMma, 2), Shape<_1, _1, _1>{});
-  __syncthreads();  // barriers initialized before anyone waits on them
+                    gpu::tma_pipeline_params<PipelineKV>(Traits::kBytesV, is_producer, kMma, 2),
+                    typename Traits::ClusterShape{});
+  if constexpr (Traits::kClusterM > 1) {
+    gpu::cluster_sync_all_threads();  // every CTA's barriers initialized before any multicast or remote release
+  } else {
+    __syncthreads();  // barriers initialized before anyone waits on them
+  }
 
   const sched::AttnTileScheduler& scheduler = params.scheduler;
   [[maybe_unused]] const int n_blocks = (params.mainloop.seq_k + Traits::kBlockN - 1) / Traits::kBlockN;
@@ -169,6 +185,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
     Epilogue::finish(params.epilogue, storage.epilogue, mma_thread_idx);
+  }
+  if constexpr (Traits::kClusterM > 1) {
+    // No CTA exits while another may still multicast into it or release its stages remotely.
+    gpu::cluster_sync_all_threads();
   }
 #else
   // Built for another architecture: the launcher refuses devices other than sm_90a.

@@ -24,10 +24,11 @@ namespace xstage::attn {
 // Defaults come from the constexpr tile table; the other parameters exist for tuning builds.
 template <int HeadDim, int BlockN_ = sched::attn_tile_config(HeadDim).block_n,
           int Stages = sched::attn_tile_config(HeadDim).kv_stages,
-          bool WgGemmOrder = sched::attn_tile_config(HeadDim).wg_gemm_order, bool Fp8 = false>
+          bool WgGemmOrder = sched::attn_tile_config(HeadDim).wg_gemm_order, bool Fp8 = false, int ClusterM = 1>
 struct AttnKernelTraits {
   static constexpr sched::AttnTileConfig kConfig{sched::attn_tile_config(HeadDim).block_m, BlockN_, Stages,
-                                                 sched::attn_tile_config(HeadDim).mma_warpgroups, WgGemmOrder};
+                                                 sched::attn_tile_config(HeadDim).mma_warpgroups, WgGemmOrder,
+                                                 ClusterM};
   static constexpr bool kFp8 = Fp8;
   static constexpr bool kFp8PV = Fp8 && kFp8PvE4m3;  // P and V in e4m3 (V^T from the pre-pass); else bf16
   using Element = cutlass::bfloat16_t;  // the output tile (and the operands of the bf16 path)
@@ -43,6 +44,13 @@ struct AttnKernelTraits {
   static constexpr int kStages = kConfig.kv_stages;
   static constexpr int kNumMmaWarpGroups = kConfig.mma_warpgroups;
   static constexpr bool kWgGemmOrder = kConfig.wg_gemm_order;
+  // CTAs per cluster (sched::AttnTileConfig::cluster_m): each loads its 1 / kClusterM share of a K or V
+  // block (rows of K, head-dim rows of V^T) and multicasts it into every CTA of the cluster; a stage is
+  // refilled once all of them released it (cutlass::PipelineTmaAsync over ClusterShape).
+  static constexpr int kClusterM = ClusterM;
+  using ClusterShape = cute::Shape<cute::Int<kClusterM>, cute::_1, cute::_1>;
+  static_assert(kClusterM == 1 || kClusterM == 2, "CTA pairs at most (AttnTileScheduler::paired)");
+  static_assert(kClusterM == 1 || !Fp8, "the FP8 kernel runs without clusters");
   static constexpr int kNumMmaThreads = 128 * kNumMmaWarpGroups;
   static constexpr int kNumThreads = kNumMmaThreads + 128;  // + one producer warpgroup
   static_assert(kBlockM == 64 * kNumMmaWarpGroups, "each consumer warpgroup owns 64 query rows");

@@ -145,6 +145,22 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
+  constexpr int smem_bytes = Kernel::kSharedBytes;
+  if constexpr (Traits::kClusterM > 1) {
+    // CTA pairs: whole tiles of the paired one-phase schedule, the grid the pairs the device holds at once.
+    static_assert(!kAllowSplit, "clusters run whole tiles");
+    if (first_m_blocks > 0) return cudaErrorInvalidValue;
+    constexpr auto kernel = attn_forward_kernel<Traits, Epilogue, false>;
+    if ((e = gpu::set_max_dynamic_shared_memory_once<kernel>(device, smem_bytes)) != cudaSuccess) return e;
+    const int clusters =
+        gpu::max_active_clusters_once<kernel>(device, Traits::kClusterM, Traits::kNumThreads, smem_bytes);
+    if (clusters < 1) return cudaErrorInvalidConfiguration;
+    const sched::AttnTileScheduler paired =
+        sched::AttnTileScheduler(p.seq_q, Traits::kBlockM, p.heads, p.batch).paired();
+    const int grid = sched::AttnTileScheduler::paired_grid_size(paired.num_tiles(), clusters);
+    const typename Kernel::Params params{Kernel::Mainloop::to_params(ma), ep, paired, AttnSplitParams{}};
+    return gpu::launch_clustered(kernel, grid, Traits::kNumThreads, smem_bytes, Traits::kClusterM, stream, params);
+  }
   int grid = 0;
   if ((e = attn_grid_size<Traits>(p, device, &grid)) != cudaSuccess) return e;
   typename Kernel::Params params{Kernel::Mainloop::to_params(ma), ep,
@@ -159,7 +175,6 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
     }
   }
 
-  constexpr int smem_bytes = Kernel::kSharedBytes;
   auto launch = [&](auto split_tail) {
     constexpr auto kernel = attn_forward_kernel<Traits, Epilogue, decltype(split_tail)::value>;
     const cudaError_t le = gpu::set_max_dynamic_shared_memory_once<kernel>(device, smem_bytes);

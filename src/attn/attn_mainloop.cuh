@@ -54,14 +54,19 @@ struct AttnMainloop {
       cute::SM90_TMA_LOAD{},
       cute::make_tensor(cute::make_gmem_ptr(static_cast<ElementQK const*>(nullptr)), ShapeT{}, StrideT{}),
       typename Traits::SmemLayoutQ{}, cute::Shape<BlockM, HeadDimT>{}, cute::_1{}));
+  // K and V: multicast within the cluster (Traits::kClusterM > 1), each CTA copying 1 / kClusterM of the
+  // block along its first mode (K's rows, V^T's head-dim rows).
+  static constexpr int kClusterM = Traits::kClusterM;
+  using ClusterM = cute::Int<kClusterM>;
+  using TmaLoadKV = std::conditional_t<(kClusterM > 1), cute::SM90_TMA_LOAD_MULTICAST, cute::SM90_TMA_LOAD>;
   using TmaK = decltype(cute::make_tma_copy(
-      cute::SM90_TMA_LOAD{},
+      TmaLoadKV{},
       cute::make_tensor(cute::make_gmem_ptr(static_cast<ElementQK const*>(nullptr)), ShapeT{}, StrideT{}),
-      cute::take<0, 2>(typename Traits::SmemLayoutK{}), cute::Shape<BlockN, HeadDimT>{}, cute::_1{}));
+      cute::take<0, 2>(typename Traits::SmemLayoutK{}), cute::Shape<BlockN, HeadDimT>{}, ClusterM{}));
   using TmaV = decltype(cute::make_tma_copy(
-      cute::SM90_TMA_LOAD{},
+      TmaLoadKV{},
       cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVtT{}),
-      cute::take<0, 2>(typename Traits::SmemLayoutVt{}), cute::Shape<HeadDimT, VKeys>{}, cute::_1{}));
+      cute::take<0, 2>(typename Traits::SmemLayoutVt{}), cute::Shape<HeadDimT, VKeys>{}, ClusterM{}));
 
   struct Params {
     TmaQ tma_q;
@@ -119,9 +124,10 @@ struct AttnMainloop {
     }();
     Params p{
         make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, Shape<BlockM, HeadDimT>{}, _1{}),
-        make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}), Shape<BlockN, HeadDimT>{}, _1{}),
-        make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}), Shape<HeadDimT, VKeys>{},
-                      _1{}),
+        make_tma_copy(TmaLoadKV{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}), Shape<BlockN, HeadDimT>{},
+                      ClusterM{}),
+        make_tma_copy(TmaLoadKV{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}), Shape<HeadDimT, VKeys>{},
+                      ClusterM{}),
         shape_q,
         shape_k,
         shape_vt,
@@ -168,8 +174,37 @@ struct AttnMainloop {
     Tensor gVt = local_tile(mVt(_, _, head, batch), Shape<HeadDimT, VKeys>{}, make_coord(_0{}, _));  // (D, N, nblk)
 
     auto [tQgQ, tQsQ] = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-    auto [tKgK, tKsK] = tma_partition(p.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-    auto [tVgV, tVsV] = tma_partition(p.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sVt), group_modes<0, 2>(gVt));
+    // This CTA's share of the K and V blocks (all of them without a cluster).
+    const auto cta_in_cluster = [] {
+      if constexpr (kClusterM > 1) {
+        return int(cute::block_rank_in_cluster());
+      } else {
+        return _0{};
+      }
+    }();
+    auto [tKgK, tKsK] = tma_partition(p.tma_k, cta_in_cluster, Layout<ClusterM>{}, group_modes<0, 2>(sK),
+                                      group_modes<0, 2>(gK));
+    auto [tVgV, tVsV] = tma_partition(p.tma_v, cta_in_cluster, Layout<ClusterM>{}, group_modes<0, 2>(sVt),
+                                      group_modes<0, 2>(gVt));
+    // The K or V copy of this CTA's share (bytes: the whole block's) into stage `state` of every CTA of the
+    // cluster. Tuning builds without K / V traffic (XSTAGE_ATTN_TUNE_KV_NOLOAD, src/attn/CMakeLists.txt):
+    // only the CTA's first kStages blocks are copied; later stages are handed over with their bytes marked
+    // complete and their old contents (wrong results).
+    auto kv_copy = [](auto const& tma, auto* barrier, auto const& src, auto&& dst, [[maybe_unused]] auto const& state,
+                      [[maybe_unused]] uint32_t bytes) {
+#if defined(XSTAGE_ATTN_TUNE_KV_NOLOAD)
+      static_assert(kClusterM == 1, "the no-load tuning build runs without clusters");
+      if (state.count() >= uint32_t(Traits::kStages)) {
+        cutlass::arch::ClusterTransactionBarrier::complete_transaction(barrier, 0, bytes);
+        return;
+      }
+#endif
+      if constexpr (kClusterM > 1) {
+        copy(tma.with(*barrier, uint16_t((1u << kClusterM) - 1)), src, dst);
+      } else {
+        copy(tma.with(*barrier), src, dst);
+      }
+    };
 
     const bool issuer = cute::elect_one_sync();
     const int kb_lo = kAllKeys ? 0 : kb_begin;
@@ -182,10 +217,16 @@ struct AttnMainloop {
     // Same order as the consumer: key blocks kb_hi - 1 down to kb_lo; K_j before V_j.
     for (int n_block = kb_hi - 1; n_block >= kb_lo; --n_block) {
       attn_producer_acquire(pipe_k, k_write, kAttnWaitProducerK);
-      if (issuer) copy(p.tma_k.with(*pipe_k.producer_get_barrier(k_write)), tKgK(_, n_block), tKsK(_, k_write.index()));
+      if (issuer) {
+        kv_copy(p.tma_k, pipe_k.producer_get_barrier(k_write), tKgK(_, n_block), tKsK(_, k_write.index()), k_write,
+                Traits::kBytesK);
+      }
       ++k_write;
       attn_producer_acquire(pipe_v, v_write, kAttnWaitProducerV);
-      if (issuer) copy(p.tma_v.with(*pipe_v.producer_get_barrier(v_write)), tVgV(_, n_block), tVsV(_, v_write.index()));
+      if (issuer) {
+        kv_copy(p.tma_v, pipe_v.producer_get_barrier(v_write), tVgV(_, n_block), tVsV(_, v_write.index()), v_write,
+                Traits::kBytesV);
+      }
       ++v_write;
     }
   }

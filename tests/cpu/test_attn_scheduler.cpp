@@ -87,6 +87,57 @@ TEST(AttnTileScheduler, GridNeverExceedsTilesOrSms) {
   EXPECT_EQ(AttnTileScheduler::grid_size(5, 132), 5);
   EXPECT_EQ(AttnTileScheduler::grid_size(1000, 132), 132);
   EXPECT_EQ(AttnTileScheduler::grid_size(0, 132), 1);
+  EXPECT_EQ(AttnTileScheduler::paired_grid_size(6, 66), 6);
+  EXPECT_EQ(AttnTileScheduler::paired_grid_size(1000, 66), 132);
+  EXPECT_EQ(AttnTileScheduler::paired_grid_size(1000, 64), 128);  // what the device holds at once
+  EXPECT_EQ(AttnTileScheduler::paired_grid_size(2, 0), 2);
+}
+
+// CTA pairs (2-CTA clusters multicasting K and V): in every round the two CTAs of a cluster hold
+// adjacent m-blocks of one (head, batch), both run the same number of tiles, every real tile runs exactly
+// once, and the only other tiles are one padding m-block per (head, batch), only where the count is odd.
+TEST(AttnTileScheduler, PairedScheduleGivesEachClusterOneHeadPerRound) {
+  for (int seq : {1, 127, 128, 129, 300, 9450, 14850, 75600}) {
+    for (int heads : {1, 3, 5, 12}) {
+      for (int batch : {1, 2}) {
+        const int m = (seq + 127) / 128;
+        const AttnTileScheduler s = AttnTileScheduler(seq, 128, heads, batch).paired();
+        ASSERT_EQ(s.num_m_blocks, m + m % 2);
+        ASSERT_FALSE(s.split());
+        for (int clusters : {1, 3, 66}) {
+          const int grid = AttnTileScheduler::paired_grid_size(s.num_tiles(), clusters);
+          ASSERT_EQ(grid % 2, 0);
+          ASSERT_LE(grid, 2 * clusters);
+          ASSERT_LE(grid, s.num_tiles());
+          std::vector<int> seen(size_t(batch * heads * m), 0);
+          int padding = 0;
+          for (int k = 0; k < grid / 2; ++k) {
+            int t0 = s.first_tile(2 * k), t1 = s.first_tile(2 * k + 1);
+            for (; s.valid(t0); t0 = s.next_tile(t0, grid), t1 = s.next_tile(t1, grid)) {
+              ASSERT_TRUE(s.valid(t1)) << "both CTAs of a cluster run the same number of tiles";
+              const AttnTile a = s.tile(t0), b = s.tile(t1);
+              ASSERT_EQ(a.head, b.head);
+              ASSERT_EQ(a.batch, b.batch);
+              ASSERT_EQ(a.m_block % 2, 0);
+              ASSERT_EQ(b.m_block, a.m_block + 1);
+              ASSERT_EQ(s.last_of_cta(t0, grid), s.last_of_cta(t1, grid));
+              for (const AttnTile& x : {a, b}) {
+                if (x.m_block >= m) {
+                  ASSERT_EQ(x.m_block, m) << "the padding m-block only";
+                  ++padding;
+                } else {
+                  ++seen[size_t((x.batch * heads + x.head) * m + x.m_block)];
+                }
+              }
+            }
+            ASSERT_FALSE(s.valid(t1));
+          }
+          for (int v : seen) ASSERT_EQ(v, 1);
+          ASSERT_EQ(padding, m % 2 * heads * batch);
+        }
+      }
+    }
+  }
 }
 
 TEST(AttnTileScheduler, ConsecutiveTilesShareHeadForL2Reuse) {
@@ -206,6 +257,10 @@ TEST(AttnTileConfig, FitsSharedMemoryAndWarpgroups) {
   static_assert(attn_smem_operand_bytes(128) <= 227 * 1024 - 1024);
   static_assert(attn_smem_operand_bytes(64) <= 227 * 1024 - 1024);
   EXPECT_EQ(c.block_n % 16, 0);
+  // K and V blocks split evenly over a cluster's CTAs (each multicasts its share of the rows).
+  static_assert(c.cluster_m == 1 || c.cluster_m == 2);
+  static_assert(c.block_n % c.cluster_m == 0 && 128 % c.cluster_m == 0);
+  static_assert(attn_tile_config(64).cluster_m == 1 && attn_fp8_tile_config(128).cluster_m == 1);
 }
 
 }  // namespace

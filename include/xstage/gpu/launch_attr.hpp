@@ -2,6 +2,7 @@
 #pragma once
 
 #include <mutex>
+#include <utility>
 
 #include <cuda_runtime.h>
 
@@ -23,6 +24,54 @@ cudaError_t set_max_dynamic_shared_memory_once(int device, int smem_bytes) {
     result[slot] = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   });
   return result[slot];
+}
+
+// Clusters of `cluster_x` x 1 x 1 CTAs of kKernel (threads per CTA, dynamic shared memory) that `device`
+// (the current device) holds at once (cudaOccupancyMaxActiveClusters), queried once per (kernel, device):
+// a persistent grid of more would run its last clusters after the first ones. Call after
+// set_max_dynamic_shared_memory_once. 0 when the query fails.
+template <auto kKernel>
+int max_active_clusters_once(int device, int cluster_x, int threads, int smem_bytes) {
+  static std::once_flag once[64];
+  static int result[64] = {};
+  const int slot = device % 64;
+  std::call_once(once[slot], [&] {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned(sms / cluster_x * cluster_x));
+    cfg.blockDim = dim3(unsigned(threads));
+    cfg.dynamicSmemBytes = size_t(smem_bytes);
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(cluster_x);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kKernel, &cfg) == cudaSuccess) result[slot] = clusters;
+  });
+  return result[slot];
+}
+
+// Launches kKernel in clusters of cluster_x x 1 x 1 CTAs (grid a multiple of cluster_x).
+template <class... Params, class... Args>
+cudaError_t launch_clustered(void (*kernel)(Params...), int grid, int threads, int smem_bytes, int cluster_x,
+                             cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = size_t(smem_bytes);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = unsigned(cluster_x);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 }  // namespace xstage::gpu

@@ -10,6 +10,11 @@ struct AttnTileConfig {
   int kv_stages;        // shared-memory stages of the K and of the V pipeline
   int mma_warpgroups;   // consumer warpgroups (each owns 64 query rows of the tile)
   bool wg_gemm_order;   // consumer warpgroups take turns issuing their GEMMs (one's softmax under the other's GEMMs)
+  // CTAs per cluster of the local forward's whole-tile kernel: the CTAs of a cluster run adjacent m-blocks
+  // of one head in lockstep, and each loads 1 / cluster_m of every K and V block and multicasts it into
+  // all of them (AttnTileScheduler::paired). 1: no cluster. The fused Ulysses kernels and the split tail
+  // run without clusters.
+  int cluster_m = 1;
 };
 
 constexpr bool attn_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
@@ -18,7 +23,13 @@ constexpr bool attn_head_dim_supported(int head_dim) { return head_dim == 64 || 
 // is 160 KiB, leaving room under the 227 KiB limit; d = 64 halves every tile, so a deeper pipeline fits.
 constexpr AttnTileConfig attn_tile_config(int head_dim) {
   if (head_dim == 64) return AttnTileConfig{128, 128, 3, 2, true};
-  return AttnTileConfig{128, 128, 2, 2, true};
+  // No clusters: CTA pairs (cluster_m 2, each K and V block read from L2 once per pair and multicast) ran
+  // at the single CTA's rate and clock, 0.988-1.011x at the 16 grid points (geomean 1.002, within the
+  // run-to-run spread), although the kernel without any K / V loads (a tuning build on stale stages) ran
+  // 7-16 % faster at 60-200 MHz more: what K and V cost is not reading them from L2 but delivering them into
+  // every CTA's shared memory, which multicast does not reduce (docs/attn_notes.md, round 10). Tuning builds:
+  // -DXSTAGE_ATTN_TUNE_CLUSTER_M=2.
+  return AttnTileConfig{128, 128, 2, 2, true, 1};
 }
 
 // The FP8 kernel's one head dimension, and the alignment of its workspace (the pre-pass's 16- and 32-byte

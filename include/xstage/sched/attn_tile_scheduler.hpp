@@ -102,6 +102,19 @@ struct AttnTileScheduler {
 
   XSTAGE_HOST_DEVICE constexpr bool split() const { return split_grid > 0; }
 
+  // The schedule for CTA pairs (2-CTA clusters, sched::AttnTileConfig::cluster_m = 2; one phase, no split
+  // tail): m-blocks per (head, batch) rounded up to even. In a grid of an even number G of CTAs the two
+  // CTAs of cluster k, 2k and 2k + 1, then take tiles 2k + iG and 2k + 1 + iG: adjacent m-blocks of one
+  // (head, batch) in every round (so their K and V blocks are the same), and both the same number of
+  // tiles. The padding m-block (num_m_blocks - 1 when the count was odd) holds no query row: its tile
+  // computes on TMA's zero fill of Q and stores nothing (the epilogue keeps rows below seq_q), one tile in
+  // ceil(seq_q / block_m) of each head.
+  constexpr AttnTileScheduler paired() const {
+    AttnTileScheduler s = *this;
+    s.num_m_blocks += s.num_m_blocks % 2;
+    return s;
+  }
+
   // The same schedule with its tail split over `grid` CTAs (see top), when that shortens the kernel by at
   // least 3 %. In key blocks: unsplit, a CTA runs W + 1 tiles of N + F (F = fixed_blocks: what a tile costs
   // outside its key blocks); split, W tiles, ceil(L / G) tail blocks, a second segment's F and a merge
@@ -178,6 +191,12 @@ struct AttnTileScheduler {
   // Persistent grid: one CTA per SM (the kernel's shared memory allows one), never more CTAs than tiles.
   static constexpr int grid_size(int num_tiles, int num_sms) {
     return num_tiles < num_sms ? (num_tiles > 0 ? num_tiles : 1) : num_sms;
+  }
+  // The paired schedule's grid: `clusters` CTA pairs resident at once (what the device holds), never more
+  // CTAs than its (even) number of tiles; even.
+  static constexpr int paired_grid_size(int num_tiles, int clusters) {
+    const int g = 2 * (clusters > 0 ? clusters : 1);
+    return num_tiles < g ? (num_tiles > 2 ? num_tiles / 2 * 2 : 2) : g;
   }
 };
 
