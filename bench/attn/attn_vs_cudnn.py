@@ -227,7 +227,18 @@ def main():
     ap.add_argument("--no-flash2", action="store_true", help="leave out PyTorch's FlashAttention-2 backend")
     ap.add_argument("--no-head-dim-64", action="store_true", help="leave out the d = 64 points")
     ap.add_argument("--quick", action="store_true", help="only the first shape of each list (smoke test)")
+    ap.add_argument("--shapes", help="comma-separated SEQxHEADS[xD] in this order instead of the built-in lists "
+                                     "(D: 128 by default), e.g. 16384x5,75600x5")
     args = ap.parse_args()
+    picked = None
+    if args.shapes:
+        try:
+            picked = [tuple(int(v) for v in item.split("x")) for item in args.shapes.split(",")]
+            picked = [t if len(t) == 3 else t + (128,) for t in picked]
+            if any(len(t) != 3 or t[0] < 1 or t[1] < 1 or t[2] not in (64, 128) for t in picked):
+                raise ValueError
+        except ValueError:
+            ap.error(f"--shapes {args.shapes!r}: need SEQxHEADS or SEQxHEADSxD items, D 64 or 128")
     prov = provenance(torch, git_revision_given=args.git_revision)  # before any timing: the start clock
 
     SAMPLER = PowerSampler()
@@ -237,6 +248,8 @@ def main():
     b = 1
     shapes = [(s, h, 128) for h in HEADS for s in SEQS] + [(s, h, 128) for s, h in DIT] + \
              [(s, h, 128) for s, h in RAGGED] + ([] if args.no_head_dim_64 else [(s, h, 64) for s, h in HEAD_DIM_64])
+    if picked:
+        shapes = picked
     checks = TORCH_CHECK
     if args.quick:
         shapes, checks = shapes[:1], checks[:1]

@@ -81,9 +81,18 @@ struct AttnKernelTraits {
   // or K-major (FP8, whose GMMA has no MN-major form).
   static constexpr auto kMajorVt = kFp8PV ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
   using AtomLayoutMma = cute::Layout<cute::Shape<cute::Int<kNumMmaWarpGroups>, cute::_1, cute::_1>>;
-  using TiledMmaQK = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<ElementQK, ElementQK, ElementAccumQK, cute::Shape<cute::_64, BlockN, HeadDimT>>(),
-      AtomLayoutMma{}));
+  // Q in registers for S = Q K^T (sched::AttnTileConfig::q_in_regs; bf16 only: the FP8 kernel's s8 Q stays
+  // in shared memory). Tuning builds: -DXSTAGE_ATTN_TUNE_Q_IN_REGS=0.
+#if defined(XSTAGE_ATTN_TUNE_Q_IN_REGS)
+  static constexpr bool kQInRegs = !Fp8 && bool(XSTAGE_ATTN_TUNE_Q_IN_REGS);
+#else
+  static constexpr bool kQInRegs = !Fp8 && sched::attn_tile_config(HeadDim).q_in_regs;
+#endif
+  using MmaOpQK = std::conditional_t<
+      kQInRegs,
+      decltype(cute::GMMA::rs_op_selector<ElementQK, ElementQK, ElementAccumQK, cute::Shape<cute::_64, BlockN, HeadDimT>>()),
+      decltype(cute::GMMA::ss_op_selector<ElementQK, ElementQK, ElementAccumQK, cute::Shape<cute::_64, BlockN, HeadDimT>>())>;
+  using TiledMmaQK = decltype(cute::make_tiled_mma(MmaOpQK{}, AtomLayoutMma{}));
   using TiledMmaPV = decltype(cute::make_tiled_mma(
       cute::GMMA::rs_op_selector<ElementMma, ElementMma, ElementAccum, cute::Shape<cute::_64, HeadDimT, BlockN>,
                                  cute::GMMA::Major::K, kMajorVt>(),

@@ -4,7 +4,9 @@
 // Consumer schedule per tile (intra-warpgroup overlap): key blocks run from last to first so that the
 // only partial block (ragged sequence end) is the first one and the steady-state loop needs no mask.
 // In the loop, S_j = Q K_j^T and O += P_{j+1} V_{j+1} are issued back to back; softmax of S_j runs
-// while the tensor cores still work on P V.
+// while the tensor cores still work on P V. With Traits::kQInRegs (bf16, sched::AttnTileConfig::q_in_regs)
+// each warpgroup copies its Q rows into registers at the start of the tile and releases Q's stage there, so
+// that S reads only K from shared memory and the next tile's Q loads under this one.
 //
 // FP8 (Traits::kFp8): the operands are the pre-pass's s8 Q and K and e4m3 V^T (attn_fp8_quant.hpp); the
 // int32 scores become floats in place (one IADD each, attn_fp8_quant.hpp), each key block's scores are
@@ -247,7 +249,7 @@ struct AttnMainloop {
     typename Traits::TiledMmaPV mma_pv;
     auto thr_qk = mma_qk.get_thread_slice(mma_thread_idx);
     auto thr_pv = mma_pv.get_thread_slice(mma_thread_idx);
-    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K) descriptors
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K) descriptors, or kQInRegs registers
     Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
 
@@ -329,9 +331,19 @@ struct AttnMainloop {
 
     // First key block: the tile's last, possibly partial, when the range reaches the end of the keys.
     attn_consumer_wait(pipe_q, q_read, kAttnWaitConsumerQ);
+    if constexpr (Traits::kQInRegs) {
+      // Q into registers (ldmatrix through the swizzle), then its stage is free for the next tile's Q: the
+      // proxy fence orders these generic-proxy reads before the TMA's writes that the release allows.
+      auto copy_q = make_tiled_copy_A(Copy_Atom<SM75_U32x4_LDSM_N, ElementQK>{}, mma_qk);
+      auto thr_copy_q = copy_q.get_thread_slice(mma_thread_idx);
+      copy(copy_q, thr_copy_q.partition_S(sQ), thr_copy_q.retile_D(tSrQ));
+      cutlass::arch::fence_view_async_shared();
+      pipe_q.consumer_release(q_read);
+      ++q_read;
+    }
     attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK);
     turn_wait();
-    wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s_raw, /*zero_init=*/true);
+    wgmma_issue<Traits::kQInRegs>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s_raw, /*zero_init=*/true);
     turn_pass();
     warpgroup_wait<0>();
     pipe_k.consumer_release(k_read);
@@ -365,7 +377,7 @@ struct AttnMainloop {
       [[maybe_unused]] const RowScales c_j = block_scale_log2(n_block);  // FP8: loaded under the GEMMs
       attn_consumer_wait(pipe_k, k_read, kAttnWaitConsumerK, k_polled);
       turn_wait();
-      wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s_raw, /*zero_init=*/true);
+      wgmma_issue<Traits::kQInRegs>(mma_qk, tSrQ, tSrK(_, _, _, k_read.index()), acc_s_raw, /*zero_init=*/true);
       attn_consumer_wait(pipe_v, v_read, kAttnWaitConsumerV, v_polled);
       wgmma_issue<true>(mma_pv, frag_p, tOrV(_, _, _, v_read.index()), acc_o, first_pv);
       turn_pass();
@@ -386,8 +398,10 @@ struct AttnMainloop {
       softmax.rescale_output(acc_o, rescale);
     }
     // All S products of this tile are done: the producer may load the next tile's Q.
-    pipe_q.consumer_release(q_read);
-    ++q_read;
+    if constexpr (!Traits::kQInRegs) {
+      pipe_q.consumer_release(q_read);
+      ++q_read;
+    }
 
     attn_consumer_wait(pipe_v, v_read, kAttnWaitConsumerV);
     turn_wait();

@@ -261,6 +261,8 @@ TEST(AttnTileConfig, FitsSharedMemoryAndWarpgroups) {
   static_assert(c.cluster_m == 1 || c.cluster_m == 2);
   static_assert(c.block_n % c.cluster_m == 0 && 128 % c.cluster_m == 0);
   static_assert(attn_tile_config(64).cluster_m == 1 && attn_fp8_tile_config(128).cluster_m == 1);
+  // Q in registers where measured (bf16 d = 128); the FP8 kernel's s8 Q stays in shared memory.
+  static_assert(c.q_in_regs && !attn_tile_config(64).q_in_regs && !attn_fp8_tile_config(128).q_in_regs);
 }
 
 }  // namespace

@@ -15,6 +15,12 @@ struct AttnTileConfig {
   // all of them (AttnTileScheduler::paired). 1: no cluster. The fused Ulysses kernels and the split tail
   // run without clusters.
   int cluster_m = 1;
+  // bf16: each consumer warpgroup copies its 64 Q rows into registers once per tile (head_dim / 4 per thread)
+  // and S = Q K^T takes them from there; Q's shared-memory stage is then free for the next tile's Q at once.
+  // The GEMM's Q reads from shared memory were 1/5 of the bytes its tensor cores read there per key block
+  // (64 x 128 Q + 128 x 128 K for S, 128 x 128 V for P V), and under the 700 W limit bytes moved are clock:
+  // 1.5-3.3 % faster at every d = 128 grid point though the clock fell 15-45 MHz (docs/attn_notes.md, round 10).
+  bool q_in_regs = true;
 };
 
 constexpr bool attn_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
@@ -22,7 +28,7 @@ constexpr bool attn_head_dim_supported(int head_dim) { return head_dim == 64 || 
 // Shared memory per CTA (bf16): Q tile + stages x (K tile + V tile). 128 x 128 with two stages of each
 // is 160 KiB, leaving room under the 227 KiB limit; d = 64 halves every tile, so a deeper pipeline fits.
 constexpr AttnTileConfig attn_tile_config(int head_dim) {
-  if (head_dim == 64) return AttnTileConfig{128, 128, 3, 2, true};
+  if (head_dim == 64) return AttnTileConfig{128, 128, 3, 2, true, 1, false};  // Q in registers not measured at d = 64
   // No clusters: CTA pairs (cluster_m 2, each K and V block read from L2 once per pair and multicast) ran
   // at the single CTA's rate and clock, 0.988-1.011x at the 16 grid points (geomean 1.002, within the
   // run-to-run spread), although the kernel without any K / V loads (a tuning build on stale stages) ran
@@ -41,7 +47,9 @@ inline constexpr int kAttnFp8WorkspaceAlign = 256;
 // (128 x 224: Q 16 KiB + 2 x (K + V) 112 KiB + the epilogue's staging), and it spends the softmax's
 // fixed per-block costs (row-max shuffles, barriers, pipeline waits) over more keys. block_n is also the
 // key block of one K quantization scale, and a multiple of 32 (the P V GEMM's k step).
-constexpr AttnTileConfig attn_fp8_tile_config(int /*head_dim*/) { return AttnTileConfig{128, 128, 2, 2, true}; }
+constexpr AttnTileConfig attn_fp8_tile_config(int /*head_dim*/) {
+  return AttnTileConfig{128, 128, 2, 2, true, 1, false};  // Q from shared memory: s8 Q K^T (not measured in registers)
+}
 
 // The split tail's cost model (AttnTileScheduler::with_split_tail): what a tile costs outside its key
 // blocks (the first block's S GEMM and softmax with no P V under them, the last P V, the epilogue), in key
