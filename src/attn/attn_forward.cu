@@ -60,7 +60,7 @@ template <int HeadDim>
 using LaunchTraits = AttnKernelTraits<HeadDim>;
 #endif
 // Whole tiles in clusters of the tile table's cluster_m CTAs (LaunchTraits itself where that is 1). A
-// tuning build may set it (-DXSTAGE_ATTN_TUNE_CLUSTER_M=1).
+// tuning build sets it (-DXSTAGE_ATTN_TUNE_CLUSTER_M=2: CTA pairs).
 #if defined(XSTAGE_ATTN_TUNE_CLUSTER_M)
 inline constexpr int kTuneClusterM = XSTAGE_ATTN_TUNE_CLUSTER_M;
 #else

@@ -26,6 +26,25 @@ cudaError_t set_max_dynamic_shared_memory_once(int device, int smem_bytes) {
   return result[slot];
 }
 
+// A launch configuration of `grid` CTAs in clusters of cluster_x x 1 x 1; `attr` holds its one attribute
+// and must outlive the configuration's use.
+inline cudaLaunchConfig_t cluster_launch_config(int grid, int threads, int smem_bytes, int cluster_x,
+                                                cudaStream_t stream, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = size_t(smem_bytes);
+  cfg.stream = stream;
+  *attr = cudaLaunchAttribute{};
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = unsigned(cluster_x);
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 // Clusters of `cluster_x` x 1 x 1 CTAs of kKernel (threads per CTA, dynamic shared memory) that `device`
 // (the current device) holds at once (cudaOccupancyMaxActiveClusters), queried once per (kernel, device):
 // a persistent grid of more would run its last clusters after the first ones. Call after
@@ -38,17 +57,9 @@ int max_active_clusters_once(int device, int cluster_x, int threads, int smem_by
   std::call_once(once[slot], [&] {
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned(sms / cluster_x * cluster_x));
-    cfg.blockDim = dim3(unsigned(threads));
-    cfg.dynamicSmemBytes = size_t(smem_bytes);
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = unsigned(cluster_x);
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg =
+        cluster_launch_config(sms / cluster_x * cluster_x, threads, smem_bytes, cluster_x, nullptr, &attr);
     int clusters = 0;
     if (cudaOccupancyMaxActiveClusters(&clusters, kKernel, &cfg) == cudaSuccess) result[slot] = clusters;
   });
@@ -59,18 +70,8 @@ int max_active_clusters_once(int device, int cluster_x, int threads, int smem_by
 template <class... Params, class... Args>
 cudaError_t launch_clustered(void (*kernel)(Params...), int grid, int threads, int smem_bytes, int cluster_x,
                              cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(grid));
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.dynamicSmemBytes = size_t(smem_bytes);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(cluster_x);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_launch_config(grid, threads, smem_bytes, cluster_x, stream, &attr);
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
