@@ -77,8 +77,8 @@ struct AttnKernelTraits {
   using VKeys = cute::Int<kVKeys>;
   using HeadDimT = cute::Int<kHeadDim>;
 
-  // S = Q K^T: both operands from shared memory, K-major. O = P V: P from registers; V^T MN-major (bf16)
-  // or K-major (FP8, whose GMMA has no MN-major form).
+  // S = Q K^T: K-major operands, K from shared memory, Q from shared memory or (kQInRegs) registers.
+  // O = P V: P from registers; V^T MN-major (bf16) or K-major (FP8, whose GMMA has no MN-major form).
   static constexpr auto kMajorVt = kFp8PV ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
   using AtomLayoutMma = cute::Layout<cute::Shape<cute::Int<kNumMmaWarpGroups>, cute::_1, cute::_1>>;
   // Q in registers for S = Q K^T (sched::AttnTileConfig::q_in_regs; bf16 only: the FP8 kernel's s8 Q stays
