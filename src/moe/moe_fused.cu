@@ -117,17 +117,10 @@ int moe_fused_grid(int device) {
   if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) return 0;
   constexpr auto kernel = fused_detail::moe_fused_kernel<MoeFusedTraits, sched::ExpertWaveMoeScheduler>;
   int clusters = 0;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(sms / 2 * 2));
-  cfg.blockDim = dim3(MoeFusedTraits::kNumThreads);
-  cfg.dynamicSmemBytes = sizeof(Storage);
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = MoeFusedTraits::kClusterSize;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  cfg.attrs = &cluster;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute cluster;
+  const cudaLaunchConfig_t cfg =
+      gpu::cluster_launch_config(sms / 2 * 2, MoeFusedTraits::kNumThreads, int(sizeof(Storage)),
+                                 MoeFusedTraits::kClusterSize, nullptr, &cluster);
   const bool ok = gpu::set_max_dynamic_shared_memory_once<kernel>(device, int(sizeof(Storage))) == cudaSuccess &&
                   cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess;
   cudaSetDevice(previous);
