@@ -397,7 +397,8 @@ struct AttnMainloop {
       convert_p(acc_s);
       softmax.rescale_output(acc_o, rescale);
     }
-    // All S products of this tile are done: the producer may load the next tile's Q.
+    // All S products of this tile are done: the producer may load the next tile's Q (with Q in registers its
+    // stage was released at the start of the tile).
     if constexpr (!Traits::kQInRegs) {
       pipe_q.consumer_release(q_read);
       ++q_read;
