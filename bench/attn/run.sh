@@ -5,8 +5,10 @@ set -euo pipefail
 here=$(dirname "${BASH_SOURCE[0]}")
 case "${1:-}" in
   vs-peers) shift; exec bash "$here/attn_vs_cudnn.sh" "$@" ;;
+  peers-pack) shift; exec bash "$here/peers_pack.sh" "$@" ;;
+  peers-device) shift; exec bash "$here/peers_device.sh" "$@" ;;
   tune) shift; exec python3 "$here/attn_tune.py" "$@" ;;
   fp8) shift; exec python3 "$here/attn_fp8.py" "$@" ;;
   fp8-error-model) shift; exec python3 "$here/fp8_error_model.py" "$@" ;;
-  *) echo "usage: $0 {vs-peers|tune|fp8|fp8-error-model} [ARGS...] (see bench/README.md)" >&2; exit 2 ;;
+  *) echo "usage: $0 {vs-peers|peers-pack|peers-device|tune|fp8|fp8-error-model} [ARGS...] (see bench/README.md)" >&2; exit 2 ;;
 esac
