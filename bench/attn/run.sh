@@ -10,5 +10,6 @@ case "${1:-}" in
   tune) shift; exec python3 "$here/attn_tune.py" "$@" ;;
   fp8) shift; exec python3 "$here/attn_fp8.py" "$@" ;;
   fp8-error-model) shift; exec python3 "$here/fp8_error_model.py" "$@" ;;
-  *) echo "usage: $0 {vs-peers|peers-pack|peers-device|tune|fp8|fp8-error-model} [ARGS...] (see bench/README.md)" >&2; exit 2 ;;
+  sass-census) shift; exec python3 "$here/sass_census.py" "$@" ;;
+  *) echo "usage: $0 {vs-peers|peers-pack|peers-device|tune|fp8|fp8-error-model|sass-census} [ARGS...] (see bench/README.md)" >&2; exit 2 ;;
 esac
