@@ -28,11 +28,7 @@ case "$1" in
       --gtest_brief=1 2>&1; echo "exit $?") | tail -60 > "$OUT/gpu_tests.txt"
     tail -4 "$OUT/gpu_tests.txt"
     if [ -n "${SAN:-}" ]; then
-      for tool in memcheck racecheck synccheck; do
-        timeout "$(left 150)" compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
-          "$dir/gb/tests/xstage_gpu_tests" --gtest_filter="$SAN" --gtest_brief=1 2>&1 | tail -20
-        echo "compute-sanitizer $tool exit ${PIPESTATUS[0]}"
-      done > "$OUT/sanitizer.txt" 2>&1
+      sanitize_gpu_tests "$dir/gb/tests/xstage_gpu_tests" "$SAN" 150 > "$OUT/sanitizer.txt" 2>&1
       grep -E "exit|SUMMARY" "$OUT/sanitizer.txt"
     fi
     ;;

@@ -27,3 +27,17 @@ left() {
   [ $l -gt $1 ] && l=$1
   echo $l
 }
+# compute-sanitizer's memcheck, racecheck and synccheck over the GPU tests that gtest FILTER selects in BIN, each
+# bounded by CAP seconds (by `left CAP` in budgeted scripts). API errors are not reported: NCCL's start-up probes
+# raise cudaErrorNoKernelImageForDevice. Prints each tool's last lines and "compute-sanitizer TOOL exit RC";
+# returns 1 when any tool failed.
+sanitize_gpu_tests() {
+  local bin=$1 filter=$2 cap=$3 tool rc t status=0
+  for tool in memcheck racecheck synccheck; do
+    t=$cap; [ -n "${BUDGET_S:-}" ] && t=$(left "$cap")
+    timeout "$t" compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
+      "$bin" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tail -40
+    rc=${PIPESTATUS[0]}; echo "compute-sanitizer $tool exit $rc"; [ "$rc" -eq 0 ] || status=1
+  done
+  return $status
+}

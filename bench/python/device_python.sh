@@ -41,11 +41,8 @@ if step cpp && [ -f "$GPUBIN" ]; then
   tail -5 "$OUT/cpp_gpu_tests.txt"
   grep -q "^exit 0$" "$OUT/cpp_gpu_tests.txt" || status=1
   if [ -n "${FILTER:-}" ]; then
-    for tool in memcheck racecheck synccheck; do
-      timeout 240 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
-        /tmp/gb/tests/xstage_gpu_tests --gtest_filter="$FILTER" --gtest_brief=1 2>&1 | tail -40
-      rc=${PIPESTATUS[0]}; note "compute-sanitizer $tool exit $rc"; [ "$rc" -eq 0 ] || status=1
-    done 2>&1 | tee "$OUT/sanitizer.txt"
+    sanitize_gpu_tests /tmp/gb/tests/xstage_gpu_tests "$FILTER" 240 2>&1 | tee "$OUT/sanitizer.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   fi
 fi
 exit $status
