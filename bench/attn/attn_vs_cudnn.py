@@ -2,7 +2,9 @@
 """Attention forward: xstage's kernel vs FlashAttention-4's Hopper forward and PyTorch SDPA (cuDNN and
 FlashAttention-2 backends), same run.
 
-For every shape: `xstage attn bench --json` (its own correctness check and timing), then the peers on
+For every shape: our kernel, either `xstage attn bench --json` (its own correctness check and timing, a child
+process) or, with --ours-in-process, `xstage.attention` in this process, checked on random rows against fp32
+and timed by the peers' loop; then the peers on
 inputs of the same layout: FA4 (`flash_attn.cute.flash_attn_func`) on [batch, seq, heads, dim] as is,
 SDPA on the same tensors viewed as [batch, heads, seq, dim]; all timed the same way: warm-up, one event
 pair per launch, inputs rotated over at least 3x the L2, median of many samples. While each
@@ -69,9 +71,10 @@ def flops(b, s, h, d):
     return 4.0 * b * h * s * s * d
 
 
-def time_torch(call, b, s, h, d, iters, warmup, bshd=False, context=contextlib.nullcontext):
+def time_torch(call, b, s, h, d, iters, warmup, bshd=False, context=contextlib.nullcontext, prepare=None):
     """Times call(q, k, v) on bf16 inputs rotated over >= 3x the L2; [B, H, S, D] views of [B, S, H, D]
-    tensors unless bshd (then the [B, S, H, D] tensors themselves)."""
+    tensors unless bshd (then the [B, S, H, D] tensors themselves). prepare(q, k, v), when given, turns each
+    input set into the arguments of call once, before any timing (a peer's untimed input conversion)."""
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     set_bytes = 4 * b * s * h * d * 2
     sets = min(16, max(2, math.ceil(3 * l2 / set_bytes)))
@@ -81,17 +84,19 @@ def time_torch(call, b, s, h, d, iters, warmup, bshd=False, context=contextlib.n
     for _ in range(sets):
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
         data.append((q, k, v) if bshd else (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)))
+    if prepare is not None:
+        with torch.no_grad():
+            data = [prepare(*t) for t in data]
     with torch.no_grad(), context():
         for i in range(warmup):
-            q, k, v = data[i % sets]
-            call(q, k, v)
+            call(*data[i % sets])
         torch.cuda.synchronize()
         ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
         t0 = time.time()
         for i in range(iters):
-            q, k, v = data[i % sets]
+            args = data[i % sets]
             ev[i][0].record()
-            call(q, k, v)
+            call(*args)
             ev[i][1].record()
         torch.cuda.synchronize()
         t1 = time.time()
@@ -138,6 +143,42 @@ def run_ours(xstage, b, s, h, d, iters, warmup, check_rows, dump=None, precision
         res["power"] = sampled(t_exit - 0.05 - busy, t_exit - 0.05)
         res["power"]["window_note"] = "last sum(samples_ms) before the CLI exits, less 50 ms"
     return res
+
+
+def rows_check(out, q, k, v, rows):
+    """`rows` random query rows of out [B, S, H, D] against an fp32 reference computed from the same inputs."""
+    b, s, h, d = q.shape
+    idx = torch.randperm(s, device=q.device)[:rows]
+    num = den = 0.0
+    finite = True
+    for bi in range(b):
+        qs, kf, vf = q[bi, idx].float(), k[bi].float(), v[bi].float()  # [r, H, D], [S, H, D]
+        p = torch.softmax(torch.einsum("rhd,shd->hrs", qs, kf) / math.sqrt(d), dim=-1)
+        ref = torch.einsum("hrs,shd->rhd", p, vf)
+        o = out[bi, idx].float()
+        finite = finite and bool(torch.isfinite(o).all())
+        num += (o - ref).pow(2).sum().item()
+        den += ref.pow(2).sum().item()
+        del p, ref
+    rel = math.sqrt(num / den) if den > 0 else float("inf")
+    return {"rows": int(idx.numel()), "rel_l2": rel, "passed": finite and rel < 1e-2}
+
+
+def run_ours_in_process(xstage, b, s, h, d, iters, warmup, check_rows):
+    """Our kernel through the Python package (xstage.attention), in this process, timed by the same loop as
+    the peers; checked first on fresh inputs (check_rows random rows against fp32)."""
+    try:
+        g = torch.Generator(device="cuda")
+        g.manual_seed(int.from_bytes(os.urandom(4), "little"))
+        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+        out = torch.full_like(q, float("nan"))
+        out.copy_(xstage.attention(q, k, v))
+        check = rows_check(out, q, k, v, check_rows)
+        del q, k, v, out
+        timing = time_torch(lambda q_, k_, v_: xstage.attention(q_, k_, v_), b, s, h, d, iters, warmup, bshd=True)
+        return {"timing": timing, "check": check, "power": timing.get("power"), "via": "xstage.attention"}
+    except Exception as e:  # recorded like a CLI failure
+        return {"error": f"{type(e).__name__}: {e}"[:500], "via": "xstage.attention"}
 
 
 def torch_check(xstage, b, s, h, d):
@@ -225,6 +266,9 @@ def main():
     ap.add_argument("--git-revision", default=os.environ.get("XSTAGE_GIT_REVISION"))
     ap.add_argument("--passes", type=int, choices=(1, 2), default=2, help="timing passes per shape (orders alternate)")
     ap.add_argument("--no-flash2", action="store_true", help="leave out PyTorch's FlashAttention-2 backend")
+    ap.add_argument("--ours-in-process", action="store_true",
+                    help="time our kernel through the xstage Python package in this process, by the peers' timing "
+                         "loop (default: the CLI's `attn bench`, a child process)")
     ap.add_argument("--no-head-dim-64", action="store_true", help="leave out the d = 64 points")
     ap.add_argument("--quick", action="store_true", help="only the first shape of each list (smoke test)")
     ap.add_argument("--shapes", help="comma-separated SEQxHEADS[xD] in this order instead of the built-in lists "
@@ -244,6 +288,10 @@ def main():
     SAMPLER = PowerSampler()
     fa4_call, fa4_info = load_fa4()
     print("FA4:", json.dumps(fa4_info), flush=True)
+    xstage_py = None
+    if args.ours_in_process:
+        import xstage as xstage_py
+        prov["xstage_python"] = {"version": xstage_py.__version__, "build": xstage_py.build_info()}
 
     b = 1
     shapes = [(s, h, 128) for h in HEADS for s in SEQS] + [(s, h, 128) for s, h in DIT] + \
@@ -265,7 +313,11 @@ def main():
         for pass_order in (order, order[::-1])[:args.passes]:
             for impl in pass_order:
                 if impl == "ours":
-                    runs[impl].append(run_ours(args.xstage, b, s, h, d, args.iters, warmup, args.check_rows))
+                    if xstage_py is not None:
+                        runs[impl].append(run_ours_in_process(xstage_py, b, s, h, d, args.iters, warmup,
+                                                              args.check_rows))
+                    else:
+                        runs[impl].append(run_ours(args.xstage, b, s, h, d, args.iters, warmup, args.check_rows))
                     continue
                 try:
                     if impl == "fa4":
@@ -356,7 +408,10 @@ def main():
         "method": "per-launch CUDA event times after warm-up; inputs rotated over >= 3x L2; per shape two passes "
                   "in opposite orders (ours, FA4, cuDNN[, FA2] / [FA2, ]cuDNN, FA4, ours), samples of both pooled; "
                   "warm-up >= --warmup-s of back-to-back launches before every timed loop; "
-                  "TFLOP/s = 4*b*h*s*s*d / pooled median; FA4 = flash_attn.cute.flash_attn_func on the "
+                  "TFLOP/s = 4*b*h*s*s*d / pooled median; ours = " +
+                  ("xstage.attention in this process, timed by the same loop as the peers; "
+                   if xstage_py is not None else "`xstage attn bench` (a child process); ") +
+                  "FA4 = flash_attn.cute.flash_attn_func on the "
                   "[B, S, H, D] tensors (no LSE returned), SDPA on their [B, H, S, D] views; SM clock and "
                   "power from nvidia-smi -lms 10 during each timed loop (stretched back into the warm-up to >= 0.1 s)",
         "summary": summary, "points": points, "torch_checks": torch_checks,

@@ -195,6 +195,7 @@ def bench_shape(shape, args, gen):
         f_s, t_s = time_pair([functools.partial(layer, x, ids, wts), torch_fn], args.warmup, args.iters)
         row["fused"], row["torch"] = summary(f_s, flops), summary(t_s, flops)
         row["speedup"] = row["torch"]["median_ms"] / row["fused"]["median_ms"]
+    row["info"] = layer.info()  # after the runs: the order the schedule ran (auto: its choice)
     out.append(row)
     del layer, y, torch_fn
     torch.cuda.empty_cache()
@@ -233,6 +234,7 @@ def bench_shape(shape, args, gen):
             row["torch"] = summary(samples[1], flops)
             row["torch_impl"] = "torch._scaled_grouped_mm (e4m3, row-wise scales), argsort permutation, index_add_"
             row["speedup"] = row["torch"]["median_ms"] / row["fused"]["median_ms"]
+    row["info"] = layer.info()  # after the runs: the order the schedule ran (auto: its choice)
     out.append(row)
     return out
 
@@ -242,7 +244,8 @@ def main() -> int:
     p.add_argument("--tokens", type=int, default=16384)
     p.add_argument("--iters", type=int, default=15)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--schedule", default="interleaved", choices=sorted(moe.SCHEDULES))
+    p.add_argument("--schedule", default="auto", choices=sorted(moe.SCHEDULES),
+                   help="the layer's schedule (default: the library's default, auto; info.order records what ran)")
     p.add_argument("--shapes", default="all", help="comma-separated built-in shape names (default: all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="", help="JSON output file")

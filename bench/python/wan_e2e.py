@@ -27,8 +27,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "common"))
 from provenance import dist_version, provenance, sm_clock_mhz  # noqa: E402
 
-IMPLS = ("xstage", "cudnn", "fa4")
-LABELS = {"xstage": "xstage", "cudnn": "cuDNN (diffusers _native_cudnn)", "fa4": "FlashAttention-4 (flash_attn.cute)"}
+IMPLS = ("xstage", "cudnn", "fa4", "xstage_fp8", "sage2")
+LABELS = {"xstage": "xstage", "cudnn": "cuDNN (diffusers _native_cudnn)", "fa4": "FlashAttention-4 (flash_attn.cute)",
+          "xstage_fp8": "xstage FP8", "sage2": "SageAttention 2 sm90 (INT8 QK, FP8 PV)"}
+EIGHT_BIT = ("xstage_fp8", "sage2")  # compared with the others at --agree-rel-l2-8bit
 
 
 def latent_grid(frames, height, width, patch=(1, 2, 2), vae_time=4, vae_space=8):
@@ -53,6 +55,16 @@ def fa4_kernel():
         return out[0] if isinstance(out, tuple) else out
 
     return xd.AttentionKernel("flash_attn_4", fn, "cuda", (torch.bfloat16,), (64, 128), False)
+
+
+def sage2_kernel():
+    import xstage.integrations.diffusers as xd
+    from sageattention import sageattn_qk_int8_pv_fp8_cuda_sm90 as sm90
+
+    def fn(query, key, value, scale):
+        return sm90(query, key, value, tensor_layout="NHD", is_causal=False, sm_scale=scale)
+
+    return xd.AttentionKernel("sage2_sm90", fn, "cuda", (torch.bfloat16,), (64, 128), False)
 
 
 def to_bf16_as_loaded(model):
@@ -118,6 +130,8 @@ def main(argv=None):
     ap.add_argument("--attn-iters", type=int, default=10, help="timed calls of each attention shape alone")
     ap.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {','.join(IMPLS)}")
     ap.add_argument("--agree-rel-l2", type=float, default=2e-2, help="largest pairwise relative L2 of outputs")
+    ap.add_argument("--agree-rel-l2-8bit", type=float, default=1e-1,
+                    help="the same for a pair with an 8-bit implementation (xstage_fp8, sage2)")
     ap.add_argument("--git-revision", default=os.environ.get("XSTAGE_GIT_REVISION"))
     args = ap.parse_args(argv)
 
@@ -144,11 +158,12 @@ def main(argv=None):
 
     kernels = {}
     errors = {}
-    for impl, make in (("xstage", xd.xstage_kernel), ("fa4", fa4_kernel)):
+    for impl, make in (("xstage", xd.xstage_kernel), ("fa4", fa4_kernel),
+                       ("xstage_fp8", lambda: xd.xstage_kernel("fp8")), ("sage2", sage2_kernel)):
         if impl in impls:
             try:
                 kernels[impl] = make()
-            except ImportError as e:   # reported; the others are still measured
+            except (ImportError, ValueError) as e:   # reported; the others are still measured
                 errors[impl] = f"import: {e}"
                 impls.remove(impl)
 
@@ -234,12 +249,15 @@ def main(argv=None):
         rows.append(row)
     med = {r["impl"]: r["median_ms"] for r in rows}
     summary = {"median_ms": med,
-               "all_agree": all(a["rel_l2"] <= args.agree_rel_l2 for a in agree.values()) and all(finite.values()),
+               "all_agree": all(a["rel_l2"] <= (args.agree_rel_l2_8bit if any(i in EIGHT_BIT for i in k.split("_vs_"))
+                                                else args.agree_rel_l2) for k, a in agree.items())
+                            and all(finite.values()),
                "all_calls_routed": all(s["fallback_total"] == 0 and s["routed"] == 2 * args.blocks
                                        for s in routing.values())}
-    for base in ("cudnn", "fa4"):
-        if "xstage" in med and base in med:
-            summary[f"speedup_xstage_vs_{base}"] = med[base] / med["xstage"]
+    for ours in ("xstage", "xstage_fp8"):
+        for base in ("cudnn", "fa4", "sage2", "xstage"):
+            if ours != base and ours in med and base in med:
+                summary[f"speedup_{ours}_vs_{base}"] = med[base] / med[ours]
     result = {
         "schema": "xstage.wan_e2e", "version": 1,
         "workload": {"model": "WanTransformer3DModel (Wan2.1-14B config)", "blocks": args.blocks, "heads": heads,

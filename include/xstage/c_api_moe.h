@@ -45,6 +45,15 @@ typedef struct xstage_team xstage_team;           /* c_api_dist.h */
 int xstage_moe_can_implement(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision,
                              int schedule, int lead_rows, int experts_per_wave, uint64_t* workspace_bytes);
 
+/* The tile order the schedule "auto" runs (CPU only, no device or layer needed): the event simulator's
+ * makespans of both orders (xstage/sim/moe_schedules.hpp, predict_moe_schedule) on the embedded platform,
+ * for `tokens` tokens on each of `ranks` ranks routed evenly over the experts, with the layer's launch: grid
+ * (CTAs, even), lead_rows (the interleaved order's lead) and experts_per_wave (the wave order's), as
+ * xstage_moe_info reports them for each order. *choice receives XSTAGE_MOE_INTERLEAVED or XSTAGE_MOE_WAVE,
+ * *predicted_speedup (may be NULL) the wave order's makespan over the interleaved one's. */
+int xstage_moe_predict_schedule(int hidden, int h_inter, int experts, int top_k, int tokens, int ranks, int precision,
+                                int grid, int lead_rows, int experts_per_wave, int* choice, double* predicted_speedup);
+
 /* Allocates the layer and its workspace on `device`; *out receives the handle. */
 int xstage_moe_create(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision,
                       int schedule, int lead_rows, int experts_per_wave, xstage_moe_layer** out);

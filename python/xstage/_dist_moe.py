@@ -22,7 +22,7 @@ class FusedMoE(torch.nn.Module):
     """The fused MoE layer, expert-parallel over `group` (NCCL backend; None: the world group).
 
     FusedMoE(w1, w2, *, top_k, group=None, precision=None (from w1's dtype) | "bf16" | "fp8", w1_scale=None,
-             w2_scale=None, schedule="interleaved" | "wave", max_tokens=16384, lead_rows=0, experts_per_wave=0,
+             w2_scale=None, schedule="auto" | "interleaved" | "wave", max_tokens=16384, lead_rows=0, experts_per_wave=0,
              timeout=60, wait_timeout=10)
       w1 [E_local, 2*h_inter, hidden], w2 [E_local, hidden, h_inter] (fp8: e4m3 with their 128 x 128 block
       scales): this rank's experts, global experts [rank * E_local, (rank + 1) * E_local) of E = E_local * world.
@@ -37,7 +37,7 @@ class FusedMoE(torch.nn.Module):
     """
 
     def __init__(self, w1, w2, *, top_k: int, group=None, precision: Optional[str] = None, w1_scale=None,
-                 w2_scale=None, schedule: str = "interleaved", max_tokens: int = 16384, lead_rows: int = 0,
+                 w2_scale=None, schedule: str = "auto", max_tokens: int = 16384, lead_rows: int = 0,
                  experts_per_wave: int = 0, timeout: float = 60.0, wait_timeout: float = DEFAULT_WAIT_TIMEOUT_S):
         super().__init__()
         from . import distributed as xd

@@ -145,6 +145,7 @@ def _run_layer(layer: _Layer, x, topk_ids, topk_weights, w1, w2, w1_scale, w2_sc
     _set_weights(layer, w1, w2, w1_scale, w2_scale, where)
     y = torch.empty_like(x2)
     if x2.shape[0] > 0 or layer.team is not None:  # a team rank without tokens still serves the others
+        layer.resolve(x2.shape[0], where)  # schedule "auto": the order predicted for this many tokens
         s = layer.slots
         layer.run(_fill(s[0], x2), _fill(s[1], ids), _fill(s[2], wts), _fill(s[3], y), _raw_stream(layer.device),
                   where)
@@ -200,7 +201,7 @@ _functional_lock = threading.Lock()
 _functional_layers = {}  # (device, experts, hidden, h_inter, top_k, precision, schedule) -> (id, layer)
 
 
-def fused_moe(x, topk_ids, topk_weights, w1, w2, *, w1_scale=None, w2_scale=None, schedule: str = "interleaved",
+def fused_moe(x, topk_ids, topk_weights, w1, w2, *, w1_scale=None, w2_scale=None, schedule: str = "auto",
               max_tokens: Optional[int] = None):
     """Functional form: y = the MoE layer of (w1, w2) on x with the caller's routing. Layers (with their
     workspaces) are cached per (device, shape, precision, schedule); a call with more tokens than the
@@ -261,15 +262,15 @@ def _from_bf16(cls, w1, w2, top_k, precision, kwargs):
 class FusedMoE(torch.nn.Module):
     """The fused MoE layer with its weights given once (layouts: xstage.moe).
 
-    FusedMoE(w1, w2, top_k=8, precision=None (from w1's dtype) | "bf16" | "fp8", w1_scale=None,
-             w2_scale=None, schedule="interleaved" | "wave", max_tokens=16384)
+    FusedMoE(w1, w2, top_k=..., precision=None (from w1's dtype) | "bf16" | "fp8", w1_scale=None,
+             w2_scale=None, schedule="auto" | "interleaved" | "wave", max_tokens=16384)
     forward(x, topk_ids, topk_weights) -> y (x's shape, bf16), with the caller's routing.
     FusedMoE.from_bf16(w1, w2, top_k=..., precision="fp8") quantizes bf16 weights on the device.
     The weights are buffers of the module (moved by .to()); inference only.
     """
 
     def __init__(self, w1, w2, *, top_k: int, precision: Optional[str] = None, w1_scale=None, w2_scale=None,
-                 schedule: str = "interleaved", max_tokens: int = 16384, lead_rows: int = 0,
+                 schedule: str = "auto", max_tokens: int = 16384, lead_rows: int = 0,
                  experts_per_wave: int = 0):
         super().__init__()
         where = "xstage.FusedMoE"

@@ -35,7 +35,10 @@ import weakref
 from . import _native
 
 PRECISIONS = {"bf16": 0, "fp8": 1}
-SCHEDULES = {"interleaved": 0, "wave": 1}
+ORDERS = {"interleaved": 0, "wave": 1}  # the kernel's tile orders (C ABI codes)
+# "auto" (the default): before each run, the order the simulator predicts faster for that many tokens under
+# balanced routing (predict_schedule); interleaved unless expert waves are predicted faster by more than 5 %.
+SCHEDULES = {"auto": -1, **ORDERS}
 
 _declare_lock = threading.Lock()
 _declared = None
@@ -76,6 +79,9 @@ def _lib():
         lib.xstage_moe_create_on_team.restype = c_int
         lib.xstage_moe_create_on_team.argtypes = [c_void_p] + [c_int] * 9 + [ctypes.c_double,
                                                                              ctypes.POINTER(c_void_p)]
+        lib.xstage_moe_predict_schedule.restype = c_int
+        lib.xstage_moe_predict_schedule.argtypes = [c_int] * 10 + [ctypes.POINTER(c_int),
+                                                                   ctypes.POINTER(ctypes.c_double)]
         lib.xstage_moe_team_info.restype = c_int
         lib.xstage_moe_team_info.argtypes = [c_void_p, ctypes.POINTER(c_int), ctypes.POINTER(c_int)]
         _declared = lib
@@ -102,12 +108,13 @@ def _config_args(where, hidden, h_inter, experts, top_k, max_tokens, precision, 
     """The C ABI's integer arguments; Python-level type and choice errors name the argument."""
     dims = [_int_arg(v, n, where, 1) for v, n in ((hidden, "hidden"), (h_inter, "h_inter"), (experts, "experts"),
                                                   (top_k, "top_k"), (max_tokens, "max_tokens"))]
-    return dims + [_choice(precision, PRECISIONS, "precision", where), _choice(schedule, SCHEDULES, "schedule", where),
+    order = _choice(schedule, SCHEDULES, "schedule", where)
+    return dims + [_choice(precision, PRECISIONS, "precision", where), ORDERS["interleaved"] if order < 0 else order,
                    _int_arg(lead_rows, "lead_rows", where, 0), _int_arg(experts_per_wave, "experts_per_wave", where, 0)]
 
 
 def can_implement(*, hidden: int, h_inter: int, experts: int, top_k: int, max_tokens: int, precision: str = "bf16",
-                  schedule: str = "interleaved", lead_rows: int = 0, experts_per_wave: int = 0,
+                  schedule: str = "auto", lead_rows: int = 0, experts_per_wave: int = 0,
                   device: int = -1) -> tuple[str, int]:
     """("", workspace bytes) when the kernel can run this layer on `device` (-1: current), else (reason, 0)."""
     where = "xstage.moe.can_implement"
@@ -117,6 +124,26 @@ def can_implement(*, hidden: int, h_inter: int, experts: int, top_k: int, max_to
     size = ctypes.c_uint64(0)
     status = lib.xstage_moe_can_implement(int(device), *args, ctypes.byref(size))
     return ("", int(size.value)) if status == _native.OK else (_native.last_error(), 0)
+
+
+def predict_schedule(*, hidden: int, h_inter: int, experts: int, top_k: int, tokens: int, grid: int, lead_rows: int,
+                     experts_per_wave: int, ranks: int = 1, precision: str = "bf16") -> tuple[str, float]:
+    """The tile order the schedule "auto" runs, and the predicted speedup (wave makespan / interleaved makespan):
+    the event simulator on the embedded platform, `tokens` tokens per rank routed evenly over the experts, with
+    the layer's launch (grid, and the lead rows and experts per wave that FusedMoE.info() reports for each order).
+    CPU only."""
+    where = "xstage.moe.predict_schedule"
+    dims = [_int_arg(v, n, where, m) for v, n, m in (
+        (hidden, "hidden", 1), (h_inter, "h_inter", 1), (experts, "experts", 1), (top_k, "top_k", 1),
+        (tokens, "tokens", 0), (ranks, "ranks", 1))]
+    launch = [_int_arg(v, n, where, 1) for v, n in ((grid, "grid"), (lead_rows, "lead_rows"),
+                                                    (experts_per_wave, "experts_per_wave"))]
+    choice, speedup = ctypes.c_int(-1), ctypes.c_double(0.0)
+    status = _lib().xstage_moe_predict_schedule(*dims, _choice(precision, PRECISIONS, "precision", where), *launch,
+                                                ctypes.byref(choice), ctypes.byref(speedup))
+    if status != _native.OK:
+        _native.raise_for(status, where)
+    return ("wave" if choice.value == ORDERS["wave"] else "interleaved"), float(speedup.value)
 
 
 def builtin_shapes() -> list[dict]:
@@ -151,6 +178,43 @@ class _Layer:
             _native.raise_for(status, where)
         self._handle = handle
         self.slots = [_native.TensorSlot() for _ in range(8)]  # x, ids, weights, y, w1, w2, w1_scale, w2_scale
+        self.order = "interleaved" if schedule == "auto" else schedule  # the tile order the next run uses
+        self._auto = None
+        if schedule == "auto":
+            self._start_auto(where)
+
+    def _start_auto(self, where) -> None:
+        """The launch of each order (grid, lead rows, experts per wave as the kernel resolves them), for the
+        predictions of the schedule "auto"; leaves the layer in the interleaved order."""
+        self._set_order("wave", where)
+        wave = self.info()["schedule_param"]
+        self._set_order("interleaved", where)
+        inter = self.info()
+        self._auto = {"grid": inter["grid"], "lead_rows": inter["schedule_param"], "experts_per_wave": wave,
+                      "choices": {}}
+
+    def _set_order(self, order: str, where) -> None:
+        status = self._lib.xstage_moe_set_schedule(self.handle(where), ORDERS[order], self.lead_rows,
+                                                   self.experts_per_wave)
+        if status != _native.OK:
+            _native.raise_for(status, where)
+        self.order = order
+
+    def resolve(self, tokens: int, where) -> None:
+        """Schedule "auto": sets the order predicted for `tokens` tokens (per rank; a team layer predicts once,
+        for max_tokens, so that every rank runs the same order). Predictions are cached per token count."""
+        if self._auto is None:
+            return
+        t = self.max_tokens if self.team is not None else int(tokens)
+        choices = self._auto["choices"]
+        if t not in choices:
+            ranks = self.team.world if self.team is not None else 1
+            choices[t] = predict_schedule(
+                hidden=self.hidden, h_inter=self.h_inter, experts=self.experts, top_k=self.top_k, tokens=t,
+                ranks=ranks, precision=self.precision, grid=self._auto["grid"], lead_rows=self._auto["lead_rows"],
+                experts_per_wave=self._auto["experts_per_wave"])[0]
+        if choices[t] != self.order:
+            self._set_order(choices[t], where)
 
     def close(self) -> None:
         """Frees the layer (after its enqueued runs); later calls fail with a message."""
@@ -168,18 +232,24 @@ class _Layer:
 
     def set_schedule(self, schedule: str, lead_rows: int = 0, experts_per_wave: int = 0, where="FusedMoE") -> None:
         s = _choice(schedule, SCHEDULES, "schedule", where)
-        status = self._lib.xstage_moe_set_schedule(self.handle(where), s, _int_arg(lead_rows, "lead_rows", where, 0),
+        order = "interleaved" if s < 0 else schedule
+        status = self._lib.xstage_moe_set_schedule(self.handle(where), ORDERS[order],
+                                                   _int_arg(lead_rows, "lead_rows", where, 0),
                                                    _int_arg(experts_per_wave, "experts_per_wave", where, 0))
         if status != _native.OK:
             _native.raise_for(status, where)
-        self.schedule, self.lead_rows, self.experts_per_wave = schedule, lead_rows, experts_per_wave
+        self.schedule, self.lead_rows, self.experts_per_wave, self.order = schedule, lead_rows, experts_per_wave, order
+        self._auto = None
+        if schedule == "auto":
+            self._start_auto(where)
 
     def info(self) -> dict:
         grid, param, runs = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_uint64(0)
         status = self._lib.xstage_moe_info(self.handle("FusedMoE.info"), ctypes.byref(grid), ctypes.byref(param), ctypes.byref(runs))
         if status != _native.OK:
             _native.raise_for(status, "FusedMoE.info")
-        return {"grid": grid.value, "schedule_param": param.value, "runs": int(runs.value)}
+        return {"grid": grid.value, "schedule_param": param.value, "runs": int(runs.value), "schedule": self.schedule,
+                "order": self.order}
 
     def last_failure(self) -> str:
         if not self._handle:

@@ -9,13 +9,15 @@
 
 #include "capi_common.hpp"
 #include "capi_team.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/model/platform.hpp"
 #include "xstage/model/workloads.hpp"
+#include "xstage/sim/moe_schedules.hpp"
 
 #if XSTAGE_CAPI_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include "xstage/gpu/check.hpp"
-#include "xstage/model/error.hpp"
 #include "fused_moe_testing.hpp"
 #include "xstage/moe/fused_moe.hpp"
 #endif
@@ -453,6 +455,39 @@ int xstage_moe_quantize_fp8(const DLTensor* w, DLTensor* q, DLTensor* scales, vo
   (void)w, (void)q, (void)scales, (void)stream;
   return fail(XSTAGE_ERR_UNSUPPORTED, kNoCuda);
 #endif
+}
+
+int xstage_moe_predict_schedule(int hidden, int h_inter, int experts, int top_k, int tokens, int ranks, int precision,
+                                int grid, int lead_rows, int experts_per_wave, int* choice, double* predicted_speedup) {
+  using namespace xstage::capi;
+  return guarded([&]() -> int {
+    if (!choice) return fail(XSTAGE_ERR_VALUE, "choice: a NULL pointer");
+    if (precision != XSTAGE_MOE_BF16 && precision != XSTAGE_MOE_FP8)
+      return fail(XSTAGE_ERR_VALUE, "precision: " + std::to_string(precision) + "; accepted: 0 (bf16), 1 (fp8)");
+    if (tokens < 0) return fail(XSTAGE_ERR_VALUE, "tokens: " + std::to_string(tokens) + "; accepted: >= 0");
+    if (ranks < 1 || (experts > 0 && experts % ranks != 0))
+      return fail(XSTAGE_ERR_VALUE, "ranks: " + std::to_string(ranks) + "; accepted: a divisor of experts (" +
+                                        std::to_string(experts) + ")");
+    try {
+      xstage::sim::MoeScheduleQuery q;
+      q.hidden = hidden;
+      q.h_inter = h_inter;
+      q.experts = experts;
+      q.top_k = top_k;
+      q.ranks = ranks;
+      q.grid = grid;
+      q.lead_rows = lead_rows;
+      q.experts_per_wave = experts_per_wave;
+      q.precision = precision == XSTAGE_MOE_FP8 ? "fp8" : "bf16";
+      const auto load = xstage::sim::balanced_expert_load(tokens, ranks, experts, top_k);
+      const auto p = xstage::sim::predict_moe_schedule(xstage::model::default_platform(), q, load);
+      *choice = p.choice == xstage::sim::MoeOrder::kExpertWave ? XSTAGE_MOE_WAVE : XSTAGE_MOE_INTERLEAVED;
+      if (predicted_speedup) *predicted_speedup = p.predicted_speedup;
+      return ok();
+    } catch (const xstage::InputError& e) {
+      return fail(XSTAGE_ERR_VALUE, e.what());
+    }
+  });
 }
 
 const char* xstage_moe_builtin_shapes(void) {

@@ -7,6 +7,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/stats.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/model/workloads.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
 
 namespace xstage::sim {
@@ -176,6 +177,58 @@ MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const Moe
   out.predicted_speedup = out.wave.makespan_s / out.interleaved.makespan_s;
   out.choice = choose_moe_order(out.predicted_speedup);
   return out;
+}
+
+MoeSchedulePrediction predict_moe_schedule(const model::Platform& platform, const MoeScheduleQuery& q,
+                                           const std::vector<long long>& received) {
+  auto positive = [](const char* name, long long v) {
+    if (v <= 0) throw InputError(std::string("moe schedule: ") + name + " must be > 0, got " + std::to_string(v));
+  };
+  positive("hidden", q.hidden);
+  positive("h_inter", q.h_inter);
+  positive("experts", q.experts);
+  positive("top_k", q.top_k);
+  positive("ranks", q.ranks);
+  positive("grid", q.grid);
+  positive("lead_rows", q.lead_rows);
+  positive("experts_per_wave", q.experts_per_wave);
+  if (q.grid % 2 != 0) throw InputError("moe schedule: grid must be even (CTA pairs), got " + std::to_string(q.grid));
+  if (static_cast<int>(received.size()) != q.experts)
+    throw InputError("moe schedule: " + std::to_string(received.size()) + " expert loads for " +
+                     std::to_string(q.experts) + " experts");
+  const model::GemmRate rate = q.sm_flop_per_s > 0 ? model::GemmRate{q.sm_flop_per_s, "given"}
+                                                   : platform.gemm_rate_at(q.precision);
+  const model::MoeShape shape{"layer", "caller", q.hidden, q.h_inter, q.experts, q.top_k};
+  const model::MoeInput in = model::moe_input_for_shape(shape, q.grid, rate.flop_per_s_per_sm, 128, 128, 2);
+  MoeOrderParams p;
+  set_tile_counts(in, p);
+  p.instances = q.grid / 2;
+  p.lead_rows = q.lead_rows;
+  p.experts_per_wave = q.experts_per_wave;
+  const MoeTileCosts costs = moe_tile_costs(platform, in, p.instances, moe_remote_share(q.ranks), q.combine);
+  MoeSchedulePrediction out;
+  out.sm_flop_per_s = rate.flop_per_s_per_sm;
+  out.rate_source = rate.source;
+  for (int r = 0; r < q.ranks; ++r) {
+    p.rows_per_expert = rows_per_local_expert(received, q.ranks, r, 128);
+    out.ranks.push_back(predict_moe_orders(platform, p, costs));
+    out.wave_makespan_s = std::max(out.wave_makespan_s, out.ranks.back().wave.makespan_s);
+    out.interleaved_makespan_s = std::max(out.interleaved_makespan_s, out.ranks.back().interleaved.makespan_s);
+  }
+  out.predicted_speedup = out.interleaved_makespan_s > 0 ? out.wave_makespan_s / out.interleaved_makespan_s : 1.0;
+  out.choice = choose_moe_order(out.predicted_speedup);
+  return out;
+}
+
+std::vector<long long> balanced_expert_load(long long tokens_per_rank, int ranks, int experts, int top_k) {
+  if (tokens_per_rank < 0 || ranks <= 0 || experts <= 0 || top_k <= 0 || top_k > experts)
+    throw InputError("moe balanced load: needs tokens >= 0, ranks > 0 and 0 < top_k <= experts (got tokens " +
+                     std::to_string(tokens_per_rank) + ", ranks " + std::to_string(ranks) + ", experts " +
+                     std::to_string(experts) + ", top_k " + std::to_string(top_k) + ")");
+  const long long slots = tokens_per_rank * ranks * top_k;
+  std::vector<long long> load(experts, slots / experts);
+  for (long long e = 0; e < slots % experts; ++e) ++load[e];
+  return load;
 }
 
 MoeOrder choose_moe_order(double predicted_speedup) {

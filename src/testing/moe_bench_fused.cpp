@@ -37,39 +37,34 @@ struct SchedulePrediction {
 SchedulePrediction predict_schedule(const MoeBenchOptions& o, const model::MoeShape& shape, const MoeDims& d,
                                     const std::vector<long long>& load, int grid, int lead_rows, int experts_per_wave) {
   const model::Platform platform = model::load_platform_or_default(o.platform);
-  // One source of the mainloop rate with `xstage plan`: the platform's per-precision rate unless given.
-  const model::GemmRate rate = o.sm_tflops > 0 ? model::GemmRate{o.sm_tflops * 1e12, "--sm-tflops"}
-                                               : platform.gemm_rate_at(o.precision);
-  const double sm_flops = rate.flop_per_s_per_sm;
-  const model::MoeInput in = model::moe_input_for_shape(shape, grid, sm_flops, 128, 128, 2);
-  sim::MoeOrderParams p;
-  sim::set_tile_counts(in, p);
-  p.instances = grid / 2;
-  p.lead_rows = lead_rows;
-  p.experts_per_wave = experts_per_wave;
+  sim::MoeScheduleQuery q;
+  q.hidden = shape.hidden;
+  q.h_inter = shape.h_inter;
+  q.experts = d.experts;
+  q.top_k = d.top_k;
+  q.ranks = d.ranks;
+  q.grid = grid;
+  q.lead_rows = lead_rows;
+  q.experts_per_wave = experts_per_wave;
+  q.precision = o.precision;  // one source of the mainloop rate with `xstage plan`: the platform's unless given
+  q.sm_flop_per_s = o.sm_tflops > 0 ? o.sm_tflops * 1e12 : 0.0;
   // The Combine issue of the runs this prediction is for (with --combine both: the default, piggybacked).
-  const sim::MoeCombineModel combine = sim::moe_combine_model(o.combine);
-  const sim::MoeTileCosts costs =
-      sim::moe_tile_costs(platform, in, p.instances, sim::moe_remote_share(d.ranks), combine);
-  double wave = 0, inter = 0;
+  q.combine = sim::moe_combine_model(o.combine);
+  const sim::MoeSchedulePrediction sp = sim::predict_moe_schedule(platform, q, load);
   nlohmann::json ranks = nlohmann::json::array();
   for (int r = 0; r < d.ranks; ++r) {
-    p.rows_per_expert = sim::rows_per_local_expert(load, d.ranks, r, 128);
-    const sim::MoeOrderPrediction pr = sim::predict_moe_orders(platform, p, costs);
-    wave = std::max(wave, pr.wave.makespan_s);
-    inter = std::max(inter, pr.interleaved.makespan_s);
-    ranks.push_back({{"rank", r}, {"wave", sim::to_json(pr.wave)}, {"interleaved", sim::to_json(pr.interleaved)}});
+    ranks.push_back({{"rank", r}, {"wave", sim::to_json(sp.ranks[r].wave)},
+                     {"interleaved", sim::to_json(sp.ranks[r].interleaved)}});
   }
   SchedulePrediction out;
-  const double speedup = wave / inter;
-  out.choice = sim::choose_moe_order(speedup) == sim::MoeOrder::kInterleaved ? MoeFusedSchedule::kInterleaved
-                                                                            : MoeFusedSchedule::kWave;
-  out.j = {{"choice", to_string(out.choice)}, {"predicted_speedup", speedup}, {"tie_band", sim::kMoeOrderTieBand},
-           {"platform", platform.name}, {"sm_tflops", sm_flops / 1e12}, {"sm_tflops_source", rate.source}, {"lead_rows", lead_rows},
-           {"experts_per_wave", experts_per_wave}, {"producers", grid},
-           {"combine", sim::to_string(combine)},
-           {"remote_share", sim::moe_remote_share(d.ranks)},
-           {"wave_makespan_us", units::s_to_us(wave)}, {"interleaved_makespan_us", units::s_to_us(inter)}, {"ranks", ranks}};
+  out.choice = sp.choice == sim::MoeOrder::kInterleaved ? MoeFusedSchedule::kInterleaved : MoeFusedSchedule::kWave;
+  out.j = {{"choice", to_string(out.choice)}, {"predicted_speedup", sp.predicted_speedup},
+           {"tie_band", sim::kMoeOrderTieBand}, {"platform", platform.name}, {"sm_tflops", sp.sm_flop_per_s / 1e12},
+           {"sm_tflops_source", o.sm_tflops > 0 ? std::string("--sm-tflops") : sp.rate_source},
+           {"lead_rows", lead_rows}, {"experts_per_wave", experts_per_wave}, {"producers", grid},
+           {"combine", sim::to_string(q.combine)}, {"remote_share", sim::moe_remote_share(d.ranks)},
+           {"wave_makespan_us", units::s_to_us(sp.wave_makespan_s)},
+           {"interleaved_makespan_us", units::s_to_us(sp.interleaved_makespan_s)}, {"ranks", ranks}};
   return out;
 }
 

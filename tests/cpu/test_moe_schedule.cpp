@@ -407,3 +407,88 @@ TEST(MoeOrderPrediction, DefaultLeadCutsDitMoeDependencyWaits) {
   // The expert-wave order does not depend on D.
   EXPECT_DOUBLE_EQ(at_default.wave.makespan_s, at_knee.wave.makespan_s);
 }
+
+TEST(MoeSchedulePrediction, BalancedLoadSpreadsEverySlotEvenly) {
+  const std::vector<long long> load = sim::balanced_expert_load(1000, 2, 16, 3);  // 6000 slots
+  ASSERT_EQ(load.size(), 16u);
+  long long sum = 0;
+  for (long long l : load) {
+    sum += l;
+    EXPECT_TRUE(l == 375 || l == 376) << l;
+  }
+  EXPECT_EQ(sum, 6000);
+  EXPECT_EQ(sim::balanced_expert_load(7, 1, 4, 1), (std::vector<long long>{2, 2, 2, 1}));
+  EXPECT_THROW(sim::balanced_expert_load(-1, 1, 4, 1), InputError);
+  EXPECT_THROW(sim::balanced_expert_load(8, 1, 4, 5), InputError);
+}
+
+// The layer-level prediction ("auto") is the per-rank order prediction of the same tiles, costs and routing, the
+// slowest rank deciding: built here by hand from the pieces and compared number for number.
+TEST(MoeSchedulePrediction, IsThePerRankPredictionOfTheSlowestRank) {
+  const model::MoeShape* shape = model::find_moe_shape("dit-moe-g2-16e2a");
+  ASSERT_NE(shape, nullptr);
+  const model::Platform platform = model::default_platform();
+  sim::MoeScheduleQuery q;
+  q.hidden = shape->hidden;
+  q.h_inter = shape->h_inter;
+  q.experts = shape->experts;
+  q.top_k = shape->top_k;
+  q.ranks = 2;
+  q.grid = 132;
+  q.lead_rows = 9;
+  q.experts_per_wave = 2;
+  q.precision = "fp8";
+  std::vector<long long> load(shape->experts, 0);
+  for (int e = 0; e < shape->experts; ++e) load[e] = 200 + 300 * (e % 5);  // uneven: the ranks differ
+  const sim::MoeSchedulePrediction got = sim::predict_moe_schedule(platform, q, load);
+
+  const model::GemmRate rate = platform.gemm_rate_at("fp8");
+  EXPECT_EQ(got.sm_flop_per_s, rate.flop_per_s_per_sm);
+  const model::MoeInput in = model::moe_input_for_shape(*shape, q.grid, rate.flop_per_s_per_sm, 128, 128, 2);
+  sim::MoeOrderParams p;
+  sim::set_tile_counts(in, p);
+  p.instances = q.grid / 2;
+  p.lead_rows = q.lead_rows;
+  p.experts_per_wave = q.experts_per_wave;
+  const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances, 0.5);
+  double wave = 0, inter = 0;
+  ASSERT_EQ(got.ranks.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    p.rows_per_expert = sim::rows_per_local_expert(load, 2, r, 128);
+    const sim::MoeOrderPrediction want = sim::predict_moe_orders(platform, p, costs);
+    EXPECT_DOUBLE_EQ(got.ranks[r].wave.makespan_s, want.wave.makespan_s) << r;
+    EXPECT_DOUBLE_EQ(got.ranks[r].interleaved.makespan_s, want.interleaved.makespan_s) << r;
+    wave = std::max(wave, want.wave.makespan_s);
+    inter = std::max(inter, want.interleaved.makespan_s);
+  }
+  EXPECT_NE(got.ranks[0].wave.makespan_s, got.ranks[1].wave.makespan_s);  // the routing is uneven indeed
+  EXPECT_DOUBLE_EQ(got.predicted_speedup, wave / inter);
+  EXPECT_EQ(got.choice, sim::choose_moe_order(wave / inter));
+}
+
+TEST(MoeSchedulePrediction, RefusesWhatNoLayerHas) {
+  const model::Platform platform = model::default_platform();
+  sim::MoeScheduleQuery q;
+  q.hidden = 2048;
+  q.h_inter = 1408;
+  q.experts = 16;
+  q.top_k = 2;
+  q.grid = 132;
+  const std::vector<long long> load(16, 1024);
+  EXPECT_NO_THROW(sim::predict_moe_schedule(platform, q, load));
+  auto refused = [&](auto change, const char* field) {
+    sim::MoeScheduleQuery bad = q;
+    change(bad);
+    try {
+      sim::predict_moe_schedule(platform, bad, load);
+      ADD_FAILURE() << field << ": accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  refused([](auto& b) { b.grid = 131; }, "grid");
+  refused([](auto& b) { b.hidden = 0; }, "hidden");
+  refused([](auto& b) { b.lead_rows = 0; }, "lead_rows");
+  refused([](auto& b) { b.experts = 8; }, "expert loads");
+  refused([](auto& b) { b.precision = "int4"; }, "int4");
+}

@@ -46,7 +46,8 @@ GOOD = dict(hidden=384, h_inter=256, experts=8, top_k=3, max_tokens=700)
 @pytest.mark.parametrize("field, value, error", [
     ("precision", "int4", ValueError),
     ("precision", 1, TypeError),
-    ("schedule", "auto", ValueError),
+    ("schedule", "ring", ValueError),
+    ("schedule", 0, TypeError),
     ("hidden", "4096", TypeError),
     ("hidden", 4096.0, TypeError),
     ("top_k", 0, ValueError),
@@ -86,6 +87,42 @@ def test_library_workspace_size_without_gpu():
         return
     assert reason == ""
     assert size > GOOD["max_tokens"] * GOOD["top_k"] * GOOD["hidden"] * 2  # at least the combine rows
+
+
+# --- the schedule "auto": the simulator's choice (CPU) ---------------------------------------------
+
+AUTO = dict(hidden=2048, h_inter=1408, experts=16, top_k=2, tokens=8192, grid=132, lead_rows=4, experts_per_wave=4)
+
+
+def test_predict_schedule_follows_the_tie_rule():
+    _library_or_skip()
+    seen = set()
+    for ranks in (1, 2, 8):
+        for tokens in (1, 512, 8192, 65536):
+            for precision in ("bf16", "fp8"):
+                order, speedup = moe.predict_schedule(**dict(AUTO, tokens=tokens, ranks=ranks, precision=precision))
+                assert speedup > 0
+                # interleaved unless expert waves are predicted faster by more than the 5 % band
+                assert order == ("interleaved" if speedup >= 0.95 else "wave"), (ranks, tokens, precision, speedup)
+                assert (order, speedup) == moe.predict_schedule(
+                    **dict(AUTO, tokens=tokens, ranks=ranks, precision=precision)), "not deterministic"
+                seen.add(round(speedup, 6))
+    assert len(seen) > 1, "the prediction does not depend on tokens, ranks or precision"
+
+
+@pytest.mark.parametrize("field, value, error", [
+    ("hidden", 0, ValueError),
+    ("tokens", -1, ValueError),
+    ("grid", 131, ValueError),       # CTA pairs: even
+    ("ranks", 3, ValueError),        # does not divide 16 experts
+    ("lead_rows", 0, ValueError),
+    ("experts_per_wave", 2.0, TypeError),
+    ("precision", "int4", ValueError),
+])
+def test_predict_schedule_refuses_bad_input(field, value, error):
+    _library_or_skip()
+    with pytest.raises(error, match=field):
+        moe.predict_schedule(**dict(AUTO, **{field: value}))
 
 
 # --- torch (CPU tensors suffice: every error below is raised before any CUDA call) ---------------

@@ -77,7 +77,7 @@ def build(precision, schedule, seed=1):
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
-@pytest.mark.parametrize("schedule", ["interleaved", "wave"])
+@pytest.mark.parametrize("schedule", ["auto", "interleaved", "wave"])
 def test_matches_torch_reference(precision, schedule):
     layer, _, (r1, r2) = build(precision, schedule)
     fp8 = precision == "fp8"
@@ -94,7 +94,16 @@ def test_matches_torch_reference(precision, schedule):
         x, ids, wts = make_call(MAX_TOKENS, seed=7)
         assert rel_l2(layer(x, ids, wts), reference(x, ids, wts, w1.float(), w2.float())[0]) > 1e-4
     assert layer.last_failure() == ""
-    assert layer.info()["runs"] == 10 + (1 if fp8 else 0)
+    info = layer.info()
+    assert info["runs"] == 10 + (1 if fp8 else 0)
+    if schedule == "auto":  # the last run's order is the prediction for its token count
+        want, _ = xstage.moe.predict_schedule(hidden=HIDDEN, h_inter=INTER, experts=EXPERTS, top_k=TOP_K,
+                                              tokens=MAX_TOKENS, grid=info["grid"], lead_rows=layer._layer._auto["lead_rows"],
+                                              experts_per_wave=layer._layer._auto["experts_per_wave"],
+                                              precision=precision)
+        assert info["schedule"] == "auto" and info["order"] == want
+    else:
+        assert info["order"] == schedule
 
 
 def test_quantize_matches_the_rule():

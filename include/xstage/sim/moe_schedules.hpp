@@ -107,6 +107,34 @@ struct MoeOrderPrediction {
 };
 MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const MoeOrderParams& params,
                                       const MoeTileCosts& costs);
+// The order for a fused MoE layer as the kernel would run it (`xstage moe bench --schedule auto`, the library's
+// schedule "auto"): the layer's dimensions and launch (grid = producers = 2·G CTAs, the interleaved lead and
+// the wave's experts per wave as the kernel resolved them), `received_per_expert` the tokens each global
+// expert receives over all ranks, the mainloop rate the platform's at `precision` unless sm_flop_per_s > 0.
+// The largest makespan over the ranks decides, as the slowest rank ends the layer.
+struct MoeScheduleQuery {
+  int hidden = 0, h_inter = 0, experts = 0, top_k = 0;
+  int ranks = 1;
+  int grid = 0;
+  int lead_rows = 1, experts_per_wave = 1;
+  std::string precision = "bf16";  // "bf16" or "fp8": the platform's GEMM rate
+  double sm_flop_per_s = 0;        // > 0: overrides that rate
+  MoeCombineModel combine = MoeCombineModel::kPiggyback;
+};
+struct MoeSchedulePrediction {
+  MoeOrder choice = MoeOrder::kInterleaved;
+  double predicted_speedup = 1.0;  // slowest rank's wave makespan / slowest rank's interleaved makespan
+  double wave_makespan_s = 0, interleaved_makespan_s = 0;
+  double sm_flop_per_s = 0;
+  std::string rate_source;
+  std::vector<MoeOrderPrediction> ranks;
+};
+MoeSchedulePrediction predict_moe_schedule(const model::Platform& platform, const MoeScheduleQuery& q,
+                                           const std::vector<long long>& received_per_expert);
+// Balanced routing: tokens_per_rank · ranks · top_k slots spread over the experts as evenly as integers allow
+// (the first `remainder` experts one more).
+std::vector<long long> balanced_expert_load(long long tokens_per_rank, int ranks, int experts, int top_k);
+
 // Times in us: makespan_us, total_stall_us, median_tile_stall_us, max_tile_stall_us,
 // peak_outstanding_bytes, dependency_wait_us.
 nlohmann::json to_json(const MoeOrderOutcome& o);
