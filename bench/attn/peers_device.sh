@@ -4,11 +4,11 @@
 #   stage   (carry .carry/peers1)  keeps FA4's part a, its wheels and the carried build, then runs the GPU tests
 #           (gtest filter TESTS, default all) and, when SAN names a gtest filter, compute-sanitizer memcheck,
 #           racecheck and synccheck over it: $OUT/gpu_tests.txt, $OUT/sanitizer.txt
-#   attn    (carry .carry/peers2)  installs FA4 and the carried wheels (the xstage wheel, diffusers, small peers),
+#   attn    (carry .carry/peers2)  installs FA4 and the carried wheels (the xstage wheel, peers that fit),
 #           then our bf16 attention against FA4's Hopper forward and cuDNN SDPA in one process (attn_vs_cudnn.sh;
 #           ATTN_BENCH_ARGS, default the d = 128 grid and d = 64, ours through the Python package), and when
 #           ULYSSES_SEQS names lengths the fused epilogue's one-GPU cost: $OUT/attn_forward.json and .png
-#   fp8     (carry .carry/peers3)  installs the remaining peer wheels, then the 8-bit attention against cuDNN's FP8
+#   fp8     (carry .carry/peers3)  installs diffusers and the remaining peer wheels, then the 8-bit attention against cuDNN's FP8
 #           SDPA and SageAttention 2 beside the bf16 kernels, speed and accuracy (attn_fp8.py; FP8_ARGS):
 #           $OUT/attn_fp8.json and .png
 #   python  (no carry)  the Python GPU tests ($OUT/python_gpu_tests.txt), FusedMoE against PyTorch

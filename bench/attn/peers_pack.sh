@@ -4,11 +4,11 @@
 # tree:
 #   .carry/peers1  gpubin.tar.xz (BUILD's xstage and tests/xstage_gpu_tests), FA4's wheels and as much of FA4's
 #                  libraries archive as fits (its part a)                       -> peers_device.sh stage
-#   .carry/peers2  the rest of that archive (part b), fa4_device_install.sh, the xstage wheel (WHEEL_DIR), the
-#                  diffusers wheels (bench/python/fetch_wheels.sh) and the small peer wheels of PEER_WHEELS
-#                                                                                -> peers_device.sh attn
-#   .carry/peers3  the peer wheels of PEER_WHEELS that did not fit peers2 (SageAttention 2, built from its public
-#                  source outside the tree; cuDNN's frontend)                    -> peers_device.sh fp8, then python
+#   .carry/peers2  the rest of that archive (part b), fa4_device_install.sh, the xstage wheel (WHEEL_DIR) and the
+#                  peer wheels of PEER_WHEELS that fit                           -> peers_device.sh attn
+#   .carry/peers3  the diffusers wheels (bench/python/fetch_wheels.sh) and the peer wheels of PEER_WHEELS that did
+#                  not fit call 2 (SageAttention 2, built from its public source outside the tree; cuDNN's
+#                  frontend)                                                     -> peers_device.sh fp8, then python
 # FA4 comes from FA4_TOOLS/fa4_wheels.sh (default ../shared/tools), cached in .fa4. The calls run back to back while
 # the GPU machine is warm (30 s): files under /tmp carry over from one call to the next.
 #   BUILD (default build), WHEEL_DIR (default .whl-xstage: `scripts/python_package.sh wheel .whl-xstage`),
@@ -35,7 +35,8 @@ cp .fa4/b/*.whl .carry/peers1/
 tar cf - -C "$BUILD" xstage tests/xstage_gpu_tests | xz -T0 -6 > .carry/peers1/gpubin.tar.xz
 cp "$FA4_TOOLS/fa4_device_install.sh" .carry/peers2/
 mkdir -p .carry/peers2/wheels .carry/peers3/wheels
-cp "$WHEEL_DIR"/xstage-*.whl "$DIFFUSERS_WHEELS"/*.whl .carry/peers2/wheels/
+cp "$WHEEL_DIR"/xstage-*.whl .carry/peers2/wheels/
+cp "$DIFFUSERS_WHEELS"/*.whl .carry/peers3/wheels/
 # What travels besides the carry: tracked files and untracked files git does not ignore.
 tree=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 room() { echo $((limit - (1 << 20) - tree - $(du -sb "$1" | cut -f1))); }
