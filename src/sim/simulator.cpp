@@ -27,6 +27,7 @@ struct ProducerState {
   double completion_target = 0.0;  // drained-bytes mark that completes this producer's stores
   int bursts_done = 0;
   double wait_start_s = 0.0;
+  double compute_start_s = 0.0;
   BurstRecord current{};
 };
 
@@ -73,6 +74,16 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
   // Starts steps at time t until every producer is in a phase that takes time, is blocked on a
   // counter, or is done; repeated while a signal may have released a producer already visited.
   bool progressed = false;
+  auto record = [&](TimelineSpan::Kind kind, std::size_t i, double start, const Step* st = nullptr) {
+    if (!cfg.record_timeline || !(t > start)) return;
+    TimelineSpan sp{kind, static_cast<int>(i), static_cast<int>(ps[i].step), start, t};
+    if (st && kind == TimelineSpan::Kind::kIssue) {
+      sp.issue_floor_s = st->issue_floor_s;
+      sp.bytes = st->bytes;
+    }
+    if (st && kind == TimelineSpan::Kind::kWait) sp.counter = st->counter;
+    out.timeline.push_back(sp);
+  };
   auto advance_producers = [&]() {
     do {
       progressed = false;
@@ -83,6 +94,7 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
             const Step& w = schedules[i][p.step];
             if (counters[w.counter] < w.target) break;
             out.total_dependency_wait_s += t - p.wait_start_s;
+            record(TimelineSpan::Kind::kWait, i, p.wait_start_s, &w);
           }
           if (p.phase == Phase::kCompute && p.until_s > t) break;
           if (p.phase == Phase::kLatency && p.until_s > t) break;
@@ -92,6 +104,7 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
           if (p.phase == Phase::kIssue) {  // burst fully accepted
             p.current.issue_end_s = t;
             out.bursts.push_back(p.current);
+            record(TimelineSpan::Kind::kIssue, i, p.current.start_s, &schedules[i][p.step]);
             ++p.bursts_done;
             if (cfg.completion_coupled) {
               p.phase = Phase::kAwaitCompletion;
@@ -106,8 +119,12 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
             continue;
           } else if (p.phase == Phase::kLatency) {
             out.total_completion_wait_s += t - p.wait_start_s;
+            record(TimelineSpan::Kind::kCompletion, i, p.wait_start_s);
             ++p.step;
-          } else if (p.phase == Phase::kCompute || p.phase == Phase::kDependency) {
+          } else if (p.phase == Phase::kCompute) {
+            record(TimelineSpan::Kind::kCompute, i, p.compute_start_s);
+            ++p.step;
+          } else if (p.phase == Phase::kDependency) {
             ++p.step;
           }
           progressed = true;
@@ -121,6 +138,7 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
           if (s.kind == Step::Kind::kSignal) {
             ++counters[s.counter];
             p.phase = Phase::kCompute;  // as a compute span of zero length: finished at once
+            p.compute_start_s = t;
             p.until_s = t;
             continue;
           }
@@ -131,6 +149,7 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
           }
           if (s.kind == Step::Kind::kCompute) {
             p.phase = Phase::kCompute;
+            p.compute_start_s = t;
             p.until_s = t + s.duration_s;
           } else {
             p.phase = Phase::kIssue;
@@ -214,6 +233,16 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
   }
   for (const auto& b : out.bursts) out.total_stall_s += std::max(0.0, b.stall_s());
   return out;
+}
+
+const char* to_string(TimelineSpan::Kind kind) {
+  switch (kind) {
+    case TimelineSpan::Kind::kCompute: return "compute";
+    case TimelineSpan::Kind::kIssue: return "issue";
+    case TimelineSpan::Kind::kWait: return "wait";
+    case TimelineSpan::Kind::kCompletion: return "completion";
+  }
+  return "?";
 }
 
 std::vector<ProducerSchedule> periodic_schedules(int producers, double bytes_per_producer, double issue_floor_s,

@@ -47,6 +47,7 @@ struct SimConfig {
   double time_limit_s = 10.0;  // simulated time bound (a schedule that never ends is an error)
   bool proportional_share = false;  // false: first-come service while the path is full
   double drain_ramp_s = 0.0;  // τ: drain R·(1 − e^{−t/τ}) after the path leaves empty (platform knee_ramp); 0: R
+  bool record_timeline = false;  // fill SimResult::timeline (one span per step that takes time)
 };
 
 struct BurstRecord {
@@ -59,6 +60,22 @@ struct BurstRecord {
   double stall_s() const { return issue_time_s() - issue_floor_s; }
 };
 
+// One span of a producer's timeline (SimConfig::record_timeline): a compute step, a burst's issue (from its
+// start to its last accepted byte; the part beyond issue_floor_s is stall), a wait on a counter, or the
+// completion-coupled wait. Zero-length spans are left out.
+struct TimelineSpan {
+  enum class Kind { kCompute, kIssue, kWait, kCompletion };
+  Kind kind;
+  int producer;
+  int step;          // index into the producer's schedule
+  double start_s;
+  double end_s;
+  double issue_floor_s = 0.0;  // kIssue: the burst's backpressure-free issue time
+  double bytes = 0.0;          // kIssue: the burst's bytes
+  int counter = -1;            // kWait: the counter waited on
+};
+const char* to_string(TimelineSpan::Kind kind);  // "compute", "issue", "wait", "completion"
+
 struct SimResult {
   std::vector<BurstRecord> bursts;  // in order of issue end
   double makespan_s = 0.0;          // last producer's end
@@ -66,6 +83,7 @@ struct SimResult {
   double total_stall_s = 0.0;       // Σ over bursts of (issue time − floor), all producers
   double total_completion_wait_s = 0.0;  // completion-coupled waiting, all producers
   double total_dependency_wait_s = 0.0;  // time blocked in wait steps, all producers
+  std::vector<TimelineSpan> timeline;    // with SimConfig::record_timeline, in order of span end
 };
 
 // Throws xstage::InputError for a bad configuration or schedule.
