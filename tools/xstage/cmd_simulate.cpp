@@ -10,6 +10,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/sim/schedule_file.hpp"
 #include "xstage/sim/simulator.hpp"
+#include "xstage/sim/trace_events.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -27,12 +28,33 @@ struct SimOptions {
   std::string schedule;
   bool per_burst = false;
   bool json = false;
+  std::string trace;  // --trace FILE: the timeline as Chrome trace-event JSON
+  bool force = false;
 };
 
 // Work limit of the periodic simulation: its events and per-burst records grow with producers x bursts
 // (about kBytesPerProducerBurst each, measured), checked before anything is allocated.
 constexpr double kMaxProducerBursts = 1 << 24;
 constexpr double kBytesPerProducerBurst = 96;
+// Work limit of --trace: every span of the timeline becomes one or two trace events (about
+// kBytesPerTraceSpan each, JSON document and text together, measured), checked before simulating.
+constexpr double kMaxTraceSpans = 1 << 19;
+constexpr double kBytesPerTraceSpan = 1900;
+
+// --trace: the timeline of `r` (recorded with SimConfig::record_timeline) as a Chrome trace, one thread
+// per producer, written like every other output file.
+void write_trace(const SimOptions& o, const sim::SimResult& r, const model::Platform& platform, nlohmann::json run) {
+  if (o.trace.empty()) return;
+  stamp_json(run, "xstage.simulate/1", o.platform, platform);
+  const nlohmann::json trace = sim::chrome_trace(r, {}, run);
+  write_file_atomically(o.trace, trace.dump() + "\n", o.force, {o.platform, o.schedule}, "--trace");
+}
+
+void check_trace_work(const SimOptions& o, double spans, const std::string& request) {
+  if (o.trace.empty()) return;
+  check_output_path("--trace", o.trace, o.force, {o.platform, o.schedule});
+  require_work_within(request, spans, kMaxTraceSpans, "timeline spans", kBytesPerTraceSpan);
+}
 
 // A schedule from a file: every producer's bursts, aggregated by index in the table.
 void run_schedule_file(const SimOptions& o) {
@@ -40,6 +62,9 @@ void run_schedule_file(const SimOptions& o) {
   const model::Platform platform = model::load_platform_or_default(o.platform);
   const std::vector<sim::ProducerSchedule> schedules = sim::load_schedule_file(o.schedule, platform);
   const int k = static_cast<int>(schedules.size());
+  double steps = 0;
+  for (const auto& s : schedules) steps += static_cast<double>(s.size());
+  check_trace_work(o, steps, "simulate --trace: " + fmt_num(steps, 0) + " schedule steps in " + o.schedule);
   sim::SimConfig cfg;
   cfg.drain_rate_bytes_per_s = platform.drain_rate_at(k);
   cfg.capacity_bytes = o.capacity_bytes ? *o.capacity_bytes : platform.capacity_bytes(k).value;
@@ -47,7 +72,12 @@ void run_schedule_file(const SimOptions& o) {
   cfg.completion_coupled = o.completion_coupled;
   cfg.completion_latency_s = units::us_to_s(o.latency_us);
   cfg.time_limit_s = 1e3;
+  cfg.record_timeline = !o.trace.empty();
   const sim::SimResult r = sim::simulate(cfg, schedules);
+  write_trace(o, r, platform,
+              {{"schedule", o.schedule}, {"producers", k}, {"completion_coupled", o.completion_coupled},
+               {"drain_rate_gbps", units::bytes_per_s_to_gbps(cfg.drain_rate_bytes_per_s)},
+               {"capacity_bytes", cfg.capacity_bytes}});
   if (o.json) {
     nlohmann::json j = {{"schedule", o.schedule}, {"producers", k},
                         {"completion_coupled", o.completion_coupled},
@@ -86,6 +116,9 @@ void run_simulate(const SimOptions& o) {
   require_work_within("simulate: --producers " + std::to_string(o.producers) + " x --bursts " + std::to_string(o.bursts),
                       static_cast<double>(o.producers) * o.bursts, kMaxProducerBursts, "producer-bursts",
                       kBytesPerProducerBurst);
+  check_trace_work(o, 3.0 * o.producers * o.bursts,
+                   "simulate --trace: --producers " + std::to_string(o.producers) + " x --bursts " +
+                       std::to_string(o.bursts) + " x 3 spans (burst, gap, completion wait)");
   const model::Platform platform = model::load_platform_or_default(o.platform);
   const model::BurstGapInput in =
       burst_gap_input(o.producers, o.bytes_per_producer, o.gap_us, o.t_iss0_us, o.capacity_bytes);
@@ -98,9 +131,16 @@ void run_simulate(const SimOptions& o) {
   cfg.completion_coupled = o.completion_coupled;
   cfg.completion_latency_s = units::us_to_s(o.latency_us);
   cfg.time_limit_s = 1e3;
+  cfg.record_timeline = !o.trace.empty();
   const auto schedules = sim::periodic_schedules(o.producers, o.bytes_per_producer, model_pred.t_iss0_s, in.gap_s, o.bursts);
   const sim::SimResult r = sim::simulate(cfg, schedules);
   const sim::SteadyState ss = sim::producer_steady_state(r, o.producers);
+  write_trace(o, r, platform,
+              {{"producers", o.producers}, {"bytes_per_producer", o.bytes_per_producer}, {"gap_us", o.gap_us},
+               {"bursts_per_producer", o.bursts}, {"completion_coupled", o.completion_coupled},
+               {"t_iss0_us", s_to_us(model_pred.t_iss0_s)},
+               {"drain_rate_gbps", units::bytes_per_s_to_gbps(cfg.drain_rate_bytes_per_s)},
+               {"capacity_bytes", cfg.capacity_bytes}});
 
   const std::vector<sim::AggregateBurst> agg = sim::aggregate_by_index(r, o.producers);
   std::vector<double> start, end;
@@ -171,6 +211,10 @@ void add_simulate(CLI::App& root) {
       ->check(kNonNegative);
   cmd->add_flag("--per-burst", o->per_burst, "also list every burst (table rows, or \"bursts\" in the JSON)");
   add_json_option(cmd, o->json);
+  cmd->add_option("--trace", o->trace,
+                  "Also write the simulated timeline as Chrome trace-event JSON (Perfetto, chrome://tracing): one "
+                  "thread per producer; compute, burst issue with its stall, waits (refused if it exists, unless --force)");
+  add_force_option(cmd, o->force, "Replace --trace if it exists");
   cmd->callback([o] { run_simulate(*o); });
 }
 
