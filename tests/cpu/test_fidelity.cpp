@@ -349,14 +349,14 @@ TEST(Fidelity, OptionalPlatformFieldsAreRangeChecked) {
 
 TEST(Fidelity, PlanAsBuiltVerdictOfTheBuiltInWorkloads) {
   // The embedded platform (the H200 pair): the kernels as built measured no backpressure; the as-built
-  // verdict says piggyback for every attention workload and every MoE shape in both precisions (mainloops
+  // verdict says keep for every attention workload and every MoE shape in both precisions (mainloops
   // at the platform's traced GEMM rates), and the aligned worst case (eq. 10) is still shown as reshape.
   const xstage::test::CliRun r = xstage::test::run_cli("plan --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_FALSE(j["attention"].empty());
   for (const auto& w : j["attention"]) {
-    EXPECT_EQ(w["as_built"]["action"], "piggyback") << w["name"];
+    EXPECT_EQ(w["as_built"]["action"], "keep") << w["name"];
     EXPECT_NE(w["as_built"]["binding_bound"], "rate") << w["name"];
     EXPECT_EQ(w["points"][0]["critical_stall_us"].get<double>(), 0.0) << w["name"];
     EXPECT_EQ(w["points"][0]["action"], "reshape") << w["name"];  // aligned, capacity
@@ -364,7 +364,7 @@ TEST(Fidelity, PlanAsBuiltVerdictOfTheBuiltInWorkloads) {
   }
   int shapes = 0;
   for (const auto& m : j["moe"]) {
-    EXPECT_EQ(m["wave_as_built"]["action"], "piggyback") << m["name"] << " " << m["precision"];
+    EXPECT_EQ(m["wave_as_built"]["action"], "keep") << m["name"] << " " << m["precision"];
     ++shapes;
   }
   EXPECT_EQ(shapes, 14);

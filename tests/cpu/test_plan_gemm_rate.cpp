@@ -65,7 +65,7 @@ TEST(PlanGemmRate, DatasheetIsTheStatedFallback) {
 
 TEST(PlanGemmRate, AsBuiltVerdictOfEveryBuiltInWorkloadAgreesWithTheKernels) {
   // The kernels as built measured no backpressure (Ulysses residual <= 0.5 % for M >= 32K, MoE Combine
-  // stores free in the local-store control): piggyback for every attention workload and every MoE shape
+  // stores free in the local-store control): keep for every attention workload and every MoE shape
   // in both precisions; the aligned worst case (eq. 10) is still shown as reshape (capacity).
   const xstage::test::CliRun r = xstage::test::run_cli("plan --json");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -79,7 +79,7 @@ TEST(PlanGemmRate, AsBuiltVerdictOfEveryBuiltInWorkloadAgreesWithTheKernels) {
     if (b["binding_bound"] == "none") EXPECT_LT(first, 0.05) << at;
   };
   for (const auto& w : j["attention"]) {
-    EXPECT_EQ(w["as_built"]["action"], "piggyback") << w["name"];
+    EXPECT_EQ(w["as_built"]["action"], "keep") << w["name"];
     agrees_with_its_stall(w["as_built"], w["name"]);
     EXPECT_EQ(w["points"][0]["action"], "reshape") << w["name"];
     EXPECT_FALSE(w["points"][0]["capacity_bound_ok"].get<bool>()) << w["name"];
@@ -87,7 +87,7 @@ TEST(PlanGemmRate, AsBuiltVerdictOfEveryBuiltInWorkloadAgreesWithTheKernels) {
   }
   for (const auto& m : j["moe"]) {
     const std::string at = m["name"].get<std::string>() + " " + m["precision"].get<std::string>();
-    EXPECT_EQ(m["wave_as_built"]["action"], "piggyback") << at;
+    EXPECT_EQ(m["wave_as_built"]["action"], "keep") << at;
     agrees_with_its_stall(m["wave_as_built"], at);
     EXPECT_EQ(m["wave_action"], "reshape") << at;  // aligned: the whole tile's Combine at once
     ++rows;

@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <string_view>
+#include <tuple>
 
 #include "cli_common.hpp"
 #include "plan_audits.hpp"
@@ -54,22 +56,216 @@ model::AttentionInput attention_input(const AttnOptions& o, int producers) {
   return in;
 }
 
-void print_attention(const model::AttentionAudit& a, const model::AttentionInput& in) {
+// ---- the verdict words of `plan` -----------------------------------------------------------------
+// keep: leave the bursts where they are, the next mainloop covers the drain (eq. 10's action when both
+// bounds hold); reshape: the stores stall and the schedule must change. "Piggybacked Combine" names only
+// the fused MoE kernel's issue mode (`--combine piggyback`), never a verdict.
+constexpr const char* kKeep = "keep";
+constexpr const char* kReshape = "reshape";
+const char* verdict_word(model::DesignAction a) { return a == model::DesignAction::kPiggyback ? kKeep : kReshape; }
+
+// Plan JSON carries verdicts in the same two words as its text: eq. 10's action values ("piggyback" in
+// model::to_string, shared with `xstage model`) become "keep" under every verdict key.
+void use_verdict_words(nlohmann::json& j) {
+  if (j.is_array()) {
+    for (auto& x : j) use_verdict_words(x);
+    return;
+  }
+  if (!j.is_object()) return;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const bool verdict_key = key == "action" || key == "aligned_action" || key == "sustained_action" ||
+                             key == "wave_action" || key == "interleaved_action";
+    if (verdict_key && it->is_string() && it->get<std::string>() == model::to_string(model::DesignAction::kPiggyback))
+      *it = kKeep;
+    else
+      use_verdict_words(*it);
+  }
+}
+
+// Eq. 10's verdict in the plan's words, with the bound(s) that fail, so a reshape is never printed without
+// its reason.
+std::string verdict_text(const model::DesignVerdict& v) {
+  const char* why = !v.rate_bound_ok && !v.capacity_bound_ok ? " (rate, capacity)"
+                    : !v.rate_bound_ok                       ? " (rate)"
+                    : !v.capacity_bound_ok                   ? " (capacity)"
+                                                             : "";
+  return std::string(verdict_word(v.action)) + why;
+}
+
+// One legend line per verdict column: which burst the column models.
+struct LegendLine {
+  const char* column;
+  const char* models;
+};
+const std::vector<LegendLine> kAttentionLegend = {
+    {"aligned (eq. 10)",
+     "one burst of all K producers' output tiles (b_m x d each, all remote) issued at once, then the Q-loop gap "
+     "G(M); the worst case, shown as context"},
+    {"as built stall us",
+     "the same bursts recurring every Q-loop (gap G(M)) from an aligned start with first-come service "
+     "(simulated): the median producer's stall in the first burst / per later burst"},
+    {"act on",
+     "the as-built verdict: keep (the stores drain under the next Q-loop) or reshape (they stall every burst); "
+     "a first-burst stall is paid once per launch"}};
+const std::vector<LegendLine> kMoeLegend = {
+    {"aligned w -> i (eq. 10)",
+     "the whole Linear-2 tile's Combine (V_t per producer, all remote) from all K producers at once, gap "
+     "G_wave = T_L2 or G_int = T_L2 + (n1/n2) T_L1 (eq. 12); the worst case, shown as context"},
+    {"as built stall w | i us",
+     "the fused kernel's piggybacked Combine: (N-1)/N of each tile remote (N = 2 ranks) in 8 chunks over the next "
+     "tile's k-steps, G_wave/8 (wave) or G_int/8 (interleaved) apart, from an aligned start (simulated): the median "
+     "producer's stall in the first chunk / per Linear-2 tile in steady state"},
+    {"act on",
+     "the as-built verdict over both orders: keep (the Combine drains under the next tile's mainloop) or reshape "
+     "(change the order or the tile); \"(datasheet rate)\": the mainloop times rest on the datasheet Tensor Core rate"}};
+
+void print_legend(const std::vector<LegendLine>& legend) {
+  for (const auto& l : legend) out_stream() << "  " << l.column << ": " << l.models << "\n";
+}
+nlohmann::json to_json(const std::vector<LegendLine>& legend) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& l : legend) a.push_back({{"column", l.column}, {"models", l.models}});
+  return a;
+}
+
+// What a kernel engineer acts on for one row: the as-built verdict in words, its cost per launch and its
+// stall per recurring unit (an output burst, a Linear-2 tile).
+struct ActOn {
+  const char* verdict = kKeep;
+  std::string text;
+  double first_launch_cost_s = 0.0;
+  double steady_stall_s = 0.0;
+  const char* stall_unit = "";
+  bool datasheet_rate = false;
+};
+nlohmann::json to_json(const ActOn& a) {
+  return {{"verdict", a.verdict},
+          {"text", a.text},
+          {"first_launch_cost_us", units::s_to_us(a.first_launch_cost_s)},
+          {"steady_stall_us", units::s_to_us(a.steady_stall_s)},
+          {"stall_unit", a.stall_unit},
+          {"datasheet_rate", a.datasheet_rate}};
+}
+
+// The first burst stalls beyond the simulator's tolerance (sim::recurring_burst_check's own test).
+bool first_burst_stalls(const sim::RecurringBurstCheck& b) {
+  return std::string_view(b.binding_bound) != "none" || b.action == model::DesignAction::kReshape;
+}
+std::string launch_cost_clause(double first_s) {
+  return "; each launch pays " + fmt_us(first_s, 2) + " us once (its first, aligned burst)";
+}
+
+// Text cells read left to right: pad the given columns and their headers to one width (print_table
+// right-aligns every column but the first, which suits the numbers).
+void left_align(std::vector<std::string>& header, std::vector<std::vector<std::string>>& rows,
+                std::initializer_list<std::size_t> columns) {
+  for (std::size_t c : columns) {
+    std::size_t w = header[c].size();
+    for (const auto& r : rows) w = std::max(w, r[c].size());
+    header[c].resize(w, ' ');
+    for (auto& r : rows) r[c].resize(w, ' ');
+  }
+}
+
+// As built, attention: the output bursts recur every Q-loop; the simulator says what binds in steady state.
+sim::RecurringBurstCheck attention_as_built(const model::Platform& platform, int producers,
+                                            const model::AttentionAudit& a, const model::AttentionPoint& p) {
+  return sim::recurring_burst_check(platform, producers, a.bytes_per_producer, p.qloop_gap_s);
+}
+
+ActOn attention_act_on(const sim::RecurringBurstCheck& b) {
+  ActOn a;
+  a.stall_unit = "output burst";
+  a.first_launch_cost_s = first_burst_stalls(b) ? b.first_burst_stall_s : 0.0;
+  if (b.action == model::DesignAction::kReshape) {
+    a.verdict = kReshape;
+    a.steady_stall_s = b.steady_stall_s;
+    a.text = "reshape: steady stall " + fmt_us(b.steady_stall_s, 2) + " us per output burst (rate bound)";
+  } else {
+    a.text = "keep: stores drain under the next Q-loop";
+    if (a.first_launch_cost_s > 0.0) a.text += launch_cost_clause(a.first_launch_cost_s);
+  }
+  return a;
+}
+
+// Stall figures of one as-built check: "first/steady" (steady scaled to the row's unit).
+std::string stall_pair(const sim::RecurringBurstCheck& b, double steady_scale = 1.0) {
+  return fmt_us(b.first_burst_stall_s, 2) + "/" + fmt_us(b.steady_stall_s * steady_scale, 2);
+}
+
+nlohmann::json as_built_json(const sim::RecurringBurstCheck& b) {
+  return {{"action", verdict_word(b.action)},
+          {"binding_bound", b.binding_bound},
+          {"first_burst_stall_us", units::s_to_us(b.first_burst_stall_s)},
+          {"steady_stall_us", units::s_to_us(b.steady_stall_s)},
+          {"stall_tolerance_us", units::s_to_us(b.tolerance_s)}};
+}
+
+// `plan attn --json` and each attention row of `plan --json`: the audit, each point's as-built check and
+// act-on verdict, and at the top level the verdict over the points. The top-level "burst" (kept for
+// compatibility) is the aligned worst case of one burst with no gap; "aligned_burst_worst_case" names it so.
+nlohmann::json attention_json(const model::Platform& platform, const model::AttentionAudit& a,
+                              const model::AttentionInput& in) {
+  nlohmann::json j = model::to_json(a, in);
+  const char* models = "one aligned burst of all K output tiles with no gap (G = 0): what the Q-loop must cover; "
+                       "context, not a verdict (see act_on)";
+  j["burst"]["models"] = models;
+  j["aligned_burst_worst_case"] = j["burst"];
+  j["drain_rate_gbps"] = units::bytes_per_s_to_gbps(a.burst.drain_rate_bytes_per_s);
+  ActOn top;
+  top.stall_unit = "output burst";
+  std::vector<std::string> reshape_at;
+  for (std::size_t i = 0; i < a.points.size(); ++i) {
+    const auto built = attention_as_built(platform, in.producers, a, a.points[i]);
+    const ActOn act = attention_act_on(built);
+    j["points"][i]["as_built"] = as_built_json(built);
+    j["points"][i]["act_on"] = to_json(act);
+    top.first_launch_cost_s = std::max(top.first_launch_cost_s, act.first_launch_cost_s);
+    top.steady_stall_s = std::max(top.steady_stall_s, act.steady_stall_s);
+    if (act.verdict == kReshape) reshape_at.push_back(std::to_string(a.points[i].seq_len));
+  }
+  if (a.points.size() == 1) {
+    top = attention_act_on(attention_as_built(platform, in.producers, a, a.points.front()));
+  } else if (!reshape_at.empty()) {
+    top.verdict = kReshape;
+    std::string ms;
+    for (const auto& m : reshape_at) ms += (ms.empty() ? "" : ", ") + m;
+    top.text = "reshape at M = " + ms + ": steady stall up to " + fmt_us(top.steady_stall_s, 2) +
+               " us per output burst (rate bound)";
+  } else {
+    top.text = "keep at every M evaluated: stores drain under the next Q-loop";
+    if (top.first_launch_cost_s > 0.0) top.text += launch_cost_clause(top.first_launch_cost_s);
+  }
+  j["act_on"] = to_json(top);
+  j["legend"] = to_json(kAttentionLegend);
+  use_verdict_words(j);
+  return j;
+}
+
+void print_attention(const model::Platform& platform, const model::AttentionAudit& a, const model::AttentionInput& in) {
   out_stream() << "FlashAttention epilogue A2A: K = " << in.producers << ", output tile " << in.block_m << "x" << in.head_dim
             << " (" << fmt_num(a.bytes_per_producer / 1024, 1) << " KiB/producer), V = " << fmt_mib(a.burst.volume_bytes, 2)
             << " MiB, T_iss0 = " << fmt_us(a.burst.t_iss0_s, 3) << " us (" << model::to_string(a.burst.t_iss0_source)
-            << "), sigma = " << fmt_us(in.sigma_s, 3) << " us/KV tile\n";
+            << "), R(K=" << in.producers << ") = " << fmt_num(units::bytes_per_s_to_gbps(a.burst.drain_rate_bytes_per_s), 1)
+            << " GB/s, sigma = " << fmt_us(in.sigma_s, 3) << " us/KV tile\n";
   out_stream() << "G* = " << fmt_us(a.recovery_gap_s, 2) << " us, q_peak0 = " << fmt_mib(a.burst.q_peak0_bytes, 2)
             << " MiB vs Q = " << fmt_mib(a.burst.capacity_bytes, 2) << " MiB ("
             << (a.burst.verdict.capacity_bound_ok ? "capacity bound holds" : "capacity bound violated: isolated T_iss " +
                                                                                fmt_us(a.burst.isolated_t_iss_s, 2) + " us")
             << "), M_ub* = " << a.sufficient_seq_len_tokens << " tokens (eq. 20)\n";
   std::vector<std::vector<std::string>> rows;
-  for (const auto& p : a.points)
+  for (const auto& p : a.points) {
+    const auto built = attention_as_built(platform, in.producers, a, p);
     rows.push_back({std::to_string(p.seq_len), fmt_us(p.qloop_gap_s, 1), fmt_us(p.issue_backpressure_s, 2),
                     fmt_us(p.critical_stall_s, 2), std::to_string(p.output_bursts), fmt_us(p.completion_coupled_exposed_s, 1),
-                    model::to_string(p.verdict.action)});
-  print_table({"M", "G_Qloop us", "dt (18) us", "dt' (19) us", "N_t", "E_cc (17) us", "action (10)"}, rows);
+                    verdict_text(p.verdict), stall_pair(built), attention_act_on(built).text});
+  }
+  std::vector<std::string> header = {"M", "G_Qloop us", "dt (18) us", "dt' (19) us", "N_t", "E_cc (17) us",
+                                     kAttentionLegend[0].column, kAttentionLegend[1].column, kAttentionLegend[2].column};
+  left_align(header, rows, {6, 8});
+  print_table(header, rows);
+  print_legend(kAttentionLegend);
 }
 
 // Per-SM GEMM rate of a built-in shape's mainloop estimate: --sm-tflops, else the platform's measured rate
@@ -104,15 +300,6 @@ model::MoeInput moe_input(const model::Platform& platform, const MoeOptions& o, 
   in.h_inter = o.h_inter;
   in.staging_s = us_to_s(o.staging_us);
   return in;
-}
-
-// Eq. 10's verdict with the bound(s) that fail, so a reshape is never printed without its reason.
-std::string verdict_text(const model::DesignVerdict& v) {
-  const char* why = !v.rate_bound_ok && !v.capacity_bound_ok ? " (rate, capacity)"
-                    : !v.rate_bound_ok                       ? " (rate)"
-                    : !v.capacity_bound_ok                   ? " (capacity)"
-                                                             : "";
-  return std::string(model::to_string(v.action)) + why;
 }
 
 std::vector<std::string> moe_row(const std::string& name, const model::MoeInput& in, const model::MoeAudit& a) {
@@ -184,11 +371,46 @@ nlohmann::json simulate_orders(const model::Platform& platform, const model::Moe
           {"choice", sim::to_string(pred.choice)}};
 }
 
-// The as-built verdict with the stalls it rests on (first aligned burst / steady state, per burst): reshape
-// exactly when the steady stall exceeds the check's tolerance, so the verdict and the number agree.
-std::string as_built_text(const sim::RecurringBurstCheck& b) {
-  return std::string(model::to_string(b.action)) + " (" + b.binding_bound + "; stall " + fmt_us(b.first_burst_stall_s, 2) +
-         "/" + fmt_us(b.steady_stall_s, 2) + " us)";
+// As built, MoE: the fused kernel's piggybacked Combine on the two ranks of the default plan ((N - 1)/N of
+// a tile remote), in moe::kFusedCombineChunks chunks over the next tile's k-steps, one Linear-2 tile per
+// gap: G_wave in the expert-wave order, G_int (eq. 12) in the interleaved one.
+constexpr int kPlanRanks = 2;
+sim::RecurringBurstCheck moe_as_built(const model::Platform& platform, int producers, const model::MoeInput& in,
+                                      double gap_per_l2_tile_s) {
+  const double chunk = sim::moe_remote_share(kPlanRanks) * in.tile_bytes / moe::kFusedCombineChunks;
+  const double step = gap_per_l2_tile_s / moe::kFusedCombineChunks;
+  return sim::recurring_burst_check(platform, producers, chunk,
+                                    std::max(0.0, step - platform.issue_floor_s(producers, chunk).value), 24);
+}
+
+ActOn moe_act_on(const sim::RecurringBurstCheck& wave, const sim::RecurringBurstCheck& inter, bool datasheet_rate) {
+  ActOn a;
+  a.stall_unit = "Linear-2 tile";
+  a.datasheet_rate = datasheet_rate;
+  const double per_tile = moe::kFusedCombineChunks;
+  const double w = wave.steady_stall_s * per_tile, i = inter.steady_stall_s * per_tile;
+  const bool w_keep = wave.action == model::DesignAction::kPiggyback;
+  const bool i_keep = inter.action == model::DesignAction::kPiggyback;
+  a.first_launch_cost_s = std::max(first_burst_stalls(wave) ? wave.first_burst_stall_s : 0.0,
+                                   first_burst_stalls(inter) ? inter.first_burst_stall_s : 0.0);
+  if (w_keep && i_keep) {
+    a.text = "keep: the Combine drains under the next tile's mainloop in both orders";
+    if (a.first_launch_cost_s > 0.0) a.text += launch_cost_clause(a.first_launch_cost_s);
+  } else {
+    a.verdict = kReshape;
+    a.steady_stall_s = std::max(w_keep ? 0.0 : w, i_keep ? 0.0 : i);
+    if (!w_keep && i_keep)
+      a.text = "reshape: run the interleaved order; the wave order stalls " + fmt_us(w, 2) +
+               " us per Linear-2 tile (rate bound)";
+    else if (w_keep)
+      a.text = "reshape: run the expert-wave order; the interleaved order stalls " + fmt_us(i, 2) +
+               " us per Linear-2 tile (rate bound)";
+    else
+      a.text = "reshape: steady stall " + fmt_us(w, 2) + " us per Linear-2 tile in the wave order, " + fmt_us(i, 2) +
+               " in the interleaved (rate bound)";
+  }
+  if (datasheet_rate) a.text += " (datasheet rate)";
+  return a;
 }
 
 }  // namespace
@@ -198,13 +420,13 @@ void run_attn(const PlanCommon& c, const AttnOptions& o) {
   const model::AttentionInput in = attention_input(o, producers_or_default(c, platform));
   const model::AttentionAudit a = model::audit_attention(platform, in);
   if (c.json) {
-    nlohmann::json j = model::to_json(a, in);
+    nlohmann::json j = attention_json(platform, a, in);
     stamp_json(j, "xstage.plan.attn/1", c.platform, platform);
     print_json(j);
     return;
   }
   out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
-  print_attention(a, in);
+  print_attention(platform, a, in);
 }
 
 void run_moe(const PlanCommon& c, const MoeOptions& o) {
@@ -258,21 +480,39 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   }
 }
 
-// `xstage plan` with no kernel: every built-in workload on the platform.
+// `xstage plan` with no kernel: every built-in workload on the platform. Each row ends in what to act on
+// (the as-built verdict in words), beside the aligned worst case (eq. 10) as context.
 void run_default(const PlanCommon& c) {
   const model::Platform platform = model::load_platform_or_default(c.platform);
   const int k = producers_or_default(c, platform);
-  nlohmann::json j = {{"producers", k}, {"attention", nlohmann::json::array()}, {"moe", nlohmann::json::array()}};
+  // R(K): the rate of every attention figure and every simulation below; the MoE eq. 12-14 columns
+  // (model::audit_moe) use the nominal R.
+  const double r_k_gbps = units::bytes_per_s_to_gbps(platform.drain_rate_at(k));
+  const double r_nominal_gbps = units::bytes_per_s_to_gbps(platform.drain_rate_bytes_per_s);
+  nlohmann::json j = {{"producers", k},
+                      {"drain_rate_gbps", r_k_gbps},
+                      {"nominal_drain_rate_gbps", r_nominal_gbps},
+                      {"verdict_words",
+                       {{kKeep, "leave the bursts where they are: the next mainloop covers the drain"},
+                        {kReshape, "the stores stall; change the order, the tile or the gap"}}},
+                      {"legend", {{"attention", to_json(kAttentionLegend)}, {"moe", to_json(kMoeLegend)}}},
+                      {"attention", nlohmann::json::array()},
+                      {"moe", nlohmann::json::array()}};
   stamp_json(j, "xstage.plan/1", c.platform, platform);
   if (!c.json) {
-    out_stream() << "xstage plan: design test of built-in workloads on platform " << platform_label(c.platform, platform) << " (R = "
-              << fmt_num(units::bytes_per_s_to_gbps(platform.drain_rate_bytes_per_s), 1) << " GB/s, K = " << k << ")\n";
+    out_stream() << "xstage plan: design test of built-in workloads on platform " << platform_label(c.platform, platform)
+                 << " (K = " << k << ", R(K=" << k << ") = " << fmt_num(r_k_gbps, 1) << " GB/s";
+    if (fmt_num(r_k_gbps, 1) != fmt_num(r_nominal_gbps, 1))
+      out_stream() << "; nominal R = " << fmt_num(r_nominal_gbps, 1) << " GB/s, used only by the MoE eq. 12-14 columns";
+    out_stream() << ")\n";
     if (!platform.description.empty()) out_stream() << "  " << platform.description << "\n";
     const model::Lookup t0 = platform.issue_floor_s(k, 32768);
     out_stream() << "  " << platform.issue_floor.size() << " measured issue floors; T_iss0(K=" << k
               << ", B=32 KiB) = " << fmt_us(t0.value, 3) << " us (" << model::to_string(t0.source) << ")\n";
     for (const auto& q : platform.capacity)
       out_stream() << "  Q(K=" << q.producers << ") = " << fmt_mib(q.bytes, 3) << " MiB\n";
+    out_stream() << "  verdicts: keep = leave the bursts where they are, the next mainloop covers the drain; reshape = "
+                    "the stores stall, change the order, the tile or the gap\n";
     out_stream() << "\nDiT attention, post-attention All-to-All from the FlashAttention epilogue (bf16, 128x128 tiles, sigma = "
               << fmt_num(units::s_to_us(model::kPaperSigmaS), 2) << " us/KV tile)\n";
   }
@@ -285,26 +525,26 @@ void run_default(const PlanCommon& c) {
     const model::AttentionInput in = attention_input(o, k);
     const model::AttentionAudit a = model::audit_attention(platform, in);
     const auto& p = a.points.front();
-    // As built: the output bursts recur every Q-loop; the simulator says what binds in steady state.
-    const sim::RecurringBurstCheck built = sim::recurring_burst_check(platform, k, a.bytes_per_producer, p.qloop_gap_s);
-    nlohmann::json wj = model::to_json(a, in);
+    const sim::RecurringBurstCheck built = attention_as_built(platform, k, a, p);
+    nlohmann::json wj = attention_json(platform, a, in);
+    wj.erase("legend");  // once, at the top level
     wj["name"] = w.name;
     wj["source"] = w.source;
-    wj["as_built"] = {{"action", model::to_string(built.action)}, {"binding_bound", built.binding_bound},
-                      {"first_burst_stall_us", units::s_to_us(built.first_burst_stall_s)},
-                      {"steady_stall_us", units::s_to_us(built.steady_stall_s)},
-                      {"stall_tolerance_us", units::s_to_us(built.tolerance_s)}};
+    wj["as_built"] = wj["points"][0]["as_built"];
     j["attention"].push_back(wj);
     rows.push_back({w.name, std::to_string(w.seq_len), std::to_string(o.heads_per_gpu), fmt_us(a.recovery_gap_s, 2),
                     fmt_mib(a.burst.q_peak0_bytes, 2), std::to_string(a.sufficient_seq_len_tokens),
-                    fmt_us(p.issue_backpressure_s, 2), fmt_us(p.completion_coupled_exposed_s, 1),
-                    verdict_text(p.verdict),
-                    as_built_text(built)});
+                    fmt_us(p.issue_backpressure_s, 2), fmt_us(p.completion_coupled_exposed_s, 1), verdict_text(p.verdict),
+                    stall_pair(built), attention_act_on(built).text});
   }
-  if (!c.json)
-    print_table({"workload", "M", "heads/GPU", "G* us", "q_peak0 MiB", "M_ub*", "dt(M) us", "E_cc us", "aligned (eq. 10)",
-                 "as built (simulated; stall first/steady)"},
-                rows);
+  if (!c.json) {
+    std::vector<std::string> header = {"workload", "M", "heads/GPU", "G* us", "q_peak0 MiB", "M_ub*", "dt(M) us",
+                                       "E_cc us", kAttentionLegend[0].column, kAttentionLegend[1].column,
+                                       kAttentionLegend[2].column};
+    left_align(header, rows, {8, 10});
+    print_table(header, rows);
+    print_legend(kAttentionLegend);
+  }
 
   // Mainloops at the platform's per-SM GEMM rate of each precision (measured by the traced kernels where
   // the platform states it, else the datasheet); Combine output is bf16 in both.
@@ -314,15 +554,17 @@ void run_default(const PlanCommon& c) {
   MoeOptions mo;
   if (!c.json)
     out_stream() << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << mo.block_n
-              << ", bf16 Combine; mainloops estimated at " << fmt_num(rate_bf16.flop_per_s_per_sm / 1e12, 2)
-              << " TFLOP/s per SM bf16 (" << rate_bf16.source << "), " << fmt_num(rate_fp8.flop_per_s_per_sm / 1e12, 2)
-              << " FP8 (" << rate_fp8.source << "))\n";
+              << ", bf16 Combine, " << kPlanRanks << " ranks; mainloops estimated at "
+              << fmt_num(rate_bf16.flop_per_s_per_sm / 1e12, 2) << " TFLOP/s per SM bf16 (" << rate_bf16.source << "), "
+              << fmt_num(rate_fp8.flop_per_s_per_sm / 1e12, 2) << " FP8 (" << rate_fp8.source << "))\n";
   rows.clear();
   for (const char* precision : {"bf16", "fp8"}) {
     MoeOptions po = mo;
     po.precision = precision;
     for (const auto& s : model::builtin_moe_shapes()) {
       po.shape = s.name;
+      // The verdict rests on the datasheet Tensor Core rate where the mainloops are estimated at that rate.
+      const bool datasheet = std::string_view(shape_gemm_rate(platform, po).source) == "datasheet";
       const model::MoeInput in = moe_input(platform, po, k);
       const model::MoeAudit a = model::audit_moe(platform, in);
       nlohmann::json mj = model::to_json(a);
@@ -331,35 +573,42 @@ void run_default(const PlanCommon& c) {
       mj["source"] = s.source;
       mj["t_l1_mma_us"] = units::s_to_us(in.t_l1_mma_s);
       mj["t_l2_mma_us"] = units::s_to_us(in.t_l2_mma_s);
-      // As built (wave order, the worst): on the two ranks of the default plan half of a tile's Combine is
-      // remote, issued in moe::kFusedCombineChunks chunks over the next tile's k-steps.
-      const double chunk = sim::moe_remote_share(2) * in.tile_bytes / moe::kFusedCombineChunks;
-      const double step = in.t_l2_mma_s / moe::kFusedCombineChunks;
-      const sim::RecurringBurstCheck built = sim::recurring_burst_check(
-          platform, k, chunk, std::max(0.0, step - platform.issue_floor_s(k, chunk).value), 24);
-      mj["wave_as_built"] = {{"action", model::to_string(built.action)}, {"binding_bound", built.binding_bound},
-                             {"chunk_bytes", chunk}, {"steady_stall_us", units::s_to_us(built.steady_stall_s)},
-                             {"first_burst_stall_us", units::s_to_us(built.first_burst_stall_s)},
-                             {"stall_tolerance_us", units::s_to_us(built.tolerance_s)}};
+      const sim::RecurringBurstCheck wave = moe_as_built(platform, k, in, a.wave_gap_s);
+      const sim::RecurringBurstCheck inter = moe_as_built(platform, k, in, a.interleaved_gap_s);
+      const double chunk = sim::moe_remote_share(kPlanRanks) * in.tile_bytes / moe::kFusedCombineChunks;
+      for (const auto& [key, b, gap] : {std::tuple{"wave_as_built", wave, a.wave_gap_s},
+                                        std::tuple{"interleaved_as_built", inter, a.interleaved_gap_s}}) {
+        mj[key] = as_built_json(b);
+        mj[key]["chunk_bytes"] = chunk;
+        mj[key]["gap_per_l2_tile_us"] = units::s_to_us(gap);
+        mj[key]["steady_stall_per_l2_tile_us"] = units::s_to_us(b.steady_stall_s * moe::kFusedCombineChunks);
+      }
+      const ActOn act = moe_act_on(wave, inter, datasheet);
+      mj["act_on"] = to_json(act);
+      use_verdict_words(mj);
       j["moe"].push_back(mj);
-      rows.push_back(moe_row(std::string(s.name) + " " + precision, in, a));
-      rows.back().push_back(as_built_text(built));
+      rows.push_back({std::string(s.name) + " " + precision, fmt_mib(a.volume_bytes, 2),
+                      fmt_us(in.t_l1_mma_s, 2) + "/" + fmt_us(in.t_l2_mma_s, 2), fmt_num(in.n1, 0) + "/" + fmt_num(in.n2, 0),
+                      fmt_us(a.wave_issue_overhead_s, 2) + "/" + fmt_us(a.interleaved_issue_overhead_s, 2),
+                      a.interleaving_sufficient ? "yes" : "no", std::to_string(a.lead_knee_rows),
+                      verdict_text(a.wave_verdict) + " -> " + verdict_text(a.interleaved_verdict),
+                      stall_pair(wave, moe::kFusedCombineChunks) + " | " + stall_pair(inter, moe::kFusedCombineChunks),
+                      act.text});
     }
   }
   if (c.json) {
     print_json(j);
     return;
   }
-  std::vector<std::string> header = kMoeHeader;
-  header.push_back("wave as built (simulated; stall first/steady)");
+  std::vector<std::string> header = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT w/i us", "eq.14", "D_knee",
+                                     kMoeLegend[0].column, kMoeLegend[1].column, kMoeLegend[2].column};
+  left_align(header, rows, {7, 9});
   print_table(header, rows);
-  out_stream() << "\nM_ub*: sequence length from which the Q-loop alone hides the burst (eq. 20). E_cc: exposed time if the\n"
-               "issuer waited for remote completion (eq. 17). Aligned (eq. 10), the worst case: (rate) V/R > T_iss0 + G,\n"
-               "(capacity) the aligned burst's q_peak0 exceeds Q, so an aligned burst stalls on Q. As built (simulated):\n"
-               "the bursts recur from an aligned start with first-come service; stall: the median producer's stall of\n"
-               "the first burst / per later burst; reshape means the steady state stalls (rate). Mainloops at the\n"
-               "platform's per-SM GEMM rates (measured: the traced kernels; docs/platform.md).\n"
-               "Details: xstage plan attn|moe --help.\n";
+  print_legend(kMoeLegend);
+  out_stream() << "\nG*: recovery gap (eq. 5). M_ub*: sequence length from which the Q-loop alone hides the burst (eq. 20).\n"
+                  "E_cc: exposed time if the issuer waited for remote completion (eq. 17). dT w/i: issue overhead of the\n"
+                  "aligned burst, wave / interleaved (eq. 4, 13). Mainloops at the platform's per-SM GEMM rates\n"
+                  "(measured: the traced kernels; docs/platform.md). Details: xstage plan attn|moe --help.\n";
 }
 
 }  // namespace xstage::cli::plan
