@@ -81,3 +81,40 @@ std::string_view embedded_default_platform_json() {
 std::string_view embedded_default_platform_origin() { return \"@XSTAGE_DEFAULT_PLATFORM@\"; }
 }  // namespace xstage::model
 " @ONLY)
+
+# The built-in kernel descriptions (kernels/moe/builtin: the MoE shapes `xstage plan` audits, in its order;
+# kernels/moe/paper: the paper's MegaMoE kernels) are compiled in the same way: the files are their one source.
+set(XSTAGE_BUILTIN_KERNELS
+  builtin/deepseek-v4-flash builtin/deepseek-v4-pro builtin/deepseek-v3 builtin/qwen3-235b-a22b builtin/mimo-v2-flash
+  builtin/dit-moe-g2-16e2a builtin/glm-4.5
+  paper/paper-dit-moe paper/paper-qwen3.5 paper/paper-hy3 paper/paper-mimo-v2.5 paper/paper-glm-5.2
+  paper/paper-dsv4-flash paper/paper-dsv4-pro)
+set(_xstage_kernel_entries "")
+foreach(_k ${XSTAGE_BUILTIN_KERNELS})
+  set(_f "${CMAKE_SOURCE_DIR}/kernels/moe/${_k}.json")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_f}")
+  file(READ "${_f}" _text)
+  string(FIND "${_text}" ")xstage_kernel\"" _bad)
+  if(NOT _bad EQUAL -1)
+    message(FATAL_ERROR "${_f} contains the raw-string delimiter )xstage_kernel\"")
+  endif()
+  get_filename_component(_group "${_k}" DIRECTORY)
+  string(APPEND _xstage_kernel_entries "    {\"${_group}\", \"kernels/moe/${_k}.json\", R\"xstage_kernel(${_text})xstage_kernel\"},\n")
+endforeach()
+set(XSTAGE_EMBEDDED_KERNELS_CPP "${CMAKE_BINARY_DIR}/generated/embedded_kernels.cpp")
+file(CONFIGURE OUTPUT "${XSTAGE_EMBEDDED_KERNELS_CPP}" CONTENT
+"// Generated from kernels/moe/ at configure time (cmake/XstageDeps.cmake). Do not edit.
+#include \"xstage/model/kernel_description.hpp\"
+namespace xstage::model::detail {
+struct EmbeddedKernel {
+  const char* group;
+  const char* path;
+  const char* text;
+};
+std::span<const EmbeddedKernel> embedded_kernels() {
+  static const EmbeddedKernel kKernels[] = {
+@_xstage_kernel_entries@  };
+  return kKernels;
+}
+}  // namespace xstage::model::detail
+" @ONLY)

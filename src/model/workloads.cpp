@@ -1,7 +1,11 @@
 #include "xstage/model/workloads.hpp"
 
 #include <array>
+#include <deque>
 #include <string_view>
+#include <vector>
+
+#include "xstage/model/kernel_description.hpp"
 
 namespace xstage::model {
 
@@ -16,23 +20,28 @@ constexpr std::array kAttention = {
     AttentionWorkload{"wan2.1-14b-720p", "Wan2.1-14B config: 40 heads x 128, 720p 81 frames", 40, 128, 8, 75600},
 };
 
-// Public model configurations (config.json of each release).
-constexpr std::array kMoe = {
-    MoeShape{"deepseek-v4-flash", "DeepSeek-V4-Flash: hidden 4096, moe_intermediate 2048, 256 experts, top-6", 4096, 2048, 256, 6},
-    MoeShape{"deepseek-v4-pro", "DeepSeek-V4-Pro: hidden 7168, moe_intermediate 3072, 384 experts, top-6", 7168, 3072, 384, 6},
-    MoeShape{"deepseek-v3", "deepseek-ai/DeepSeek-V3 config.json: hidden_size 7168, moe_intermediate_size 2048, n_routed_experts 256, num_experts_per_tok 8", 7168, 2048, 256, 8},
-    MoeShape{"qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B config.json: hidden_size 4096, moe_intermediate_size 1536, num_experts 128, num_experts_per_tok 8", 4096, 1536, 128, 8},
-    MoeShape{"mimo-v2-flash", "XiaomiMiMo/MiMo-V2-Flash config: hidden_size 4096, moe_intermediate_size 2048, n_routed_experts 256, num_experts_per_tok 8", 4096, 2048, 256, 8},
-    MoeShape{"dit-moe-g2-16e2a", "DiT-MoE (Fei et al. 2024, arXiv 2407.11633) G/2-16E2A: hidden_size 1408, expert intermediate 4 x 1408, 16 experts, top-2 (feizc/DiT-MoE models.py)", 1408, 5632, 16, 2},
-    MoeShape{"glm-4.5", "zai-org/GLM-4.5 config.json: hidden_size 5120, moe_intermediate_size 1536, n_routed_experts 160, num_experts_per_tok 8", 5120, 1536, 160, 8},
-};
 }  // namespace
 
 std::span<const AttentionWorkload> builtin_attention_workloads() { return kAttention; }
-std::span<const MoeShape> builtin_moe_shapes() { return kMoe; }
+// The shapes are the descriptions of kernels/moe/builtin (kernel_description.hpp), read once.
+std::span<const MoeShape> builtin_moe_shapes() {
+  static const std::deque<MoeKernel> kernels = [] {
+    std::deque<MoeKernel> v;
+    for (const auto& name : builtin_kernel_names_in("builtin"))
+      v.push_back(moe_kernel_from_json(*builtin_kernel_json(name), name));
+    return v;
+  }();
+  static const std::vector<MoeShape> shapes = [] {
+    std::vector<MoeShape> v;
+    for (const auto& k : kernels)
+      v.push_back({k.name.c_str(), k.source.c_str(), k.hidden, k.h_inter, k.experts, k.top_k});
+    return v;
+  }();
+  return shapes;
+}
 
 const MoeShape* find_moe_shape(std::string_view name) {
-  for (const auto& s : kMoe)
+  for (const auto& s : builtin_moe_shapes())
     if (name == s.name) return &s;
   return nullptr;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "xstage/model/error.hpp"
@@ -17,6 +18,9 @@ ProducerSchedule moe_producer_schedule(const std::vector<sched::MoeTile>& order,
   if (l1_tiles_per_row < 0) throw InputError("moe schedule: l1_tiles_per_row must be >= 0");
   if (l2_tiles_per_row < 0) throw InputError("moe schedule: l2_tiles_per_row must be >= 0");
   if (c.combine_chunks < 0) throw InputError("moe schedule: combine_chunks must be >= 0");
+  if (c.cover_slots != 0)
+    throw InputError("moe schedule: a separate epilogue issuer (cover_slots " + std::to_string(c.cover_slots) +
+                     ") has two roles per CTA: moe_role_schedules");
   const bool stores = c.tile_bytes > 0.0;  // none: every Combine store is local (one rank)
   const bool piggyback = stores && c.combine_chunks > 0;
   if (piggyback && (c.l1_k_steps <= 0 || c.l2_k_steps <= 0))
@@ -53,14 +57,62 @@ ProducerSchedule moe_producer_schedule(const std::vector<sched::MoeTile>& order,
       mainloop(c.t_l2_mma_s, c.l2_k_steps);
       if (piggyback) {
         flush();  // the previous tile's chunks, before this tile is staged
+        if (c.staging_s > 0) s.push_back(Step::compute(c.staging_s));
         pending = c.combine_chunks;
       } else if (stores) {
+        if (c.staging_s > 0) s.push_back(Step::compute(c.staging_s));
         s.push_back(Step::burst(c.tile_bytes, c.issue_floor_s));
       }
     }
   }
   flush();  // the last tile's chunks, before the completion flags
   return s;
+}
+
+MoeRoleSchedules moe_role_schedules(const std::vector<std::vector<sched::MoeTile>>& orders, const MoeTileCosts& c,
+                                    int l1_tiles_per_row, int l2_tiles_per_row, int rows) {
+  if (c.cover_slots < 1) throw InputError("moe schedule: cover_slots must be >= 1 with an epilogue issuer");
+  if (l1_tiles_per_row < 0 || l2_tiles_per_row < 0 || rows < 0)
+    throw InputError("moe schedule: tiles per row and rows must be >= 0");
+  const int ctas = static_cast<int>(orders.size());
+  MoeRoleSchedules out;
+  out.schedules.resize(2 * static_cast<std::size_t>(ctas));
+  const bool stores = c.tile_bytes > 0.0;
+  for (int cta = 0; cta < ctas; ++cta) {
+    ProducerSchedule& mma = out.schedules[cta];
+    ProducerSchedule& epi = out.schedules[ctas + cta];
+    const int ready = rows + 2 * cta, freed = ready + 1;
+    int i = 0;  // tiles of this CTA so far
+    for (const auto& t : orders[cta]) {
+      const bool l2 = t.stage == sched::MoeStage::kLinear2;
+      if (l2 && l2_tiles_per_row > 0 && t.n >= l2_tiles_per_row) continue;  // padding tile
+      if (t.row >= rows && l1_tiles_per_row > 0)
+        throw InputError("moe schedule: tile row " + std::to_string(t.row) + " beyond the " + std::to_string(rows) + " rows");
+      int slot_wait = -1;
+      if (i >= c.cover_slots) {
+        slot_wait = static_cast<int>(mma.size());
+        mma.push_back(Step::wait(freed, i - c.cover_slots + 1));  // the slot of tile i − cover_slots is free
+      }
+      if (l2 && l1_tiles_per_row > 0) mma.push_back(Step::wait(t.row, l1_tiles_per_row));
+      mma.push_back(Step::compute(l2 ? c.t_l2_mma_s : c.t_l1_mma_s));
+      mma.push_back(Step::signal(ready));
+      epi.push_back(Step::wait(ready, i + 1));
+      if (c.staging_s > 0) epi.push_back(Step::compute(c.staging_s));
+      if (l2) {
+        int burst = -1;
+        if (stores) {
+          burst = static_cast<int>(epi.size());
+          epi.push_back(Step::burst(c.tile_bytes, c.issue_floor_s));
+        }
+        out.l2_tiles.push_back({cta, slot_wait, ctas + cta, burst});
+      } else if (l1_tiles_per_row > 0) {
+        epi.push_back(Step::signal(t.row));  // the row's Linear-1 output is written by the epilogue
+      }
+      epi.push_back(Step::signal(freed));
+      ++i;
+    }
+  }
+  return out;
 }
 
 std::vector<std::vector<sched::MoeTile>> moe_orders(MoeOrder order, const MoeOrderParams& p) {
@@ -97,10 +149,19 @@ std::vector<std::vector<sched::MoeTile>> moe_orders(MoeOrder order, const MoeOrd
 
 const char* to_string(MoeOrder order) { return order == MoeOrder::kInterleaved ? "interleaved" : "wave"; }
 
-const char* to_string(MoeCombineModel combine) { return combine == MoeCombineModel::kEpilogue ? "epilogue" : "piggyback"; }
+const char* to_string(MoeCombineModel combine) {
+  switch (combine) {
+    case MoeCombineModel::kEpilogue: return "epilogue";
+    case MoeCombineModel::kEpilogueIssuer: return "epilogue_issuer";
+    case MoeCombineModel::kPiggyback: break;
+  }
+  return "piggyback";
+}
 
 MoeCombineModel moe_combine_model(const std::string& name) {
-  return name == "epilogue" ? MoeCombineModel::kEpilogue : MoeCombineModel::kPiggyback;
+  if (name == "epilogue") return MoeCombineModel::kEpilogue;
+  if (name == "epilogue_issuer") return MoeCombineModel::kEpilogueIssuer;
+  return MoeCombineModel::kPiggyback;
 }
 
 int default_experts_per_wave(int local_experts) { return std::max(1, local_experts / 4); }
@@ -127,12 +188,17 @@ void set_tile_counts(const model::MoeInput& in, MoeOrderParams& p) {
 }
 
 MoeTileCosts moe_tile_costs(const model::Platform& platform, const model::MoeInput& in, int instances,
-                            double remote_share, MoeCombineModel combine, int block_k) {
+                            double remote_share, MoeCombineModel combine, int block_k, int cover_slots) {
   if (block_k <= 0) throw InputError("moe tile costs: block_k must be > 0, got " + std::to_string(block_k));
+  if (combine == MoeCombineModel::kEpilogueIssuer && cover_slots < 1)
+    throw InputError("moe tile costs: cover_slots must be >= 1, got " + std::to_string(cover_slots));
+  if (!(in.staging_s >= 0.0)) throw InputError("moe tile costs: staging must be >= 0");
   if (!(remote_share >= 0.0 && remote_share <= 1.0))
     throw InputError("moe tile costs: remote share must be in [0, 1], got " + std::to_string(remote_share));
   const double bytes = in.tile_bytes * remote_share;
   MoeTileCosts c{in.t_l1_mma_s, in.t_l2_mma_s, bytes, 0.0};
+  c.staging_s = in.staging_s;
+  if (combine == MoeCombineModel::kEpilogueIssuer) c.cover_slots = cover_slots;
   if (bytes == 0.0) return c;  // one rank: no Combine byte leaves the GPU
   c.issue_floor_s = platform.issue_floor_s(2 * instances, bytes).value;
   if (combine == MoeCombineModel::kPiggyback) {
@@ -150,7 +216,8 @@ double moe_remote_share(int ranks) {
   return double(ranks - 1) / ranks;
 }
 
-MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const MoeOrderParams& p, const MoeTileCosts& costs) {
+MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const MoeOrderParams& p, const MoeTileCosts& costs,
+                                      MoeOrderTimelines* timeline) {
   const int k = 2 * p.instances;
   SimConfig cfg;
   cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
@@ -159,11 +226,22 @@ MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const Moe
   // The order comparison was chosen and measured with the proportional share of a full path; it has
   // not been re-validated under first-come service (docs/model.md, "Simulator").
   cfg.proportional_share = true;
+  const bool roles = costs.cover_slots > 0;
+  cfg.record_timeline = roles || timeline != nullptr;  // the roles' slot waits are read from the timeline
+  int rows = 0;
+  for (int r : p.rows_per_expert) rows += r;
   MoeOrderPrediction out;
   for (auto order : {MoeOrder::kExpertWave, MoeOrder::kInterleaved}) {
+    const auto orders = moe_orders(order, p);
+    MoeRoleSchedules role;
     std::vector<ProducerSchedule> schedules;
-    for (const auto& seq : moe_orders(order, p)) schedules.push_back(moe_producer_schedule(seq, costs, p.n1, p.n2_real));
-    const SimResult r = simulate(cfg, schedules);
+    if (roles) {
+      role = moe_role_schedules(orders, costs, p.n1, p.n2_real, rows);
+      schedules = std::move(role.schedules);
+    } else {
+      for (const auto& seq : orders) schedules.push_back(moe_producer_schedule(seq, costs, p.n1, p.n2_real));
+    }
+    SimResult r = simulate(cfg, schedules);
     std::vector<double> stalls;
     for (const auto& b : r.bursts) stalls.push_back(std::max(0.0, b.stall_s()));
     MoeOrderOutcome& o = order == MoeOrder::kExpertWave ? out.wave : out.interleaved;
@@ -173,6 +251,41 @@ MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const Moe
     o.max_tile_stall_s = stalls.empty() ? 0.0 : stats::max_abs(stalls);
     o.peak_outstanding_bytes = r.peak_outstanding_bytes;
     o.total_dependency_wait_s = r.total_dependency_wait_s;
+    if (roles) {
+      // Slot waits by (producer, step); burst issue times by (issuer, burst index).
+      std::map<std::pair<int, int>, double> waits;
+      for (const auto& sp : r.timeline)
+        if (sp.kind == TimelineSpan::Kind::kWait) waits[{sp.producer, sp.step}] += sp.end_s - sp.start_s;
+      std::map<std::pair<int, int>, double> issue;
+      for (const auto& b : r.bursts) issue[{b.producer, b.index}] = b.issue_time_s();
+      std::map<int, int> bursts_seen;
+      std::vector<double> spans, mma;
+      for (const auto& t : role.l2_tiles) {
+        double w = 0.0;
+        if (t.slot_wait_step >= 0)
+          if (auto it = waits.find({t.producer, t.slot_wait_step}); it != waits.end()) w = it->second;
+        mma.push_back(w);
+        double span = costs.staging_s;
+        if (t.burst_step >= 0) {
+          const int idx = bursts_seen[t.issuer]++;
+          if (auto it = issue.find({t.issuer, idx}); it != issue.end()) span += it->second;
+        }
+        spans.push_back(span);
+      }
+      o.roles = true;
+      o.l2_tiles = static_cast<int>(spans.size());
+      if (!spans.empty()) {
+        o.median_tile_span_s = stats::median(spans);
+        o.median_mma_stall_s = stats::median(mma);
+        double sum = 0.0;
+        for (double x : mma) sum += x;
+        o.mean_mma_stall_s = sum / static_cast<double>(mma.size());
+      }
+    }
+    if (timeline) {
+      if (!timeline->producers) timeline->producers = static_cast<int>(orders.size());
+      (order == MoeOrder::kExpertWave ? timeline->wave : timeline->interleaved) = std::move(r);
+    }
   }
   out.predicted_speedup = out.wave.makespan_s / out.interleaved.makespan_s;
   out.choice = choose_moe_order(out.predicted_speedup);
@@ -236,12 +349,19 @@ MoeOrder choose_moe_order(double predicted_speedup) {
 }
 
 nlohmann::json to_json(const MoeOrderOutcome& r) {
-  return {{"makespan_us", units::s_to_us(r.makespan_s)},
-          {"total_stall_us", units::s_to_us(r.total_stall_s)},
-          {"median_tile_stall_us", units::s_to_us(r.median_tile_stall_s)},
-          {"max_tile_stall_us", units::s_to_us(r.max_tile_stall_s)},
-          {"peak_outstanding_bytes", r.peak_outstanding_bytes},
-          {"dependency_wait_us", units::s_to_us(r.total_dependency_wait_s)}};
+  nlohmann::json j = {{"makespan_us", units::s_to_us(r.makespan_s)},
+                      {"total_stall_us", units::s_to_us(r.total_stall_s)},
+                      {"median_tile_stall_us", units::s_to_us(r.median_tile_stall_s)},
+                      {"max_tile_stall_us", units::s_to_us(r.max_tile_stall_s)},
+                      {"peak_outstanding_bytes", r.peak_outstanding_bytes},
+                      {"dependency_wait_us", units::s_to_us(r.total_dependency_wait_s)}};
+  if (r.roles) {
+    j["l2_tiles"] = r.l2_tiles;
+    j["median_tile_span_us"] = units::s_to_us(r.median_tile_span_s);
+    j["median_mma_stall_us"] = units::s_to_us(r.median_mma_stall_s);
+    j["mean_mma_stall_us"] = units::s_to_us(r.mean_mma_stall_s);
+  }
+  return j;
 }
 
 }  // namespace xstage::sim

@@ -74,8 +74,8 @@ TEST(Cli, PlanMoe) {
   EXPECT_NEAR(j["wave_issue_overhead_us"].get<double>(), xstage::model::positive_part(6.7638 - 5.30 - 0.76), 0.01);
   EXPECT_EQ(j["interleaved_issue_overhead_us"].get<double>(), 0.0);
   EXPECT_EQ(j["lead_knee_rows"], 5);  // ceil(128·148 / 4096)
-  expect_one_line_error(run_cli("plan moe --tile-bytes 32768"), "--t-l1-us is required without --shape");
-  expect_one_line_error(run_cli("plan moe --shape nope"), "unknown shape \"nope\"");
+  expect_one_line_error(run_cli("plan moe --tile-bytes 32768"), "--t-l1-us is required without a kernel description");
+  expect_one_line_error(run_cli("plan moe --shape nope"), "\"nope\" is neither a built-in kernel");
   EXPECT_EQ(run_cli("plan moe --shape deepseek-v3 --json").code, 0);
 }
 
@@ -105,9 +105,9 @@ TEST(Cli, PlanMoeSimulatesBothOrders) {
   EXPECT_EQ(j1["wave"]["total_stall_us"].get<double>(), 0.0);
   EXPECT_EQ(j1["interleaved"]["total_stall_us"].get<double>(), 0.0);
   expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --combine both"),
-                        "--combine: must be piggyback or epilogue, got \"both\"");
-  expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --routing zipf"), "--routing: must be balanced, skewed or a routing file, got \"zipf\"");
-  expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --ranks 3"), "--ranks: 3 does not divide the 256 experts");
+                        "--combine: must be piggyback, epilogue or epilogue_issuer, got \"both\"");
+  expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --routing zipf"), "routing: must be balanced, skewed or a routing file, got \"zipf\"");
+  expect_one_line_error(run_cli("plan moe --shape deepseek-v3 --simulate --ranks 3"), "ranks: 3 ranks do not divide the 256 experts");
 }
 
 // The simulated interleaved order runs the fused layer's default lead (model::moe_default_lead_rows):

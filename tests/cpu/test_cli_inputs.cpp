@@ -70,7 +70,7 @@ TEST(CliInputs, WorkLimitsAreCheckedBeforeAllocation) {
                         "GiB");
   const CliRun moe = run_cli("plan moe --simulate --shape deepseek-v3 --tokens 1000000");
   EXPECT_EQ(moe.code, 2);
-  expect_one_line_error(moe, "--tokens 1000000", "exceeds the limit of 8388608 routed token slots");
+  expect_one_line_error(moe, "tokens 1000000", "exceeds the limit of 8388608 routed token slots");
   // Refused at once, not after growing towards the limit.
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
   EXPECT_EQ(run_cli("simulate --producers 1000 --bursts 100 --bytes-per-producer 32768").code, 0);

@@ -180,27 +180,6 @@ CLI::Option* add_experts_per_wave_option(CLI::App* cmd, int& experts) {
       ->capture_default_str();
 }
 
-void require_work_within(const std::string& request, double units, double limit, const std::string& unit,
-                         double bytes_per_unit) {
-  if (units <= limit) return;
-  auto size = [](double bytes) {
-    const char* names[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    int i = 0;
-    while (bytes >= 1024 && i < 6) {
-      bytes /= 1024;
-      ++i;
-    }
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.3g %s", bytes, names[i]);
-    return std::string(buf);
-  };
-  char count[64], lim[64];
-  std::snprintf(count, sizeof count, "%.4g", units);
-  std::snprintf(lim, sizeof lim, "%.0f", limit);
-  throw InputError(request + " = " + count + " " + unit + " (about " + size(units * bytes_per_unit) +
-                   ") exceeds the limit of " + lim + " " + unit + " (about " + size(limit * bytes_per_unit) + ")");
-}
-
 std::int64_t checked_product(const std::vector<std::pair<std::string, std::int64_t>>& factors, std::int64_t limit) {
   std::int64_t p = 1;
   bool overflow = false;

@@ -12,6 +12,7 @@
 
 #include "xstage/model/audit.hpp"
 #include "xstage/model/platform.hpp"
+#include "xstage/model/work_limit.hpp"
 
 namespace xstage::cli {
 
@@ -80,11 +81,7 @@ extern const CLI::Validator kNonNegative;
 CLI::Validator in_range(double lo, double hi);
 
 // --- work and arithmetic limits on user numbers --------------------------------------------------
-// Refuses a request whose work (`units` of `unit`, about `bytes_per_unit` bytes each) exceeds `limit`
-// units, before anything is allocated: "simulate: --producers 100000 x --bursts 100000 = 1e+10
-// producer-bursts (about 894 GiB) exceeds the limit of 16777216 producer-bursts (about 1.5 GiB)".
-void require_work_within(const std::string& request, double units, double limit, const std::string& unit,
-                         double bytes_per_unit);
+// require_work_within: xstage/model/work_limit.hpp.
 
 // Product of named user numbers in 64-bit integers; throws InputError naming them on overflow or when
 // the product exceeds `limit`.

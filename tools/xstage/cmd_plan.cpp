@@ -7,6 +7,7 @@
 #include "plan_audits.hpp"
 #include "registry.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/kernel_description.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -17,6 +18,12 @@ using plan::PlanCommon;
 using plan::run_attn;
 using plan::run_default;
 using plan::run_moe;
+
+std::string builtin_names() {
+  std::string names;
+  for (const auto& n : model::builtin_kernel_names()) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
 
 void add_common(CLI::App* cmd, PlanCommon& c) {
   add_platform_option(cmd, c.platform);
@@ -50,43 +57,72 @@ void add_plan(CLI::App& root) {
   a->add_option("--batch", attn->batch, "batch (for N_t)")->check(kPositive);
   a->callback([attn, attn_common] { run_attn(*attn_common, *attn); });
 
-  CLI::App* m = plan->add_subcommand("moe", "MoE Combine audit, expert-wave vs interleaved (eq. 12-16)");
+  CLI::App* m = plan->add_subcommand(
+      "moe", "MoE Combine audit, expert-wave vs interleaved (eq. 12-16), of a kernel description (--kernel; "
+             "docs/kernel_description.md) or of tile-level inputs; --simulate runs both orders");
   add_common(m, *moe_common);
-  m->add_option("--shape", moe->shape, "built-in shape (mainloops estimated from the platform's GEMM rate or --sm-tflops)");
-  m->add_option("--precision", moe->precision, "bf16 or fp8: which of the platform's per-SM GEMM rates (with --shape)")
-      ->capture_default_str();
-  m->add_option("--tile-bytes", moe->tile_bytes, "V_t: Combine bytes per Linear-2 tile per producer")->check(kPositive);
-  m->add_option("--t-l1-us", moe->t_l1_us, "T_L1^mma (us)")->check(kPositive);
-  m->add_option("--t-l2-us", moe->t_l2_us, "T_L2^mma (us)")->check(kPositive);
-  m->add_option("--n1", moe->n1, "Linear-1 tiles per cycle")->check(kPositive);
-  m->add_option("--n2", moe->n2, "Linear-2 tiles per cycle")->check(kPositive);
-  m->add_option("--h-inter", moe->h_inter, "expert intermediate size")->check(kPositive);
-  m->add_option("--block-m", moe->block_m, "b_m (with --shape)")->check(kPositive);
-  m->add_option("--block-n", moe->block_n, "b_n: N-tile width")->check(kPositive);
-  m->add_option("--out-bytes", moe->out_bytes, "bytes per Combine element (with --shape)")->check(kPositive);
+  m->add_option("--kernel", moe->shape,
+                "a kernel description: a built-in name (" + builtin_names() + ") or an xstage.kernel/1 file; the flags "
+                "below override its fields (--x-y sets field x_y)");
+  m->add_option("--shape", moe->shape, "a built-in kernel by name (the same as --kernel NAME)");
+  m->add_option("--hidden", moe->hidden, "hidden size (Linear-1 depth)")->check(kPositive);
+  m->add_option("--h-inter", moe->h_inter, "expert intermediate size (Linear-2 depth)")->check(kPositive);
+  m->add_option("--experts", moe->experts, "routed experts")->check(kPositive);
+  m->add_option("--top-k", moe->top_k, "experts per token")->check(kPositive);
+  m->add_option("--precision", moe->precision,
+                "bf16 or fp8: which of the platform's per-SM GEMM rates estimates a mainloop not given (default bf16)");
   m->add_option("--sm-tflops", moe->sm_tflops,
-                "per-SM TFLOP/s of the estimated mainloops (with --shape; default: the platform's rate at --precision)")
+                "per-SM TFLOP/s of the estimated mainloops (default: the platform's rate at --precision)")
       ->check(in_range(0.01, 1000));
-  m->add_option("--staging-us", moe->staging_us, "fixed staging term of T_RS (us)")->check(kNonNegative);
-  m->add_flag("--simulate", moe->simulate, "simulate the expert-wave and interleaved orders for one routing (needs --shape)");
-  m->add_option("--ranks", moe->ranks, "expert-parallel ranks (--simulate)")->check(kPositive);
-  m->add_option("--tokens", moe->tokens_per_rank, "tokens per rank (--simulate)")->check(kPositive);
-  m->add_option("--routing", moe->routing, "balanced, skewed (Zipf) or a routing file (xstage.routing/1) (--simulate)");
-  add_zipf_option(m, moe->zipf_s);
-  add_lead_rows_option(m, moe->lead_rows);
-  add_experts_per_wave_option(m, moe->experts_per_wave);
+  m->add_option("--t-l1-us", moe->t_l1_us, "T_L1^mma: measured Linear-1 full-tile mainloop (us); replaces the estimate")
+      ->check(kPositive);
+  m->add_option("--t-l2-us", moe->t_l2_us, "T_L2^mma: measured Linear-2 full-tile mainloop (us); replaces the estimate")
+      ->check(kPositive);
+  m->add_option("--block-m", moe->block_m, "b_m: tile rows (tokens; default 128)")->check(kPositive);
+  m->add_option("--block-n", moe->block_n, "b_n: N-tile width (default 128)")->check(kPositive);
+  m->add_option("--out-bytes", moe->out_bytes, "bytes per Combine element (default 2: bf16)")->check(kPositive);
+  m->add_option("--staging-us", moe->staging_us,
+                "staging of a tile before its Combine stores (us; closed form's T_RS term and the simulation)")
+      ->check(kNonNegative);
+  m->add_option("--tile-bytes", moe->tile_bytes,
+                "tile-level form (no description): V_t, Combine bytes per Linear-2 tile per producer")
+      ->check(kPositive);
+  m->add_option("--n1", moe->n1, "tile-level form: Linear-1 tiles per cycle")->check(kPositive);
+  m->add_option("--n2", moe->n2, "tile-level form: Linear-2 tiles per cycle")->check(kPositive);
+  m->add_flag("--simulate", moe->simulate, "simulate the expert-wave and interleaved orders for one routing of rank 0");
+  m->add_option("--ranks", moe->ranks, "expert-parallel ranks (--simulate; default 2)")->check(kPositive);
+  m->add_option("--tokens", moe->tokens, "tokens per rank (--simulate; default 8192)")->check(kPositive);
+  m->add_option("--routing", moe->routing,
+                "balanced, skewed (Zipf) or a routing file (xstage.routing/1) (--simulate; default balanced)");
+  m->add_option("--zipf-s,--zipf", moe->zipf_s, "Zipf exponent of skewed routing (default 1.2; --zipf: deprecated spelling)")
+      ->check(in_range(0.01, 100));
+  m->add_option("--lead-rows", moe->lead_rows,
+                "D of the interleaved order in rows (0, the default: the fused layer's, model::moe_default_lead_rows: "
+                "max(eq. 16's D_knee, ceil(G / P1) + 1 + ceil(G h_inter / (P1 hidden))), G = K/2, "
+                "P1 = ceil(h_inter / b_n))")
+      ->check(in_range(0, 1 << 20));
+  m->add_option("--experts-per-wave", moe->experts_per_wave,
+                "experts per wave of the expert-wave order (0, the default: a quarter of the local experts)")
+      ->check(in_range(0, 1 << 20));
   m->add_option("--combine", moe->combine,
-                "how the simulated kernel issues a Linear-2 tile's Combine: piggyback (the fused kernel's default: "
-                "one chunk per k-step of the next tiles) or epilogue (one burst after the tile) (--simulate)");
+                "how the simulated kernel issues a Linear-2 tile's Combine: piggyback (xstage's fused kernel, default: "
+                "one chunk per k-step of the next tiles), epilogue (one burst after the tile, on the producer) or "
+                "epilogue_issuer (a separate epilogue issuer with --cover-slots accumulator slots, MegaMoE's)");
+  m->add_option("--cover-slots", moe->cover_slots,
+                "with --combine epilogue_issuer: accumulator slots shared by producer and issuer (default 2: "
+                "double-buffered, eq. 15)")
+      ->check(in_range(1, 16));
+  m->add_option("--trace", moe->trace,
+                "with --simulate: write both orders' simulated timelines as a Chrome trace (Perfetto, chrome://tracing)");
+  m->add_flag("--force", moe->force, "with --trace: replace an existing file");
   m->callback([moe, moe_common, m] {
-    if (moe->precision != "bf16" && moe->precision != "fp8")
-      throw InputError("--precision: must be bf16 or fp8, got \"" + moe->precision + "\"");
-    if (moe->combine != "piggyback" && moe->combine != "epilogue")
-      throw InputError("--combine: must be piggyback or epilogue, got \"" + moe->combine + "\"");
-    if (moe->shape.empty()) {
-      for (const char* opt : {"--tile-bytes", "--t-l1-us", "--t-l2-us", "--n1", "--n2", "--h-inter"})
-        if (m->count(opt) == 0) throw InputError(std::string(opt) + " is required without --shape");
-    }
+    if (m->count("--kernel") && m->count("--shape"))
+      throw InputError("--kernel and --shape: give one (--shape NAME is --kernel NAME)");
+    moe->shape_flag = m->count("--kernel") ? "--kernel" : "--shape";
+    if (moe->precision && *moe->precision != "bf16" && *moe->precision != "fp8")
+      throw InputError("--precision: must be bf16 or fp8, got \"" + *moe->precision + "\"");
+    if (moe->combine && *moe->combine != "piggyback" && *moe->combine != "epilogue" && *moe->combine != "epilogue_issuer")
+      throw InputError("--combine: must be piggyback, epilogue or epilogue_issuer, got \"" + *moe->combine + "\"");
     run_moe(*moe_common, *moe);
   });
 

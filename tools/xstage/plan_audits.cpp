@@ -11,22 +11,19 @@
 #include "xstage/model/audit.hpp"
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/kernel_description.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
-#include "xstage/moe/routing.hpp"
+#include "xstage/planner/moe_plan.hpp"
 #include "xstage/sim/design_check.hpp"
 #include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/trace_events.hpp"
 
 namespace xstage::cli::plan {
 namespace {
 
 using units::us_to_s;
-
-// Work limit of `plan moe --simulate`: about kBytesPerSimulatedTokenSlot per routed token slot
-// (measured: 1 GiB at 2 ranks x 262144 tokens x top-8), checked before the routing is generated.
-constexpr double kMaxSimulatedTokenSlots = 1 << 23;
-constexpr double kBytesPerSimulatedTokenSlot = 256;
 
 int producers_or_default(const PlanCommon& c, const model::Platform& p) {
   return c.producers > 0 ? c.producers : platform_max_producers(p);
@@ -268,37 +265,25 @@ void print_attention(const model::Platform& platform, const model::AttentionAudi
   print_legend(kAttentionLegend);
 }
 
-// Per-SM GEMM rate of a built-in shape's mainloop estimate: --sm-tflops, else the platform's measured rate
-// at the precision (its datasheet fallback where the platform states none).
+// Per-SM GEMM rate of a described kernel's mainloop estimate: its sm_tflops, else the platform's rate at its
+// precision (the datasheet fallback where the platform states none).
 model::GemmRate shape_gemm_rate(const model::Platform& platform, const MoeOptions& o) {
-  if (o.sm_tflops > 0) return {o.sm_tflops * 1e12, "--sm-tflops"};
-  return platform.gemm_rate_at(o.precision);
+  return planner::moe_plan_input(platform, moe_kernel(o), 1).rate;
 }
 
 model::MoeInput moe_input(const model::Platform& platform, const MoeOptions& o, int producers) {
-  if (!o.shape.empty()) {
-    const model::MoeShape* s = model::find_moe_shape(o.shape);
-    if (!s) {
-      std::string known;
-      for (const auto& x : model::builtin_moe_shapes()) known += std::string(known.empty() ? "" : ", ") + x.name;
-      throw InputError("--shape: unknown shape \"" + o.shape + "\" (known: " + known + ")");
-    }
-    model::MoeInput in = model::moe_input_for_shape(*s, producers, shape_gemm_rate(platform, o).flop_per_s_per_sm,
-                                                    o.block_m, o.block_n, o.out_bytes);
-    in.staging_s = us_to_s(o.staging_us);
-    return in;
-  }
+  if (o.described()) return planner::moe_plan_input(platform, moe_kernel(o), producers).input;
   model::MoeInput in;
-  in.tile_bytes = o.tile_bytes;
+  in.tile_bytes = *o.tile_bytes;
   in.active_producers = producers;
-  in.t_l1_mma_s = us_to_s(o.t_l1_us);
-  in.t_l2_mma_s = us_to_s(o.t_l2_us);
-  in.n1 = o.n1;
-  in.n2 = o.n2;
-  in.block_n = o.block_n;
+  in.t_l1_mma_s = us_to_s(*o.t_l1_us);
+  in.t_l2_mma_s = us_to_s(*o.t_l2_us);
+  in.n1 = *o.n1;
+  in.n2 = *o.n2;
+  in.block_n = o.block_n.value_or(model::MoeKernel{}.block_n);
   in.sm_count = producers;
-  in.h_inter = o.h_inter;
-  in.staging_s = us_to_s(o.staging_us);
+  in.h_inter = *o.h_inter;
+  in.staging_s = us_to_s(o.staging_us.value_or(0.0));
   return in;
 }
 
@@ -316,60 +301,6 @@ std::vector<std::string> moe_row(const std::string& name, const model::MoeInput&
 }
 const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT wave us", "dT int us",
                                              "stall w/i us", "eq.14", "D_knee", "wave -> int"};
-
-// Scheduler rows (b_m-token blocks) of each of rank 0's local experts: every source rank routes its
-// tokens (a generated routing, seeded per rank, or the same trace file replayed by every rank).
-std::vector<int> rows_of_rank0(const model::MoeShape& shape, const MoeOptions& o) {
-  if (shape.experts % o.ranks != 0)
-    throw InputError("--ranks: " + std::to_string(o.ranks) + " does not divide the " + std::to_string(shape.experts) + " experts");
-  // The simulation's routing, rows and tile events grow with the routed token slots (and the rows per
-  // slot for b_m below 128): refuse before generating anything.
-  require_work_within("plan moe --simulate: --ranks " + std::to_string(o.ranks) + " x --tokens " +
-                          std::to_string(o.tokens_per_rank) + " x top-" + std::to_string(shape.top_k) +
-                          (o.block_m < 128 ? " x 128 / --block-m " + std::to_string(o.block_m) : std::string()),
-                      static_cast<double>(o.ranks) * o.tokens_per_rank * shape.top_k * std::max(1.0, 128.0 / o.block_m),
-                      kMaxSimulatedTokenSlots, "routed token slots", kBytesPerSimulatedTokenSlot);
-  const bool generated = o.routing == "balanced" || o.routing == "skewed";
-  if (!generated && !std::filesystem::exists(o.routing))
-    throw InputError("--routing: must be balanced, skewed or a routing file, got \"" + o.routing + "\"");
-  std::vector<long long> received(shape.experts, 0);
-  for (int src = 0; src < o.ranks; ++src) {
-    const moe::Routing r = !generated ? moe::load_routing_file(o.routing)
-                           : o.routing == "balanced"
-                               ? moe::balanced_routing(o.tokens_per_rank, shape.experts, shape.top_k, 1000 + src)
-                               : moe::skewed_routing(o.tokens_per_rank, shape.experts, shape.top_k, o.zipf_s, 1000 + src);
-    if (r.experts != shape.experts || r.top_k != shape.top_k)
-      throw InputError("--routing: " + o.routing + " routes to " + std::to_string(r.experts) + " experts, top-" +
-                       std::to_string(r.top_k) + "; shape " + shape.name + " has " + std::to_string(shape.experts) +
-                       ", top-" + std::to_string(shape.top_k));
-    const auto counts = moe::tokens_per_expert(r);
-    for (int e = 0; e < shape.experts; ++e) received[e] += counts[e];
-  }
-  return sim::rows_per_local_expert(received, o.ranks, 0, o.block_m);
-}
-
-nlohmann::json simulate_orders(const model::Platform& platform, const model::MoeShape& shape, const model::MoeInput& in,
-                               const MoeOptions& o, int producers) {
-  sim::MoeOrderParams p;
-  p.rows_per_expert = rows_of_rank0(shape, o);
-  sim::set_tile_counts(in, p);
-  p.instances = std::max(1, producers / 2);
-  // The fused layer's default D (MoeFused::schedule_param) for this b_n and producer count.
-  p.lead_rows = o.lead_rows > 0 ? o.lead_rows
-                                : static_cast<int>(model::moe_default_lead_rows(in.block_n, producers, in.h_inter,
-                                                                                shape.hidden));
-  p.experts_per_wave = o.experts_per_wave > 0 ? o.experts_per_wave
-                                              : sim::default_experts_per_wave(static_cast<int>(p.rows_per_expert.size()));
-  const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances, sim::moe_remote_share(o.ranks),
-                                                       sim::moe_combine_model(o.combine));
-  const sim::MoeOrderPrediction pred = sim::predict_moe_orders(platform, p, costs);
-  return {{"routing", o.routing}, {"ranks", o.ranks}, {"tokens_per_rank", o.tokens_per_rank},
-          {"producers", 2 * p.instances}, {"lead_rows", p.lead_rows}, {"experts_per_wave", p.experts_per_wave},
-          {"combine", o.combine}, {"remote_share", sim::moe_remote_share(o.ranks)},
-          {"rows", nlohmann::json(p.rows_per_expert)}, {"wave", sim::to_json(pred.wave)},
-          {"interleaved", sim::to_json(pred.interleaved)}, {"predicted_speedup", pred.predicted_speedup},
-          {"choice", sim::to_string(pred.choice)}};
-}
 
 // As built, MoE: the fused kernel's piggybacked Combine on the two ranks of the default plan ((N - 1)/N of
 // a tile remote), in moe::kFusedCombineChunks chunks over the next tile's k-steps, one Linear-2 tile per
@@ -429,15 +360,148 @@ void run_attn(const PlanCommon& c, const AttnOptions& o) {
   print_attention(platform, a, in);
 }
 
+namespace {
+
+// The flags of a description as (flag, field, value); unset flags are left out.
+std::vector<std::tuple<const char*, const char*, nlohmann::json>> description_flags(const MoeOptions& o) {
+  std::vector<std::tuple<const char*, const char*, nlohmann::json>> f;
+  auto put = [&](const char* flag, const char* key, const auto& v) {
+    if (v) f.emplace_back(flag, key, nlohmann::json(*v));
+  };
+  put("--hidden", "hidden", o.hidden);
+  put("--h-inter", "h_inter", o.h_inter);
+  put("--experts", "experts", o.experts);
+  put("--top-k", "top_k", o.top_k);
+  put("--ranks", "ranks", o.ranks);
+  put("--tokens", "tokens", o.tokens);
+  put("--precision", "precision", o.precision);
+  put("--routing", "routing", o.routing);
+  put("--zipf-s", "zipf_s", o.zipf_s);
+  put("--block-m", "block_m", o.block_m);
+  put("--block-n", "block_n", o.block_n);
+  put("--out-bytes", "out_bytes", o.out_bytes);
+  put("--t-l1-us", "t_l1_us", o.t_l1_us);
+  put("--t-l2-us", "t_l2_us", o.t_l2_us);
+  put("--sm-tflops", "sm_tflops", o.sm_tflops);
+  put("--combine", "combine", o.combine);
+  put("--staging-us", "staging_us", o.staging_us);
+  put("--cover-slots", "cover_slots", o.cover_slots);
+  // 0: the default (as the help says), the same as not given.
+  if (o.lead_rows.value_or(0) > 0) put("--lead-rows", "lead_rows", o.lead_rows);
+  if (o.experts_per_wave.value_or(0) > 0) put("--experts-per-wave", "experts_per_wave", o.experts_per_wave);
+  return f;
+}
+
+// Flags that have no effect in the combination given: refused (exit 2) naming both.
+void check_moe_flags(const MoeOptions& o) {
+  auto refuse = [](const std::string& flag, const std::string& why) { throw InputError(flag + ": " + why); };
+  const char* form = !o.shape.empty() ? (o.shape_flag == "--kernel" ? "--kernel" : "--shape")
+                     : o.hidden       ? "--hidden"
+                     : o.experts      ? "--experts"
+                                      : "--top-k";
+  if (o.described()) {
+    if (o.tile_bytes) refuse("--tile-bytes", std::string("has no effect with ") + form +
+                                                 ": a described kernel's tile is block_m x block_n x out_bytes");
+    if (o.n1) refuse("--n1", std::string("has no effect with ") + form + ": the tile counts follow from the dimensions");
+    if (o.n2) refuse("--n2", std::string("has no effect with ") + form + ": the tile counts follow from the dimensions");
+  } else {
+    const std::pair<const char*, bool> dims_only[] = {{"--precision", bool(o.precision)}, {"--sm-tflops", bool(o.sm_tflops)},
+                                                      {"--block-m", bool(o.block_m)}, {"--out-bytes", bool(o.out_bytes)}};
+    for (const auto& [flag, set] : dims_only)
+      if (set)
+        refuse(flag, "has no effect with --tile-bytes (the tile-level form takes --t-l1-us and --t-l2-us); describe the "
+                     "kernel with --kernel, --shape or --hidden, --h-inter, --experts and --top-k");
+    for (const char* opt : {"--tile-bytes", "--t-l1-us", "--t-l2-us", "--n1", "--n2", "--h-inter"}) {
+      const bool set = std::string_view(opt) == "--tile-bytes" ? bool(o.tile_bytes)
+                       : std::string_view(opt) == "--t-l1-us"  ? bool(o.t_l1_us)
+                       : std::string_view(opt) == "--t-l2-us"  ? bool(o.t_l2_us)
+                       : std::string_view(opt) == "--n1"       ? bool(o.n1)
+                       : std::string_view(opt) == "--n2"       ? bool(o.n2)
+                                                               : bool(o.h_inter);
+      if (!set)
+        throw InputError(std::string(opt) + " is required without a kernel description (--kernel, --shape, or --hidden, "
+                                            "--h-inter, --experts and --top-k)");
+    }
+    if (o.simulate)
+      refuse("--simulate", "needs a kernel description (--kernel, --shape, or --hidden, --h-inter, --experts and "
+                           "--top-k): experts and top-k set the routing; the tile-level form (--tile-bytes) has none");
+  }
+  if (!o.simulate) {
+    const std::pair<const char*, bool> sim_only[] = {
+        {"--ranks", bool(o.ranks)},       {"--tokens", bool(o.tokens)},           {"--routing", bool(o.routing)},
+        {"--zipf-s", bool(o.zipf_s)},     {"--lead-rows", bool(o.lead_rows)},     {"--experts-per-wave", bool(o.experts_per_wave)},
+        {"--combine", bool(o.combine)},   {"--cover-slots", bool(o.cover_slots)}, {"--trace", !o.trace.empty()},
+        {"--force", o.force}};
+    for (const auto& [flag, set] : sim_only)
+      if (set) refuse(flag, "has no effect without --simulate (it describes the simulated launch)");
+  }
+  if (o.force && o.trace.empty()) refuse("--force", "has no effect without --trace (no file is written)");
+}
+
+}  // namespace
+
+namespace {
+
+// `plan moe --simulate --trace FILE`: both orders' simulated timelines in one Chrome trace, the expert-wave
+// order as process 0 and the interleaved one as process 1, one thread per CTA (per role with an epilogue issuer).
+void write_moe_trace(const MoeOptions& o, const model::MoeKernel& k, const nlohmann::json& simulated,
+                     const sim::MoeOrderTimelines& t) {
+  const bool roles = k.combine == "epilogue_issuer";
+  nlohmann::json trace;
+  int pid = 0;
+  for (const auto& [name, r] : {std::pair<const char*, const sim::SimResult*>{"wave", &t.wave}, {"interleaved", &t.interleaved}}) {
+    std::vector<sim::TraceTrack> tracks;
+    const std::string process = std::string(name) + " order (" + k.name + ", rank 0)";
+    for (int role = 0; role < (roles ? 2 : 1); ++role)
+      for (int c = 0; c < t.producers; ++c)
+        tracks.push_back({pid, process, role * t.producers + c,
+                          "CTA " + std::to_string(c) + (roles ? (role ? " epilogue issuer" : " producer") : "")});
+    nlohmann::json one = sim::chrome_trace(*r, tracks);
+    if (trace.is_null()) trace = std::move(one);
+    else for (auto& e : one["traceEvents"]) trace["traceEvents"].push_back(std::move(e));
+    ++pid;
+  }
+  trace["otherData"] = {{"kernel", model::to_json(k)}, {"simulated", simulated}};
+  trace["otherData"]["simulated"].erase("rows");
+  write_file_atomically(o.trace, trace.dump() + "\n", o.force, {o.shape}, "--trace");
+}
+
+}  // namespace
+
+model::MoeKernel moe_kernel(const MoeOptions& o) {
+  model::KernelSource src = !o.shape.empty()
+                                ? model::kernel_source(o.shape)
+                                : model::KernelSource{{{"schema", model::kKernelSchema}, {"kind", "moe"}, {"name", "custom"}},
+                                                      "plan moe", ""};
+  const auto flags = description_flags(o);
+  if (!src.json.is_object()) return model::moe_kernel_from_json(src.json, src.origin, src.base_dir);  // names the error
+  for (const auto& [flag, key, value] : flags) src.json[key] = value;
+  const std::string origin = flags.empty() ? src.origin : src.origin + " with flags (--x-y sets field x_y)";
+  // A flag's routing file is relative to the working folder, a description's to its file.
+  model::MoeKernel k = model::moe_kernel_from_json(src.json, origin, o.routing ? "" : src.base_dir);
+  if (o.precision && k.mainloops_given())
+    throw InputError("--precision: has no effect: t_l1_us and t_l2_us (--t-l1-us/--t-l2-us or the description) give "
+                     "both mainloops");
+  return k;
+}
+
 void run_moe(const PlanCommon& c, const MoeOptions& o) {
+  check_moe_flags(o);
   const model::Platform platform = model::load_platform_or_default(c.platform);
-  const model::MoeInput in = moe_input(platform, o, producers_or_default(c, platform));
+  const int producers = producers_or_default(c, platform);
+  std::optional<model::MoeKernel> kernel;
+  std::optional<planner::MoePlanInput> pin;
+  if (o.described()) {
+    kernel = moe_kernel(o);
+    pin = planner::moe_plan_input(platform, *kernel, producers);
+  }
+  if (!o.trace.empty()) check_output_path("--trace", o.trace, o.force, {c.platform, o.shape});
+  const model::MoeInput in = pin ? pin->input : moe_input(platform, o, producers);
   const model::MoeAudit a = model::audit_moe(platform, in);
   nlohmann::json simulated;
-  if (o.simulate) {
-    if (o.shape.empty()) throw InputError("--simulate needs --shape (experts and top-k come from the shape)");
-    simulated = simulate_orders(platform, *model::find_moe_shape(o.shape), in, o, producers_or_default(c, platform));
-  }
+  sim::MoeOrderTimelines timelines;
+  if (o.simulate) simulated = planner::simulate_moe_orders(platform, *kernel, *pin, producers, o.trace.empty() ? nullptr : &timelines);
+  if (!o.trace.empty()) write_moe_trace(o, *kernel, simulated, timelines);
   if (c.json) {
     nlohmann::json j = model::to_json(a);
     if (o.simulate) j["simulated"] = simulated;
@@ -446,37 +510,60 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
                   {"t_l1_mma_us", units::s_to_us(in.t_l1_mma_s)}, {"t_l2_mma_us", units::s_to_us(in.t_l2_mma_s)},
                   {"n1", in.n1}, {"n2", in.n2}, {"block_n", in.block_n}, {"sm_count", in.sm_count},
                   {"h_inter", in.h_inter}, {"staging_us", units::s_to_us(in.staging_s)}};
-    if (!o.shape.empty()) {
-      const model::GemmRate g = shape_gemm_rate(platform, o);
-      j["input"]["precision"] = o.precision;
-      j["input"]["sm_tflops"] = g.flop_per_s_per_sm / 1e12;
-      j["input"]["sm_tflops_source"] = g.source;
+    if (kernel) {
+      j["kernel"] = model::to_json(*kernel);
+      j["input"]["precision"] = kernel->precision;
+      j["input"]["sm_tflops"] = pin->rate.flop_per_s_per_sm / 1e12;
+      j["input"]["sm_tflops_source"] = pin->rate.source;
+      j["input"]["t_l1_mma_source"] = pin->t_l1_source;
+      j["input"]["t_l2_mma_source"] = pin->t_l2_source;
     }
     print_json(j);
     return;
   }
   out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
-  if (!o.shape.empty()) {
-    const model::GemmRate g = shape_gemm_rate(platform, o);
-    out_stream() << o.precision << " mainloops estimated at " << fmt_num(g.flop_per_s_per_sm / 1e12, 2)
-                 << " TFLOP/s per SM (" << g.source << ")\n";
+  if (kernel) {
+    out_stream() << "kernel " << kernel->name << (kernel->description.empty() ? "" : ": " + kernel->description) << "\n"
+                 << "  hidden " << kernel->hidden << ", h_inter " << kernel->h_inter << ", " << kernel->experts
+                 << " experts, top-" << kernel->top_k << ", tiles " << kernel->block_m << "x" << kernel->block_n << "x"
+                 << kernel->out_bytes << " B\n"
+                 << "  T_L1 " << fmt_us(in.t_l1_mma_s, 2) << " us (" << pin->t_l1_source << ")\n"
+                 << "  T_L2 " << fmt_us(in.t_l2_mma_s, 2) << " us (" << pin->t_l2_source << ")\n";
+    for (const auto& x : kernel->assumptions) out_stream() << "  assumes: " << x << "\n";
   }
-  print_table(kMoeHeader, {moe_row(o.shape.empty() ? "custom" : o.shape, in, a)});
+  print_table(kMoeHeader, {moe_row(kernel ? kernel->name : "custom", in, a)});
   if (o.simulate) {
-    out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << o.tokens_per_rank
-              << " tokens/rank over " << o.ranks << " ranks, K = " << simulated["producers"].get<int>()
-              << ", D = " << simulated["lead_rows"].get<int>() << "\n";
+    out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << kernel->tokens
+                 << " tokens/rank over " << kernel->ranks << " ranks, K = " << simulated["producers"].get<int>()
+                 << ", D = " << simulated["lead_rows"].get<int>() << ", Combine " << kernel->combine
+                 << (kernel->combine == "epilogue_issuer" ? " (" + std::to_string(kernel->cover_slots) + " slots)" : "")
+                 << ", staging " << fmt_num(kernel->staging_us, 2) << " us"
+                 << (pin->estimated() && std::string_view(pin->rate.source) == "datasheet" ? ", mainloops at the datasheet rate" : "")
+                 << "\n";
+    const bool roles = simulated["wave"].contains("median_tile_span_us");
     std::vector<std::vector<std::string>> rows;
     for (const char* name : {"wave", "interleaved"}) {
       const auto& r = simulated[name];
       rows.push_back({name, fmt_num(r["makespan_us"].get<double>(), 1), fmt_num(r["total_stall_us"].get<double>(), 1),
                       fmt_num(r["median_tile_stall_us"].get<double>(), 2), fmt_num(r["max_tile_stall_us"].get<double>(), 2),
                       fmt_num(r["dependency_wait_us"].get<double>(), 1)});
+      if (roles)
+        for (const char* key : {"median_tile_span_us", "median_mma_stall_us"})
+          rows.back().push_back(fmt_num(r[key].get<double>(), 2));
     }
-    print_table({"order", "makespan us", "total stall us", "median tile stall us", "max tile stall us", "L1->L2 wait us"},
-                rows);
+    std::vector<std::string> header = {"order", "makespan us", "total stall us", "median burst stall us",
+                                       "max burst stall us", "L1->L2 wait us"};
+    if (roles) {
+      header.push_back("median T_RS us");
+      header.push_back("median MMA stall us");
+    }
+    print_table(header, rows);
     out_stream() << "predicted speedup interleaved/wave " << fmt_num(simulated["predicted_speedup"].get<double>(), 3)
-              << ": choose " << simulated["choice"].get<std::string>() << "\n";
+                 << ": choose " << simulated["choice"].get<std::string>() << "\n";
+    if (roles)
+      out_stream() << "T_RS: a Linear-2 tile's store span on its epilogue issuer (staging + issue, with backpressure); "
+                      "MMA stall: the producer's wait for a free slot at a Linear-2 tile's entry (eq. 15).\n";
+    if (!o.trace.empty()) out_stream() << "trace: " << o.trace << " (Perfetto / chrome://tracing)\n";
   }
 }
 
@@ -553,7 +640,7 @@ void run_default(const PlanCommon& c) {
                            {"fp8", {{"tflops_per_sm", rate_fp8.flop_per_s_per_sm / 1e12}, {"source", rate_fp8.source}}}};
   MoeOptions mo;
   if (!c.json)
-    out_stream() << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << mo.block_n
+    out_stream() << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << model::MoeKernel{}.block_n
               << ", bf16 Combine, " << kPlanRanks << " ranks; mainloops estimated at "
               << fmt_num(rate_bf16.flop_per_s_per_sm / 1e12, 2) << " TFLOP/s per SM bf16 (" << rate_bf16.source << "), "
               << fmt_num(rate_fp8.flop_per_s_per_sm / 1e12, 2) << " FP8 (" << rate_fp8.source << "))\n";
@@ -563,9 +650,10 @@ void run_default(const PlanCommon& c) {
     po.precision = precision;
     for (const auto& s : model::builtin_moe_shapes()) {
       po.shape = s.name;
-      // The verdict rests on the datasheet Tensor Core rate where the mainloops are estimated at that rate.
-      const bool datasheet = std::string_view(shape_gemm_rate(platform, po).source) == "datasheet";
-      const model::MoeInput in = moe_input(platform, po, k);
+      // The verdict rests on the datasheet Tensor Core rate where a mainloop is estimated at that rate.
+      const planner::MoePlanInput pin = planner::moe_plan_input(platform, moe_kernel(po), k);
+      const bool datasheet = pin.estimated() && std::string_view(pin.rate.source) == "datasheet";
+      const model::MoeInput& in = pin.input;
       const model::MoeAudit a = model::audit_moe(platform, in);
       nlohmann::json mj = model::to_json(a);
       mj["name"] = s.name;

@@ -2,10 +2,12 @@
 // (cmd_plan.cpp declares the options and calls these).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli_common.hpp"
+#include "xstage/model/kernel_description.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
 
@@ -24,22 +26,26 @@ struct AttnOptions {
   std::vector<long long> seq = {8192, 16384, 32768, 49152, 65536};
 };
 
+// `plan moe`: a kernel description (xstage/model/kernel_description.hpp) from --kernel/--shape and the flags laid
+// over it (each flag is the description's field of the same name; unset: the description's value), or the
+// tile-level form (--tile-bytes, --n1, --n2 and the mainloops) for the closed form only.
 struct MoeOptions {
-  std::string shape;
-  double tile_bytes = 0, t_l1_us = 0, t_l2_us = 0, n1 = 0, n2 = 0, staging_us = 0;
-  int block_m = 128, block_n = 128, out_bytes = 2, h_inter = 0;
-  std::string precision = "bf16";  // with --shape: which of the platform's per-SM GEMM rates estimates the mainloops
-  double sm_tflops = 0;            // 0: the platform's rate at --precision (Platform::gemm_rate_at)
-  // --simulate: both tile orders through the event simulator for one routing.
+  std::string shape;   // --shape or --kernel: a built-in name or a description file
+  std::string shape_flag = "--shape";
+  std::optional<std::string> precision, routing, combine;
+  std::optional<int> hidden, h_inter, experts, top_k, ranks, block_m, block_n, out_bytes, cover_slots, lead_rows,
+      experts_per_wave;
+  std::optional<long long> tokens;
+  std::optional<double> t_l1_us, t_l2_us, sm_tflops, staging_us, zipf_s;
+  std::optional<double> tile_bytes, n1, n2;  // the tile-level form
   bool simulate = false;
-  int ranks = 2;
-  int tokens_per_rank = 8192;
-  std::string routing = "balanced";
-  double zipf_s = kDefaultZipfS;
-  int lead_rows = 0;         // 0: model::moe_default_lead_rows (eq. 16's D_knee or the row-dependency floor)
-  int experts_per_wave = 0;  // 0: sim::default_experts_per_wave (a quarter of the local experts)
-  std::string combine = "piggyback";  // how the simulated kernel issues its Combine: piggyback, epilogue
+  std::string trace;   // --trace FILE (with --simulate): the simulated timelines of both orders
+  bool force = false;
+  // The description form: --kernel/--shape or any of --hidden, --experts, --top-k.
+  bool described() const { return !shape.empty() || hidden || experts || top_k; }
 };
+// The description the options give (described() only): the flags as fields over the named description.
+model::MoeKernel moe_kernel(const MoeOptions& o);
 
 // `plan attn`: one attention kernel's epilogue All-to-All (eq. 17-20).
 void run_attn(const PlanCommon& c, const AttnOptions& o);

@@ -24,6 +24,13 @@ struct MoeTileCosts {
   int combine_chunks = 0;
   int l1_k_steps = 1, l2_k_steps = 1;
   double chunk_issue_floor_s = 0.0;
+  // Staging of a tile before its Combine stores (accumulators to shared memory): on the producer after a
+  // Linear-2 mainloop, or with a separate epilogue issuer on that role for every tile.
+  double staging_s = 0.0;
+  // A separate epilogue issuer (MegaMoE's epilogue warps; moe_role_schedules): `cover_slots` accumulator slots
+  // shared with the producer, which may run that many tiles ahead of the issuer minus one (2: double-buffered,
+  // eq. 15's cover window is the next mainloop). 0: the producer stores the Combine itself.
+  int cover_slots = 0;
 };
 
 // One producer per worker: Linear-1 → compute, then signal its row; Linear-2 → wait until all
@@ -35,6 +42,24 @@ struct MoeTileCosts {
 // kernel skips them); 0: none.
 ProducerSchedule moe_producer_schedule(const std::vector<sched::MoeTile>& order, const MoeTileCosts& costs,
                                        int l1_tiles_per_row, int l2_tiles_per_row = 0);
+
+// Two roles per CTA (MoeTileCosts::cover_slots > 0): the producer runs every tile's mainloop, waiting at a
+// tile's entry for a free accumulator slot (eq. 15's stall) and, for a Linear-2 tile, for its row; the epilogue
+// issuer takes the tiles in order, stages each (staging_s) and, for a Linear-2 tile, stores its Combine in one
+// burst; a Linear-1 tile's row is signalled when its epilogue has written it, and the slot is freed after the
+// tile's epilogue. Producers [0, C) are the CTAs' producer roles, [C, 2C) their epilogue issuers (C =
+// orders.size()). `rows` is the number of row counters the orders use (counters past it are the slots').
+struct MoeRoleSchedules {
+  std::vector<ProducerSchedule> schedules;
+  // Per Linear-2 tile (in producer order): its producer index and the step of its slot wait (-1: none, the
+  // tile is among the first cover_slots), its epilogue issuer and the step of its burst.
+  struct L2Tile {
+    int producer, slot_wait_step, issuer, burst_step;
+  };
+  std::vector<L2Tile> l2_tiles;
+};
+MoeRoleSchedules moe_role_schedules(const std::vector<std::vector<sched::MoeTile>>& orders, const MoeTileCosts& costs,
+                                    int l1_tiles_per_row, int l2_tiles_per_row, int rows);
 
 enum class MoeOrder { kExpertWave, kInterleaved };
 
@@ -64,10 +89,13 @@ std::vector<int> rows_per_local_expert(const std::vector<long long>& received_pe
 // count is padded by one tile, which the kernel skips (n2_real is the unpadded Linear-2 count).
 void set_tile_counts(const model::MoeInput& in, MoeOrderParams& p);
 
-// How the Combine of a Linear-2 tile is issued (the fused kernel's `--combine`).
-enum class MoeCombineModel { kEpilogue, kPiggyback };
-const char* to_string(MoeCombineModel combine);  // "epilogue", "piggyback"
-// The model of a `--combine` name: "epilogue", else the default, piggybacked (the bench's "both" runs it too).
+// How the Combine of a Linear-2 tile is issued: the fused kernel's `--combine` (epilogue: the producer stores the
+// tile after its mainloop; piggyback: in chunks over the next tiles' k-steps) or a separate epilogue issuer
+// (MegaMoE's; MoeTileCosts::cover_slots).
+enum class MoeCombineModel { kEpilogue, kPiggyback, kEpilogueIssuer };
+const char* to_string(MoeCombineModel combine);  // "epilogue", "piggyback", "epilogue_issuer"
+// The model of a combine name: "epilogue", "epilogue_issuer", else the default, piggybacked (the bench's "both"
+// runs it too).
 MoeCombineModel moe_combine_model(const std::string& name);
 
 // Tile costs of the model's MoE input on a platform (T_iss0 at the aligned producer count 2·instances).
@@ -75,9 +103,10 @@ MoeCombineModel moe_combine_model(const std::string& name);
 // when every rank sends as many tokens (a row goes back to its token's rank; the owner's own tokens'
 // rows are local stores, outside the X-Stage path). Piggybacked: moe::kFusedCombineChunks chunks per
 // tile, k-steps of block_k channels (64: bf16 tiles, the rate the model's tile times assume).
+// kEpilogueIssuer: cover_slots slots (>= 1). MoeInput::staging_s becomes MoeTileCosts::staging_s.
 MoeTileCosts moe_tile_costs(const model::Platform& platform, const model::MoeInput& in, int instances,
                             double remote_share = 1.0, MoeCombineModel combine = MoeCombineModel::kPiggyback,
-                            int block_k = 64);
+                            int block_k = 64, int cover_slots = 2);
 // (N − 1)/N: the remote part of the Combine on N ranks (see moe_tile_costs); 0 on one rank, where the
 // tiles' Combine is left out of the simulation.
 double moe_remote_share(int ranks);
@@ -87,6 +116,12 @@ struct MoeOrderOutcome {
   double makespan_s = 0, total_stall_s = 0, median_tile_stall_s = 0, max_tile_stall_s = 0;
   double peak_outstanding_bytes = 0;
   double total_dependency_wait_s = 0;  // Linear-2 tiles waiting for their row's Linear-1 tiles, all producers
+  // With a separate epilogue issuer, per Linear-2 tile: the sender-visible store span T_RS (staging + issue,
+  // the paper's Figure 10) and the producer's wait for a free slot at the tile's entry (eq. 15's Δt; zeros
+  // included), medians over the tiles; `l2_tiles` counts them. Without one: 0.
+  bool roles = false;
+  int l2_tiles = 0;
+  double median_tile_span_s = 0, median_mma_stall_s = 0, mean_mma_stall_s = 0;
 };
 // Within this band of predicted speedup (wave / interleaved makespan) the orders count as tied and the
 // choice is the interleaved one: the simulator carries the X-Stage and the row dependencies, not the
@@ -105,8 +140,13 @@ struct MoeOrderPrediction {
   double predicted_speedup = 1.0;  // wave makespan / interleaved makespan
   MoeOrder choice = MoeOrder::kExpertWave;
 };
+// With `timeline`, the simulations record their timelines there (SimResult::timeline; wave first), for traces.
+struct MoeOrderTimelines {
+  SimResult wave, interleaved;
+  int producers = 0;  // CTAs; with roles the schedules hold 2 × producers (producer roles, then issuers)
+};
 MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const MoeOrderParams& params,
-                                      const MoeTileCosts& costs);
+                                      const MoeTileCosts& costs, MoeOrderTimelines* timeline = nullptr);
 // The order for a fused MoE layer as the kernel would run it (`xstage moe bench --schedule auto`, the library's
 // schedule "auto"): the layer's dimensions and launch (grid = producers = 2·G CTAs, the interleaved lead and
 // the wave's experts per wave as the kernel resolved them), `received_per_expert` the tokens each global
@@ -136,7 +176,8 @@ MoeSchedulePrediction predict_moe_schedule(const model::Platform& platform, cons
 std::vector<long long> balanced_expert_load(long long tokens_per_rank, int ranks, int experts, int top_k);
 
 // Times in us: makespan_us, total_stall_us, median_tile_stall_us, max_tile_stall_us,
-// peak_outstanding_bytes, dependency_wait_us.
+// peak_outstanding_bytes, dependency_wait_us; with roles also l2_tiles, median_tile_span_us,
+// median_mma_stall_us, mean_mma_stall_us.
 nlohmann::json to_json(const MoeOrderOutcome& o);
 
 }  // namespace xstage::sim

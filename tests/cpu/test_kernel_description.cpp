@@ -1,0 +1,170 @@
+// Kernel descriptions (xstage.kernel/1), the planner's MoE input from them, the epilogue-issuer roles of the
+// simulator, and `plan moe` with descriptions and flags.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_runner.hpp"
+#include "xstage/model/error.hpp"
+#include "xstage/model/kernel_description.hpp"
+#include "xstage/model/workloads.hpp"
+#include "xstage/sim/moe_schedules.hpp"
+
+namespace xstage {
+namespace {
+
+using nlohmann::json;
+using test::CliRun;
+using test::expect_one_line_error;
+using test::run_cli;
+
+std::string paper_platform() { return std::string(XSTAGE_SOURCE_DIR) + "/platforms/paper_8gpu_148sm.json"; }
+
+json plan_json(const std::string& args) {
+  const CliRun r = run_cli("plan moe " + args + " --json");
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  return r.code == 0 ? json::parse(r.out) : json();
+}
+
+TEST(KernelDescription, EveryBuiltInParsesAndRoundTrips) {
+  ASSERT_EQ(model::builtin_kernel_names_in("builtin").size(), model::builtin_moe_shapes().size());
+  ASSERT_EQ(model::builtin_kernel_names_in("paper").size(), 7u);
+  for (const auto& name : model::builtin_kernel_names()) {
+    const model::MoeKernel k = model::moe_kernel_from_json(*model::builtin_kernel_json(name), name);
+    const model::MoeKernel back = model::moe_kernel_from_json(model::to_json(k), name);
+    EXPECT_EQ(model::to_json(back), model::to_json(k)) << name;
+  }
+}
+
+TEST(KernelDescription, BadFieldsAreNamed) {
+  const json good = *model::builtin_kernel_json("glm-4.5");
+  auto expect_bad = [&](const char* key, const json& value, const char* fragment) {
+    json j = good;
+    j[key] = value;
+    try {
+      model::moe_kernel_from_json(j, "k.json");
+      ADD_FAILURE() << key << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("k.json: ") + key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect_bad("hidden", 0, "must be an integer");
+  expect_bad("top_k", 161, "must be an integer in 1..160");
+  expect_bad("ranks", 3, "do not divide");
+  expect_bad("precision", "fp4", "must be \"bf16\" or \"fp8\"");
+  expect_bad("t_l1_us", -1, "must be > 0");
+  expect_bad("cover_slots", 2, "applies to combine \"epilogue_issuer\" only");
+  expect_bad("zipf_s", 1.1, "applies to routing \"skewed\" only");
+  expect_bad("typo_field", 1, "unknown field");
+  expect_bad("schema", "xstage.kernel/2", "unknown schema");
+}
+
+// Eq. 15 in the simulator: with two slots, a Linear-2 tile waits at entry for the epilogue of the tile two back,
+// [T_RS − T_cover]+ with T_cover the mainloop in between.
+TEST(MoeRoles, SlotWaitIsTheSpanBeyondTheCoverWindow) {
+  std::vector<std::vector<sched::MoeTile>> orders(1);
+  for (int i = 0; i < 4; ++i) orders[0].push_back({sched::MoeStage::kLinear2, 0, 0, i});
+  sim::MoeTileCosts c{1e-6, 2e-6, 1e6, 1e-6};
+  c.staging_s = 0.5e-6;
+  c.cover_slots = 2;
+  const sim::MoeRoleSchedules rs = sim::moe_role_schedules(orders, c, 0, 0, 0);
+  ASSERT_EQ(rs.schedules.size(), 2u);
+  ASSERT_EQ(rs.l2_tiles.size(), 4u);
+  sim::SimConfig cfg{1e15, 1e12, false, 0.0, 1.0};  // a path that never backpressures: T_RS = staging + T_iss0
+  cfg.record_timeline = true;
+  const sim::SimResult r = sim::simulate(cfg, rs.schedules);
+  // T_RS = 1.5 us, cover = T_L2 = 2 us: no wait. Make the issue floor 3 us: T_RS 3.5 us, wait 1.5 us per tile.
+  EXPECT_NEAR(r.total_dependency_wait_s - 0.0, r.total_dependency_wait_s, 1e-12);
+  c.issue_floor_s = 3e-6;
+  const sim::MoeRoleSchedules rs2 = sim::moe_role_schedules(orders, c, 0, 0, 0);
+  const sim::SimResult r2 = sim::simulate(cfg, rs2.schedules);
+  double slot_wait = 0;
+  for (const auto& sp : r2.timeline)
+    if (sp.kind == sim::TimelineSpan::Kind::kWait && sp.producer == 0) slot_wait += sp.end_s - sp.start_s;
+  // Tiles 2 and 3 wait: epilogue j ends at 2(j+1) + 3.5 (+ queueing behind epilogue j-1), mainloop j+1 at 2(j+2).
+  EXPECT_GT(slot_wait, 2 * 1.5e-6 - 1e-12);
+  double no_roles_wait = 0;
+  for (const auto& sp : r.timeline)
+    if (sp.kind == sim::TimelineSpan::Kind::kWait && sp.producer == 0) no_roles_wait += sp.end_s - sp.start_s;
+  EXPECT_NEAR(no_roles_wait, 0.0, 1e-12);
+}
+
+TEST(PlanMoeDescription, CustomMoeSimulatesUnderBothOrders) {
+  const json j = plan_json("--hidden 3000 --h-inter 1000 --experts 12 --top-k 3 --ranks 2 --tokens 2048 --simulate");
+  ASSERT_TRUE(j.contains("simulated"));
+  EXPECT_GT(j["simulated"]["wave"]["makespan_us"].get<double>(), 0);
+  EXPECT_GT(j["simulated"]["interleaved"]["makespan_us"].get<double>(), 0);
+  EXPECT_EQ(j["kernel"]["experts"], 12);
+}
+
+TEST(PlanMoeDescription, MeasuredMainloopsAreUsed) {
+  const json j = plan_json("--platform " + paper_platform() + " --shape dit-moe-g2-16e2a --t-l1-us 9.77 --t-l2-us 5.30");
+  EXPECT_DOUBLE_EQ(j["input"]["t_l1_mma_us"].get<double>(), 9.77);
+  EXPECT_DOUBLE_EQ(j["input"]["t_l2_mma_us"].get<double>(), 5.30);
+  EXPECT_EQ(j["input"]["t_l1_mma_source"], "measured");
+  // One given: the other stays estimated.
+  const json one = plan_json("--shape dit-moe-g2-16e2a --t-l2-us 5.30");
+  EXPECT_DOUBLE_EQ(one["input"]["t_l2_mma_us"].get<double>(), 5.30);
+  EXPECT_EQ(one["input"]["t_l1_mma_source"].get<std::string>().rfind("estimated", 0), 0u);
+}
+
+TEST(PlanMoeDescription, StagingReachesTheSimulation) {
+  const std::string base = "--shape dit-moe-g2-16e2a --simulate --tokens 4096 --combine epilogue";
+  const json a = plan_json(base), b = plan_json(base + " --staging-us 3");
+  EXPECT_GT(b["simulated"]["wave"]["makespan_us"].get<double>(), a["simulated"]["wave"]["makespan_us"].get<double>());
+}
+
+TEST(PlanMoeDescription, IneffectiveFlagCombinationsNameBothFlags) {
+  expect_one_line_error(run_cli("plan moe --shape glm-4.5 --tile-bytes 32768"), "--tile-bytes", "--shape");
+  expect_one_line_error(run_cli("plan moe --shape glm-4.5 --ranks 4"), "--ranks", "--simulate");
+  expect_one_line_error(run_cli("plan moe --shape glm-4.5 --simulate --cover-slots 3"), "cover_slots", "combine");
+  expect_one_line_error(run_cli("plan moe --shape glm-4.5 --kernel glm-4.5"), "--kernel", "--shape");
+  expect_one_line_error(run_cli("plan moe --shape glm-4.5 --t-l1-us 5 --t-l2-us 5 --sm-tflops 5"), "sm_tflops",
+                        "t_l1_us");
+  expect_one_line_error(run_cli("plan moe --shape glm-4.5 --t-l1-us 5 --t-l2-us 5 --precision fp8"), "--precision",
+                        "t_l1_us");
+  expect_one_line_error(run_cli("plan moe --tile-bytes 1 --t-l1-us 1 --t-l2-us 1 --n1 2 --n2 2 --h-inter 128 --precision fp8"),
+                        "--precision", "--tile-bytes");
+  expect_one_line_error(run_cli("plan moe --shape glm-4.5 --simulate --trace"), "--trace");
+}
+
+TEST(PlanMoeDescription, DescriptionFileAndItsErrors) {
+  const auto dir = std::filesystem::temp_directory_path() / ("xstage_kd_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  json k = *model::builtin_kernel_json("qwen3-235b-a22b");
+  k["name"] = "mine";
+  k["experts"] = 64;
+  k["tokens"] = 1024;
+  std::ofstream(dir / "k.json") << k.dump(2);
+  const json j = plan_json("--kernel " + (dir / "k.json").string() + " --simulate");
+  EXPECT_EQ(j["kernel"]["name"], "mine");
+  EXPECT_EQ(j["simulated"]["tokens_per_rank"], 1024);
+  k["top_k"] = "eight";
+  std::ofstream(dir / "bad.json") << k.dump(2);
+  expect_one_line_error(run_cli("plan moe --kernel " + (dir / "bad.json").string()), "bad.json", "top_k");
+  std::filesystem::remove_all(dir);
+}
+
+// The paper's seven kernels with its platform and its Table 2 mainloops run through the simulator with the
+// epilogue-issuer roles (the figures are predictions; the closing of the prediction work scores them).
+TEST(PlanMoeDescription, PaperKernelsSimulateWithRoles) {
+  for (const auto& name : model::builtin_kernel_names_in("paper")) {
+    const json j = plan_json("--platform " + paper_platform() + " --kernel " + name + " --simulate");
+    ASSERT_TRUE(j.contains("simulated")) << name;
+    EXPECT_EQ(j["input"]["t_l1_mma_source"].get<std::string>().rfind("measured", 0), 0u) << name;
+    for (const char* order : {"wave", "interleaved"}) {
+      const json& o = j["simulated"][order];
+      EXPECT_GT(o["l2_tiles"].get<int>(), 0) << name;
+      EXPECT_GE(o["median_tile_span_us"].get<double>(), 0.76) << name;  // at least T_iss0
+      EXPECT_GE(o["median_mma_stall_us"].get<double>(), 0.0) << name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace xstage
