@@ -66,6 +66,7 @@ void write_inputs(const fs::path& dir) {
   xstage::test::write_fit_records(dir / "records.csv");
   // Lines that read the committed measurements (results/...) see the repository's folder.
   fs::create_directory_symlink(fs::path(XSTAGE_SOURCE_DIR) / "results", dir / "results");
+  fs::create_directory_symlink(fs::path(XSTAGE_SOURCE_DIR) / "platforms", dir / "platforms");
 }
 
 void run_every_cpu_line(const std::string& doc, int at_least) {
