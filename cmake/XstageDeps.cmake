@@ -106,11 +106,6 @@ file(CONFIGURE OUTPUT "${XSTAGE_EMBEDDED_KERNELS_CPP}" CONTENT
 "// Generated from kernels/moe/ at configure time (cmake/XstageDeps.cmake). Do not edit.
 #include \"xstage/model/kernel_description.hpp\"
 namespace xstage::model::detail {
-struct EmbeddedKernel {
-  const char* group;
-  const char* path;
-  const char* text;
-};
 std::span<const EmbeddedKernel> embedded_kernels() {
   static const EmbeddedKernel kKernels[] = {
 @_xstage_kernel_entries@  };

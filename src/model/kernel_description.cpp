@@ -8,15 +8,6 @@
 
 namespace xstage::model {
 
-namespace detail {
-struct EmbeddedKernel {
-  const char* group;
-  const char* path;
-  const char* text;
-};
-std::span<const EmbeddedKernel> embedded_kernels();  // generated (cmake/XstageDeps.cmake)
-}  // namespace detail
-
 namespace {
 
 using json = nlohmann::json;
@@ -63,8 +54,6 @@ double real(const json& j, const char* key, std::string_view origin, const Range
 }
 
 }  // namespace
-
-std::span<const char* const> moe_kernel_keys() { return kKeys; }
 
 MoeKernel moe_kernel_from_json(const json& j, std::string_view origin, const std::string& base_dir) {
   if (!j.is_object()) input_fail(origin, "(top level)", "must be a JSON object, got " + bounded_json(j));

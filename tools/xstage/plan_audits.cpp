@@ -265,14 +265,8 @@ void print_attention(const model::Platform& platform, const model::AttentionAudi
   print_legend(kAttentionLegend);
 }
 
-// Per-SM GEMM rate of a described kernel's mainloop estimate: its sm_tflops, else the platform's rate at its
-// precision (the datasheet fallback where the platform states none).
-model::GemmRate shape_gemm_rate(const model::Platform& platform, const MoeOptions& o) {
-  return planner::moe_plan_input(platform, moe_kernel(o), 1).rate;
-}
-
-model::MoeInput moe_input(const model::Platform& platform, const MoeOptions& o, int producers) {
-  if (o.described()) return planner::moe_plan_input(platform, moe_kernel(o), producers).input;
+// The tile-level form's audit input (--tile-bytes, --n1, --n2, the mainloops; check_moe_flags has required them).
+model::MoeInput tile_level_input(const MoeOptions& o, int producers) {
   model::MoeInput in;
   in.tile_bytes = *o.tile_bytes;
   in.active_producers = producers;
@@ -496,7 +490,7 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
     pin = planner::moe_plan_input(platform, *kernel, producers);
   }
   if (!o.trace.empty()) check_output_path("--trace", o.trace, o.force, {c.platform, o.shape});
-  const model::MoeInput in = pin ? pin->input : moe_input(platform, o, producers);
+  const model::MoeInput in = pin ? pin->input : tile_level_input(o, producers);
   const model::MoeAudit a = model::audit_moe(platform, in);
   nlohmann::json simulated;
   sim::MoeOrderTimelines timelines;
@@ -638,7 +632,6 @@ void run_default(const PlanCommon& c) {
   const model::GemmRate rate_bf16 = platform.gemm_rate_at("bf16"), rate_fp8 = platform.gemm_rate_at("fp8");
   j["gemm_rate_per_sm"] = {{"bf16", {{"tflops_per_sm", rate_bf16.flop_per_s_per_sm / 1e12}, {"source", rate_bf16.source}}},
                            {"fp8", {{"tflops_per_sm", rate_fp8.flop_per_s_per_sm / 1e12}, {"source", rate_fp8.source}}}};
-  MoeOptions mo;
   if (!c.json)
     out_stream() << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << model::MoeKernel{}.block_n
               << ", bf16 Combine, " << kPlanRanks << " ranks; mainloops estimated at "
@@ -646,7 +639,7 @@ void run_default(const PlanCommon& c) {
               << fmt_num(rate_fp8.flop_per_s_per_sm / 1e12, 2) << " FP8 (" << rate_fp8.source << "))\n";
   rows.clear();
   for (const char* precision : {"bf16", "fp8"}) {
-    MoeOptions po = mo;
+    MoeOptions po;
     po.precision = precision;
     for (const auto& s : model::builtin_moe_shapes()) {
       po.shape = s.name;

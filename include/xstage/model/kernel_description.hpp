@@ -46,9 +46,6 @@ struct MoeKernel {
   bool mainloops_given() const { return t_l1_us > 0 && t_l2_us > 0; }
 };
 
-// Every key a description may hold (the flags of `xstage plan moe` are these with '-' for '_').
-std::span<const char* const> moe_kernel_keys();
-
 // Parses and validates; an InputError names `origin` and the field. `base_dir`: where a relative routing file
 // of a description file is found (empty: as given).
 MoeKernel moe_kernel_from_json(const nlohmann::json& j, std::string_view origin, const std::string& base_dir = "");
@@ -68,5 +65,16 @@ struct KernelSource {
   std::string base_dir;  // the file's folder, for a relative routing file
 };
 KernelSource kernel_source(const std::string& name_or_path);
+
+namespace detail {
+// One compiled-in description file (kernels/moe/GROUP/NAME.json); the table is generated at configure time
+// (cmake/XstageDeps.cmake).
+struct EmbeddedKernel {
+  const char* group;
+  const char* path;
+  const char* text;
+};
+std::span<const EmbeddedKernel> embedded_kernels();
+}  // namespace detail
 
 }  // namespace xstage::model
