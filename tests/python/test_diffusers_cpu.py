@@ -1,6 +1,7 @@
 """xstage.integrations.diffusers on CPU tensors: routing decisions and their counters, fallback outputs equal to the
 model without xstage, enable/disable round trips, the version check and the documented example. A CPU attention
 (an AttentionKernel on float32 CPU tensors) stands in for the CUDA kernel where a test needs calls to be taken."""
+import inspect
 import pathlib
 import re
 
@@ -22,6 +23,8 @@ def keep_active_backend():
     saved = _AttentionBackendRegistry._active_backend
     yield
     _AttentionBackendRegistry.set_active_backend(saved)
+    for backend in xd._BACKENDS.values():
+        backend.configure()
 
 
 def sdpa_cpu(query, key, value, scale):
@@ -201,23 +204,28 @@ class Recorder:
 
 
 def routed_call(kernel=None, **call_kw):
-    """One call through a router in front of a recording inner function; returns (result, stats, inner kwargs)."""
+    """One call of a registered backend's function with a recording fallback; returns (result, stats, fallback
+    kwargs)."""
     inner = Recorder()
-    router = xd._make_router(inner)
-    state = xd._ModelState(kernel or cpu_kernel(), strict=False, key_padding_masks=True)
-    route = xd._Route("native", "PREV", state)
+    backend = xd._Backend(kernel or cpu_kernel())
+    accepted = set(inspect.signature(attention_dispatch._native_attention).parameters)
     q = call_kw.pop("query", torch.randn(1, 8, 2, 16))
     k = call_kw.pop("key", torch.randn(1, 6, 2, 16))
     v = call_kw.pop("value", torch.randn(*k.shape))
-    out = router(q, k, v, backend=route, **call_kw)
-    return out, state.stats.as_dict([]), inner.calls
+    original = xd._fallback_target
+    xd._fallback_target = lambda b: ("PREV", inner, accepted)
+    try:
+        out = xd._call_backend(backend, dict(query=q, key=k, value=v, **call_kw))
+    finally:
+        xd._fallback_target = original
+    return out, backend.stats.as_dict([]), inner.calls
 
 
 @pytest.mark.parametrize("kw,reason", [
     (dict(is_causal=True), "causal"),
     (dict(dropout_p=0.1), "dropout"),
-    (dict(parallel_config=object()), "context_parallel"),
-    (dict(attention_kwargs={"return_lse": True}), "attention_kwargs"),
+    (dict(_parallel_config=object()), "context_parallel"),
+    (dict(return_lse=True), "attention_kwargs"),
     (dict(enable_gqa=True), "gqa"),
     (dict(key=torch.randn(1, 6, 1, 16)), "gqa"),
     (dict(query=torch.randn(1, 8, 2, 16, dtype=torch.float64)), "dtype"),
@@ -233,7 +241,6 @@ def test_each_fallback_reason_is_counted_and_passes_the_call_on_unchanged(kw, re
     out, s, calls = routed_call(**kw)
     assert out == "previous" and s["fallback"] == {reason: 1} and s["routed"] == 0
     assert reason in xd.FALLBACK_REASONS
-    assert calls[0]["backend"] == "PREV"
     for name, value in passed.items():
         assert calls[0][name] is value
 
@@ -251,16 +258,14 @@ def test_prefix_mask_matches_masked_reference():
 def test_kernel_rejection_falls_back_with_its_message():
     def reject(q, k, v, scale):
         raise ValueError("xstage.attention: query must be contiguous")
-    inner = Recorder()
-    state = xd._ModelState(xd.AttentionKernel("r", reject, "cpu", (torch.float32,), (16,)), False, True)
-    out = xd._make_router(inner)(*(torch.randn(1, 4, 2, 16) for _ in range(3)), backend=xd._Route("native", None, state))
-    s = state.stats.as_dict([])
+    out, s, calls = routed_call(xd.AttentionKernel("r", reject, "cpu", (torch.float32,), (16,)),
+                                query=torch.randn(1, 4, 2, 16), key=torch.randn(1, 4, 2, 16))
     assert out == "previous" and s["fallback"] == {"kernel_rejected": 1} and "contiguous" in s["last_kernel_rejection"]
 
 
-def test_xstage_refusing_a_call_sends_it_to_the_previous_backend():
+def test_xstage_refusing_a_call_sends_it_to_the_fallback():
     """xstage's own kernel function, offered CPU tensors as if it took them: it raises ValueError before any
-    launch, and the call goes on to the previous backend, counted with the message."""
+    launch, and the call goes on to the fallback, counted with the message."""
     import dataclasses
     try:
         import xstage
@@ -274,11 +279,95 @@ def test_xstage_refusing_a_call_sends_it_to_the_previous_backend():
     assert "xstage.attention" in s["last_kernel_rejection"]
 
 
-def test_calls_of_other_models_pass_through():
-    inner = Recorder()
-    router = xd._make_router(inner)
-    assert router(1, 2, 3, backend="flash", scale=0.5) == "previous"
-    assert inner.calls[0]["backend"] == "flash" and inner.calls[0]["scale"] == 0.5
+# --- diffusers' own switches: set_attention_backend, attention_backend, dispatch_attention_fn ----------------
+def test_xstage_is_a_registered_diffusers_backend():
+    from diffusers.models.attention_dispatch import AttentionBackendName, _AttentionBackendRegistry
+    assert {"xstage", "xstage_fp8"} <= set(xd.backend_names())
+    assert AttentionBackendName("xstage").value == "xstage" and AttentionBackendName.XSTAGE.value == "xstage"
+    assert "xstage" in {m.value for m in AttentionBackendName.__members__.values()}
+    assert AttentionBackendName.XSTAGE in _AttentionBackendRegistry._backends
+    assert _AttentionBackendRegistry._is_context_parallel_available(AttentionBackendName.XSTAGE)
+    assert not _AttentionBackendRegistry._is_context_parallel_available(AttentionBackendName.XSTAGE_FP8)
+    # every argument diffusers gives its native backend reaches ours
+    assert (_AttentionBackendRegistry._supported_arg_names[AttentionBackendName.XSTAGE] ==
+            _AttentionBackendRegistry._supported_arg_names[AttentionBackendName.NATIVE])
+    assert xd.register() == "xstage" and xd.backend_names().count("xstage") == 1   # idempotent
+
+
+def test_set_attention_backend_xstage_runs_the_backend():
+    model, inputs = tiny_wan(1), wan_inputs()
+    ref = run(model, inputs)
+    xd.reset_stats()
+    model.set_attention_backend("xstage")
+    assert xd.is_enabled(model) and set(backends(model)) == {attention_dispatch.AttentionBackendName.XSTAGE}
+    out = run(model, inputs)   # CPU tensors: every call goes to the fallback (native)
+    s = xd.stats(model)
+    assert torch.equal(out, ref) and s["kernel"] == "xstage" and s["fallback"] == {"device": 2}
+    model.set_attention_backend("native")
+    assert not xd.is_enabled(model)
+    with pytest.raises(ValueError, match="not enabled"):
+        xd.stats(model)
+
+
+def test_attention_backend_context_manager_runs_the_backend():
+    from diffusers.models.attention_dispatch import attention_backend
+    model, inputs = tiny_wan(1), wan_inputs()
+    model.reset_attention_backend()
+    xd.reset_stats()
+    assert not xd.is_enabled(model)
+    with attention_backend("xstage"):
+        assert xd.is_enabled(model)
+        run(model, inputs)
+    assert not xd.is_enabled(model)
+    assert xd.stats()["fallback"] == {"device": 2}
+
+
+def test_dispatch_attention_fn_with_a_custom_kernel_backend():
+    calls = []
+    name = xd.register(cpu_kernel(calls))
+    q, k = torch.randn(1, 8, 2, 16), torch.randn(1, 6, 2, 16)
+    out = attention_dispatch.dispatch_attention_fn(q, k, k, backend=name)
+    assert len(calls) == 1
+    torch.testing.assert_close(out, sdpa_cpu(q, k, k, None))
+
+
+def test_set_attention_backend_after_enable_leaves_a_consistent_state():
+    """enable, then diffusers' switch: the model runs on the backend set last, and is_enabled says so."""
+    model, inputs = tiny_wan(1), wan_inputs()
+    calls = []
+    xd.enable(model, kernel=cpu_kernel(calls))
+    assert xd.is_enabled(model)
+    run(model, inputs)
+    assert len(calls) == 2
+    model.set_attention_backend("_native_math")
+    assert not xd.is_enabled(model)
+    run(model, inputs)
+    assert len(calls) == 2   # no call reached the kernel after the switch
+    xd.disable(model)        # enable's record is dropped; the backend set last stays
+    assert set(backends(model)) == {attention_dispatch.AttentionBackendName._NATIVE_MATH}
+    model.reset_attention_backend()
+
+
+def test_enable_after_set_attention_backend_keeps_it_as_fallback():
+    """diffusers' switch, then enable: xstage runs, the backend set before is the fallback, disable returns to it."""
+    from diffusers.models.attention_dispatch import AttentionBackendName, _AttentionBackendRegistry
+    model, inputs = tiny_wan(1), wan_inputs()
+    model.set_attention_backend("_native_math")
+    ref = run(model, inputs)
+    xd.enable(model, kernel=cpu_kernel(head_dims=(64,)))   # head dim 16: every call falls back
+    assert xd.is_enabled(model)
+    out = run(model, inputs)
+    assert torch.equal(out, ref) and xd.stats(model)["fallback"] == {"head_dim": 2}
+    assert xd._BACKENDS["cpu_reference"].fallback is AttentionBackendName._NATIVE_MATH
+    xd.disable(model)
+    assert not xd.is_enabled(model)
+    assert set(backends(model)) == {AttentionBackendName._NATIVE_MATH}
+    assert _AttentionBackendRegistry._active_backend is AttentionBackendName._NATIVE_MATH
+    model.set_attention_backend("xstage")   # switched on by diffusers alone: disable takes it off
+    assert xd.is_enabled(model)
+    xd.disable(model)
+    assert not xd.is_enabled(model) and backends(model) == ["<class default>"] * 2
+    model.reset_attention_backend()
 
 
 def test_enable_disable_round_trip_and_errors():
@@ -288,10 +377,8 @@ def test_enable_disable_round_trip_and_errors():
     procs[0]._attention_backend = AttentionBackendName._NATIVE_MATH   # one processor with its own backend
     xd.enable(model, kernel=cpu_kernel())
     assert xd.is_enabled(model)
-    assert str(procs[0]._attention_backend) == "_native_math" and procs[0]._attention_backend.previous is \
-        AttentionBackendName._NATIVE_MATH
-    assert AttentionBackendName(procs[1]._attention_backend) in AttentionBackendName   # diffusers still reads a name
-    with pytest.raises(ValueError, match="already enabled"):
+    assert all(p._attention_backend.value == "cpu_reference" for p in procs)
+    with pytest.raises(ValueError, match="already runs on the xstage backend 'cpu_reference'"):
         xd.enable(model)
     xd.disable(model)
     assert not xd.is_enabled(model)
@@ -301,22 +388,11 @@ def test_enable_disable_round_trip_and_errors():
         xd.disable(model)
     with pytest.raises(ValueError, match="not enabled"):
         xd.stats(model)
-    with pytest.raises(ValueError, match="not_a_backend"):
+    with pytest.raises(ValueError, match="fallback 'not_a_backend'; accepted: a diffusers attention backend name"):
         xd.enable(model, fallback="not_a_backend")
+    with pytest.raises(ValueError, match="fallback 'xstage' is an xstage backend"):
+        xd.enable(model, fallback="xstage")
     assert not xd.is_enabled(model)
-
-
-def test_set_attention_backend_after_enable_wins_and_disable_keeps_it():
-    model, inputs = tiny_wan(1), wan_inputs()
-    xd.enable(model, kernel=cpu_kernel())
-    model.set_attention_backend("_native_math")
-    try:
-        run(model, inputs)
-        assert xd.stats(model)["routed"] == 0 and xd.stats(model)["fallback_total"] == 0
-    finally:
-        xd.disable(model)
-        model.reset_attention_backend()
-    assert all(b == "<class default>" or b is None for b in backends(model))
 
 
 def test_explicit_fallback_backend():
@@ -326,6 +402,7 @@ def test_explicit_fallback_backend():
         out = run(model, inputs)
         assert xd.stats(model)["fallback"] == {"device": 2}
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    assert xd._BACKENDS["xstage"].fallback is None   # disable restores the default configuration
 
 
 def test_a_model_without_routable_processors_is_refused():
@@ -339,22 +416,44 @@ def test_a_model_without_routable_processors_is_refused():
         xd.enable(object())
 
 
+def test_a_diffusers_name_cannot_be_taken():
+    with pytest.raises(ValueError, match="kernel.name 'flash' is diffusers' own backend"):
+        xd.register(xd.AttentionKernel("flash", sdpa_cpu, "cpu", (torch.float32,)))
+    with pytest.raises(ValueError, match="kernel.name 'My Kernel'; accepted: a lower-case identifier"):
+        xd.register(xd.AttentionKernel("My Kernel", sdpa_cpu, "cpu", (torch.float32,)))
+    with pytest.raises(TypeError, match="kernel is a str"):
+        xd.register("xstage")
+
+
 def test_version_check(monkeypatch):
-    assert xd.check_diffusers_version() == "0.42.1"
+    assert xd.check_diffusers_version() == diffusers.__version__
+    assert diffusers.__version__ in xd.TESTED_DIFFUSERS_VERSIONS   # the suite runs on a tested release
     monkeypatch.setattr(diffusers, "__version__", "0.43.0")
     monkeypatch.delenv(xd.ALLOW_UNTESTED_ENV, raising=False)
-    with pytest.raises(RuntimeError, match=r"tested with diffusers 0\.42\.1, found diffusers 0\.43\.0"):
+    with pytest.raises(RuntimeError, match=r"supports diffusers >=0\.36,<0\.43 \(tested: 0\.36\.0, 0\.42\.1\), "
+                                           r"found diffusers 0\.43\.0"):
         xd.enable(tiny_wan(1))
+    for inside in ("0.36.0", "0.39.1", "0.42.3.dev0"):
+        monkeypatch.setattr(diffusers, "__version__", inside)
+        assert xd.check_diffusers_version() == inside
+    monkeypatch.setattr(diffusers, "__version__", "0.35.2")
+    with pytest.raises(RuntimeError, match="found diffusers 0.35.2"):
+        xd.check_diffusers_version()
     with pytest.warns(RuntimeWarning, match="untested"):
-        assert xd.check_diffusers_version(allow_untested=True) == "0.43.0"
+        assert xd.check_diffusers_version(allow_untested=True) == "0.35.2"
     monkeypatch.setenv(xd.ALLOW_UNTESTED_ENV, "1")
     with pytest.warns(RuntimeWarning):
         xd.check_diffusers_version()
+    monkeypatch.delattr(attention_dispatch._AttentionBackendRegistry, "_supported_arg_names")
+    with pytest.raises(RuntimeError, match="lacks _AttentionBackendRegistry._supported_arg_names"), \
+            pytest.warns(RuntimeWarning):
+        xd.check_diffusers_version()
 
-    def changed(query, key, value, attn_mask=None, *, backend=None):
-        return None
-    monkeypatch.setattr(attention_dispatch, "dispatch_attention_fn", changed)
-    with pytest.raises(RuntimeError, match="not supported"), pytest.warns(RuntimeWarning):
+
+def test_missing_diffusers_is_named(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "diffusers", None)   # import diffusers raises ImportError
+    with pytest.raises(ImportError, match=r"needs diffusers \(>=0\.36,<0\.43\).*pip install 'xstage\[diffusers\]'"):
         xd.check_diffusers_version()
 
 
@@ -370,9 +469,9 @@ def test_documented_example_runs():
         assert ns["counts"]["routed"] == 0 and ns["counts"]["fallback"] == {"device": 4}
 
 
-def test_torch_compile_fullgraph_traces_the_routing():
-    """Dynamo traces the router, the routed kernel and the counters without a graph break (backend="eager":
-    tracing only, no code generation), and the compiled model follows enable/disable."""
+def test_torch_compile_fullgraph_traces_the_backend():
+    """Dynamo traces diffusers' dispatch into the registered backend, the kernel and the counters without a graph
+    break (backend="eager": tracing only, no code generation), and the compiled model follows enable/disable."""
     model, inputs = tiny_wan(), wan_inputs()
     ref = run(model, inputs)
     compiled = torch.compile(model, backend="eager", fullgraph=True)
@@ -385,13 +484,15 @@ def test_torch_compile_fullgraph_traces_the_routing():
     assert len(calls) == 8
 
 
-def test_a_copy_of_an_enabled_model_is_not_routed():
+def test_a_copy_of_an_enabled_model_keeps_the_backend():
     import copy
     model, inputs = tiny_wan(1), wan_inputs()
     with xd.enabled(model, kernel=cpu_kernel()):
         clone = copy.deepcopy(model)
-    assert not xd.is_enabled(clone) and backends(clone) == [None, None]
-    torch.testing.assert_close(run(clone, inputs), run(model, inputs), rtol=0, atol=0)
+    assert xd.is_enabled(clone)   # like any backend set with set_attention_backend
+    torch.testing.assert_close(run(clone, inputs), run(model, inputs), rtol=1e-4, atol=1e-5)
+    xd.disable(clone)
+    assert not xd.is_enabled(clone)
 
 
 # --- precision="fp8": xstage's FP8 kernel ----------------------------------------------------------------
@@ -424,7 +525,7 @@ def test_fp8_context_parallel_calls_fall_back():
     kernel = xd.xstage_kernel("fp8")
     q = torch.randn(1, 8, 2, 128, dtype=torch.bfloat16)
     assert xd._ulysses_plan(kernel, object(), q, q)[0] == "context_parallel"
-    out, s, _ = routed_call(kernel, query=q, key=q, value=q, parallel_config=object())
+    out, s, _ = routed_call(kernel, query=q, key=q, value=q, _parallel_config=object())
     assert out == "previous" and s["fallback"] == {"context_parallel": 1}
 
 

@@ -226,7 +226,7 @@ def test_group_checks(torch_mod, xdist):
         dist.destroy_process_group()
 
 
-# --- diffusers' context parallelism through the router (CPU stand-in for the Ulysses kernel) ------------
+# --- diffusers' context parallelism through the registered backend (CPU stand-in for the Ulysses kernel) ------------
 
 
 def _cp_config(degree=2, ring=1, anything=False, group="GROUP"):
@@ -253,12 +253,18 @@ def _routed(torch, parallel_config, q_shape=(1, 8, 2, 16), k_shape=None, **kw):
         inner_calls.append(kwargs)
         return "previous"
 
-    state = xd._ModelState(kernel, strict=False, key_padding_masks=True)
+    backend = xd._Backend(kernel)
     q = torch.randn(*q_shape)
     k = torch.randn(*(k_shape or q_shape))
-    out = xd._make_router(inner)(q, k, torch.randn(*k.shape), backend=xd._Route("native", "PREV", state),
-                                 parallel_config=parallel_config, **kw)
-    return out, q, seen, inner_calls, state.stats.as_dict([])
+    original = xd._fallback_target
+    xd._fallback_target = lambda b: ("PREV", inner, {"query", "key", "value", "attn_mask", "dropout_p", "is_causal",
+                                                      "scale", "enable_gqa", "return_lse", "_parallel_config"})
+    try:
+        out = xd._call_backend(backend, dict(query=q, key=k, value=torch.randn(*k.shape),
+                                             _parallel_config=parallel_config, **kw))
+    finally:
+        xd._fallback_target = original
+    return out, q, seen, inner_calls, backend.stats.as_dict([])
 
 
 def test_diffusers_ulysses_call_runs_the_ulysses_kernel(torch_mod):
@@ -289,7 +295,7 @@ def test_diffusers_context_parallel_fallbacks_keep_the_config(torch_mod, config,
         kw["attn_mask"] = torch_mod.ones(1, 1, 1, 8, dtype=torch_mod.bool)
     out, _, seen, inner, s = _routed(torch_mod, config, k_shape=k_shape, **kw)
     assert out == "previous" and seen == [] and s["fallback"] == {reason: 1}
-    assert inner[0]["parallel_config"] is config and inner[0]["backend"] == "PREV"
+    assert inner[0]["_parallel_config"] is config
 
 
 def test_id_exchange_names_the_ranks_that_did_not_arrive(torch_mod, xdist):

@@ -1,42 +1,43 @@
-"""Runs a diffusers model's attention on xstage's kernel, call by call, with the model's own backend as fallback.
+"""xstage's attention as a diffusers attention backend: `model.set_attention_backend("xstage")`.
 
-    import xstage.integrations.diffusers as xd
-    xd.enable(transformer)        # after any transformer.set_attention_backend(...)
-    # or xd.enable(transformer, precision="fp8"): head-dim-128 calls on the FP8 kernel (8-bit matrix products)
-    video = pipe(...)             # attention calls xstage takes go to xstage, the others to the previous backend
-    print(xd.stats(transformer))  # {'routed': ..., 'fallback': {'attn_mask': ...}, ...}
-    xd.disable(transformer)       # or: with xd.enabled(transformer): ...
+    import xstage.integrations.diffusers       # registers the backends "xstage" and "xstage_fp8" with diffusers
+    transformer.set_attention_backend("xstage")          # or: with attention_backend("xstage"): ...
+    video = pipe(...)             # calls the kernel takes run on it, the others on the fallback (diffusers' "native")
+    print(xstage.integrations.diffusers.stats())          # {'routed': ..., 'fallback': {'attn_mask': ...}, ...}
 
-How it hooks in. diffusers' attention processors call `dispatch_attention_fn(..., backend=self._attention_backend,
-parallel_config=self._parallel_config)`, a name each processor's module imported from
-`diffusers.models.attention_dispatch`. Its backend registry is keyed by a closed enum, so instead of registering a
-backend, `enable` (1) replaces `dispatch_attention_fn` in the modules whose processors the model uses by a router
-that hands every call it does not recognise to the function it replaced, unchanged, and (2) sets each processor's
-`_attention_backend` to a route object that names the previous backend. Only calls whose backend is such a route
-are looked at; other models, and processors of this model set up after `enable`, are untouched. A route is a `str`
-equal to the previous backend's name, so diffusers code that reads `processor._attention_backend` (context
-parallelism's checks) still sees the previous backend.
+How it hooks in. diffusers keeps its attention backends in `_AttentionBackendRegistry`, keyed by the names of
+`AttentionBackendName`; `set_attention_backend(name)`, `attention_backend(name)` and `dispatch_attention_fn` accept
+exactly those names. Importing this module (or calling `register()`) adds the names "xstage" and "xstage_fp8" to
+`AttentionBackendName` and registers a backend function under each with `_AttentionBackendRegistry.register` (with
+context-parallel support), the route diffusers' own backends take. Nothing of diffusers is patched or replaced:
+the backend is selected, replaced and restored with diffusers' own switches, and other backends are untouched.
 
-Context parallelism. With `model.enable_parallelism(config=ContextParallelConfig(ulysses_degree=N))` (before or
-after `enable`), diffusers passes each call its `parallel_config` and the sequence-sharded q, k, v. A self-attention
-call (q and k of the same length) whose config is Ulysses only (ring_degree 1) then runs the whole Ulysses step in
-xstage (`xstage.distributed.ulysses_attention` on diffusers' Ulysses group: pre-attention All-to-All, attention with
-the post-attention All-to-All fused into its epilogue), instead of diffusers' all-to-alls around a local call.
-(Wan's cross-attention passes no parallel_config: its sharded queries attend to the whole text locally, on the
-kernel.) A context-parallel call whose key length differs from the query's, and ring attention, go to the previous
-backend, which runs diffusers' own context-parallel path (reasons "context_parallel_cross", "context_parallel").
+`enable(model)` is a convenience over `model.set_attention_backend(...)`: it configures the backend (fallback,
+strict, key-padding masks), remembers the model's previous backends, and `disable(model)` gives them back.
+`is_enabled(model)` reads the backends the model's processors have, so it stays true to what runs whichever of
+`enable` and `set_attention_backend` was called last.
 
-A call goes to the kernel only when the kernel computes exactly what the previous backend would; otherwise it goes
-to the previous backend and is counted under the first reason in FALLBACK_REASONS that applies. A boolean
-key-padding mask of shape [B, 1, 1, S_kv] whose true entries are a prefix of every row (what HunyuanVideo passes)
-is taken by attending to that prefix only; it costs one device-to-host copy per distinct mask tensor.
+A call goes to the kernel only when the kernel computes exactly what the fallback backend would (by default
+diffusers' "native", PyTorch's SDPA); otherwise it goes to the fallback and is counted under the first reason in
+FALLBACK_REASONS that applies. A boolean key-padding mask of shape [B, 1, 1, S_kv] whose true entries are a prefix of
+every row (what HunyuanVideo passes) is taken by attending to that prefix only; it costs one device-to-host copy per
+distinct mask tensor.
 
-Precision. `enable(model, precision="fp8")` routes calls to `xstage.attention(..., precision="fp8")`: 8-bit matrix
-products after a quantization pre-pass, for head dim 128 only (other head dims fall back, reason "head_dim"). That
-kernel has no Ulysses step: context-parallel calls fall back (reason "context_parallel"). Its error is larger than
-bf16's (docs/attn_fp8.md): compare the model's output with and without it before relying on it.
+Context parallelism. With `model.enable_parallelism(config=ContextParallelConfig(ulysses_degree=N))`, diffusers
+passes each call its parallel config and the sequence-sharded q, k, v. A self-attention call (q and k of the same
+length) whose config is Ulysses only (ring_degree 1) then runs the whole Ulysses step in xstage
+(`xstage.distributed.ulysses_attention` on diffusers' Ulysses group: pre-attention All-to-All, attention with the
+post-attention All-to-All fused into its epilogue). A context-parallel call whose key length differs from the
+query's, and ring attention, go to the fallback, which runs diffusers' own context-parallel path (reasons
+"context_parallel_cross", "context_parallel").
 
-Tested with diffusers 0.42.1 (TESTED_DIFFUSERS_VERSIONS); other versions are refused unless allowed.
+Precision. The backend "xstage_fp8" (or `enable(model, precision="fp8")`) routes calls to
+`xstage.attention(..., precision="fp8")`: 8-bit matrix products after a quantization pre-pass, head dim 128 only
+(other head dims fall back, reason "head_dim"), no Ulysses step (context-parallel calls fall back). Its error is
+larger than bf16's (docs/attn_fp8.md): compare the model's output with and without it before relying on it.
+
+Supported diffusers: SUPPORTED_DIFFUSERS (the releases with the backend registry and context-parallel backends);
+the CPU suite runs against each of TESTED_DIFFUSERS_VERSIONS. Other versions are refused unless allowed.
 """
 from __future__ import annotations
 
@@ -45,22 +46,27 @@ import contextlib
 import dataclasses
 import inspect
 import os
+import sys
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-TESTED_DIFFUSERS_VERSIONS = ("0.42.1",)
+__all__ = ["AttentionKernel", "FALLBACK_REASONS", "SUPPORTED_DIFFUSERS", "TESTED_DIFFUSERS_VERSIONS", "backend_names",
+           "check_diffusers_version", "disable", "enable", "enabled", "is_enabled", "register", "reset_stats", "stats",
+           "xstage_kernel"]
+
+# The diffusers releases this module registers with (the backend registry with context-parallel backends, 0.36 on),
+# and those the CPU suite runs against (scripts/test.sh installs the last; tests/python/test_diffusers_cpu.py).
+SUPPORTED_DIFFUSERS = ">=0.36,<0.43"
+_SUPPORTED_RANGE = ((0, 36), (0, 43))
+TESTED_DIFFUSERS_VERSIONS = ("0.36.0", "0.42.1")
 ALLOW_UNTESTED_ENV = "XSTAGE_DIFFUSERS_ALLOW_UNTESTED"
-
-# The parameters of diffusers.models.attention_dispatch.dispatch_attention_fn the router takes and passes on.
-DISPATCH_PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa",
-                       "attention_kwargs", "backend", "parallel_config")
 
 # Why a call went to the previous backend, in the order they are tested (a call counts under the first that applies).
 FALLBACK_REASONS = {
     "context_parallel": "a parallel_config the kernel does not take (ring attention, or no Ulysses kernel, as with "
                         "precision fp8): diffusers' context-parallel path of the previous backend runs it",
     "context_parallel_cross": "context parallelism on a cross-attention call (key length differs from the query's)",
-    "attention_kwargs": "extra attention_kwargs (e.g. return_lse) that the kernel does not take",
+    "attention_kwargs": "return_lse=True (the log-sum-exp output), which the backend does not return",
     "causal": "is_causal=True",
     "dropout": "dropout_p != 0",
     "device": "a tensor not on the kernel's device type",
@@ -140,33 +146,6 @@ def _ulysses_plan(kernel, parallel_config, query, key):
     world = cp.ulysses_degree or 1
     seq_len = None if getattr(cp, "ulysses_anything", False) else int(query.shape[1]) * world
     return None, mesh.get_group(), seq_len
-
-
-def check_diffusers_version(allow_untested: bool = False) -> str:
-    """The installed diffusers version; raises RuntimeError if it is not a tested one (unless `allow_untested` or
-    the environment variable XSTAGE_DIFFUSERS_ALLOW_UNTESTED=1, then warns), or if dispatch_attention_fn does not
-    have the parameters the router passes on (always)."""
-    import warnings
-
-    import diffusers
-    from diffusers.models import attention_dispatch
-
-    version = diffusers.__version__
-    if version not in TESTED_DIFFUSERS_VERSIONS:
-        tested = ", ".join(TESTED_DIFFUSERS_VERSIONS)
-        if not (allow_untested or os.environ.get(ALLOW_UNTESTED_ENV) == "1"):
-            raise RuntimeError(
-                f"xstage.integrations.diffusers is tested with diffusers {tested}, found diffusers {version}: "
-                f"install diffusers=={TESTED_DIFFUSERS_VERSIONS[-1]} (pip install 'xstage[diffusers]'), or pass "
-                f"allow_untested=True / set {ALLOW_UNTESTED_ENV}=1 to try it")
-        warnings.warn(f"xstage.integrations.diffusers: diffusers {version} is untested (tested: {tested})",
-                      RuntimeWarning, stacklevel=3)
-    params = tuple(inspect.signature(attention_dispatch.dispatch_attention_fn).parameters)
-    if params != DISPATCH_PARAMETERS:
-        raise RuntimeError(
-            f"xstage.integrations.diffusers: diffusers {version}'s dispatch_attention_fn takes {params}, "
-            f"expected {DISPATCH_PARAMETERS}; this diffusers version is not supported")
-    return version
 
 
 class _Stats:
@@ -288,40 +267,7 @@ class _MaskCache:
         return found * batch if len(found) == 1 else list(found)
 
 
-class _ModelState:
-    def __init__(self, kernel, strict, key_padding_masks):
-        self.kernel = kernel
-        self.strict = strict
-        self.key_padding_masks = key_padding_masks
-        self.stats = _Stats(kernel.name)
-        self.masks = _MaskCache()
-        self.processors = []       # (processor, had_own_attribute, own_value, route)
-        self.modules = []          # globals dicts whose dispatch_attention_fn we replaced (one entry per processor)
-        self.not_routable = []     # class names of processors that do not call dispatch_attention_fn
-
-
-class _Route(str):
-    """A processor's `_attention_backend` while enabled: equal (as a str) to the previous backend's name."""
-
-    def __new__(cls, name: str, previous, state: _ModelState):
-        obj = super().__new__(cls, name)
-        obj.previous = previous
-        obj.state = state
-        return obj
-
-    def __reduce__(self):  # a pickled or copied processor gets the previous backend back, not the route
-        return (_unrouted, (self.previous,))
-
-    def __deepcopy__(self, memo):
-        return self.previous
-
-
-def _unrouted(previous):
-    return previous
-
-
-def _run_kernel(state, query, key, value, scale, lengths):
-    kernel = state.kernel
+def _run_kernel(kernel: AttentionKernel, query: Any, key: Any, value: Any, scale: Any, lengths: Any) -> Any:
     if lengths is None or all(n == key.shape[1] for n in lengths):
         return kernel.fn(query, key, value, scale)
     if len(set(lengths)) == 1:
@@ -334,87 +280,215 @@ def _run_kernel(state, query, key, value, scale, lengths):
     return torch.cat(outs, dim=0)
 
 
-def _dispatch(route, inner, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-              attention_kwargs, parallel_config):
-    state = route.state
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split(".")[:3]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def _import_diffusers() -> Any:
+    try:
+        import diffusers
+    except ImportError as e:
+        raise ImportError(f"xstage.integrations.diffusers needs diffusers ({SUPPORTED_DIFFUSERS}), which is not "
+                          f"installed ({e}): pip install 'xstage[diffusers]'") from e
+    return diffusers
+
+
+def check_diffusers_version(allow_untested: bool = False) -> str:
+    """The installed diffusers version. Raises ImportError if diffusers is missing; RuntimeError if the version is
+    outside SUPPORTED_DIFFUSERS (unless `allow_untested` or the environment variable XSTAGE_DIFFUSERS_ALLOW_UNTESTED=1,
+    then warns), or if diffusers lacks the backend registry this module registers with (always)."""
+    import warnings
+
+    diffusers = _import_diffusers()
+    from diffusers.models import attention_dispatch
+
+    version = str(diffusers.__version__)
+    low, high = _SUPPORTED_RANGE
+    if not (low <= _version_tuple(version)[:2] < high):
+        tested = ", ".join(TESTED_DIFFUSERS_VERSIONS)
+        if not (allow_untested or os.environ.get(ALLOW_UNTESTED_ENV) == "1"):
+            raise RuntimeError(
+                f"xstage.integrations.diffusers supports diffusers {SUPPORTED_DIFFUSERS} (tested: {tested}), found "
+                f"diffusers {version}: pip install 'diffusers{SUPPORTED_DIFFUSERS}' (or 'xstage[diffusers]'), or pass "
+                f"allow_untested=True / set {ALLOW_UNTESTED_ENV}=1 to try it")
+        warnings.warn(f"xstage.integrations.diffusers: diffusers {version} is untested "
+                      f"(supported: {SUPPORTED_DIFFUSERS}, tested: {tested})", RuntimeWarning, stacklevel=3)
+    registry = getattr(attention_dispatch, "_AttentionBackendRegistry", None)
+    names = getattr(attention_dispatch, "AttentionBackendName", None)
+    missing = [what for what, ok in (
+        ("AttentionBackendName", names is not None and hasattr(names, "NATIVE")),
+        ("_AttentionBackendRegistry.register", registry is not None and hasattr(registry, "register")),
+        ("_AttentionBackendRegistry._backends", registry is not None and hasattr(registry, "_backends")),
+        ("_AttentionBackendRegistry._supported_arg_names",
+         registry is not None and hasattr(registry, "_supported_arg_names")),
+        ("register(supports_context_parallel=)", registry is not None and hasattr(registry, "register") and
+         "supports_context_parallel" in inspect.signature(registry.register).parameters),
+    ) if not ok]
+    if missing:
+        raise RuntimeError(f"xstage.integrations.diffusers: diffusers {version} lacks {', '.join(missing)} of its "
+                           f"attention backend registry; this diffusers version is not supported "
+                           f"({SUPPORTED_DIFFUSERS})")
+    return version
+
+
+class _Backend:
+    """One registered backend: its kernel, how it treats calls it does not take, and its counters."""
+
+    def __init__(self, kernel: AttentionKernel):
+        self.kernel = kernel
+        self.name = kernel.name
+        self.configure()
+        self.stats = _Stats(kernel.name)
+        self.masks = _MaskCache()
+        # diffusers' AttentionBackendName and _AttentionBackendRegistry, set by register() (no import per call:
+        # torch.compile traces the backend function)
+        self.names: Any = None
+        self.registry: Any = None
+
+    def configure(self, fallback: Any = None, strict: bool = False, key_padding_masks: bool = True) -> None:
+        self.fallback = fallback          # an AttentionBackendName; None: diffusers' "native"
+        self.strict = strict
+        self.key_padding_masks = key_padding_masks
+
+
+# backend name -> _Backend, for every backend this module registered with diffusers in this process.
+_BACKENDS: dict[str, _Backend] = {}
+
+
+def _add_backend_name(names: Any, value: str) -> Any:
+    """The AttentionBackendName member of `value`, added to the enum if it has none (diffusers' names are an Enum;
+    set_attention_backend and dispatch_attention_fn accept exactly its members)."""
+    try:
+        return names(value)
+    except ValueError:
+        pass
+    member_name = value.upper()
+    member = str.__new__(names, value)
+    member._name_ = member_name
+    member._value_ = value
+    member.__objclass__ = names
+    member._sort_order_ = len(names._member_names_)
+    names._member_map_[member_name] = member
+    names._value2member_map_[value] = member
+    names._member_names_.append(member_name)
+    type.__setattr__(names, member_name, member)
+    return member
+
+
+def _fallback_target(backend: _Backend) -> tuple[Any, Any, set]:
+    names, registry = backend.names, backend.registry
+    target = backend.fallback if backend.fallback is not None else names.NATIVE
+    return target, registry._backends[target], registry._supported_arg_names[target]
+
+
+def _call_backend(backend: _Backend, kwargs: dict) -> Any:
+    """The registered backend function's body: the kernel where it takes the call, else the fallback backend."""
+    query, key, value = kwargs["query"], kwargs["key"], kwargs["value"]
+    attn_mask = kwargs.get("attn_mask")
+    scale = kwargs.get("scale")
+    parallel_config = kwargs.get("_parallel_config")
+    extra = {"return_lse": True} if kwargs.get("return_lse") else None
+    kernel = backend.kernel
     reason = group = seq_len = None
     if parallel_config is not None:
-        reason, group, seq_len = _ulysses_plan(state.kernel, parallel_config, query, key)
+        reason, group, seq_len = _ulysses_plan(kernel, parallel_config, query, key)
     if reason is None:
-        reason = _fallback_reason(state.kernel, query, key, value, dropout_p, is_causal, enable_gqa, attention_kwargs,
+        reason = _fallback_reason(kernel, query, key, value, kwargs.get("dropout_p", 0.0),
+                                  kwargs.get("is_causal", False), kwargs.get("enable_gqa", False), extra,
                                   parallel_config)
     if reason is None and parallel_config is not None and attn_mask is not None:
         reason = "attn_mask"  # a mask of the sharded sequence: diffusers gathers it in its own path
     lengths = None
     if reason is None and attn_mask is not None:
-        if not state.key_padding_masks or _tracing_or_capturing():
+        if not backend.key_padding_masks or _tracing_or_capturing():
             reason = "attn_mask"
         else:
-            lengths = state.masks.lengths(attn_mask, query.shape[0], key.shape[1])
+            lengths = backend.masks.lengths(attn_mask, query.shape[0], key.shape[1])
             reason = "attn_mask" if lengths is None else None
     if reason is None:
         try:
             if parallel_config is not None:
-                out = state.kernel.ulysses(query, key, value, scale, group, seq_len)
-                state.stats.routed_context_parallel += 1
+                out = kernel.ulysses(query, key, value, scale, group, seq_len)  # type: ignore[misc]
+                backend.stats.routed_context_parallel += 1
             else:
-                out = _run_kernel(state, query, key, value, scale, lengths)
-        except (ValueError, TypeError) as e:  # rejected before launch: the previous backend computes it
+                out = _run_kernel(kernel, query, key, value, scale, lengths)
+        except (ValueError, TypeError) as e:  # refused before launch: the fallback computes it
             reason = "kernel_rejected"
-            state.stats.last_rejection = f"{type(e).__name__}: {e}"
+            backend.stats.last_rejection = f"{type(e).__name__}: {e}"
         else:
-            state.stats.routed[_shape_key(query, key)] += 1
-            state.stats.routed_masked += attn_mask is not None
+            backend.stats.routed[_shape_key(query, key)] += 1
+            backend.stats.routed_masked += attn_mask is not None
             return out
-    if state.strict:
+    if backend.strict:
         raise RuntimeError(f"xstage.integrations.diffusers (strict): attention call of shape "
-                           f"{tuple(query.shape)} x {tuple(key.shape)} not taken by {state.kernel.name}: "
+                           f"{tuple(query.shape)} x {tuple(key.shape)} not taken by {kernel.name}: "
                            f"{reason} ({FALLBACK_REASONS[reason]})")
-    state.stats.fallback[(reason, _shape_key(query, key))] += 1
-    return inner(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-                 enable_gqa=enable_gqa, attention_kwargs=attention_kwargs, backend=route.previous,
-                 parallel_config=parallel_config)
+    backend.stats.fallback[(reason, _shape_key(query, key))] += 1
+    _, fn, accepted = _fallback_target(backend)
+    return fn(**{k: v for k, v in kwargs.items() if k in accepted})
 
 
-def _make_router(inner):
-    def dispatch_attention_fn(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                              enable_gqa=False, attention_kwargs=None, *, backend=None, parallel_config=None):
-        if isinstance(backend, _Route):
-            return _dispatch(backend, inner, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-                             attention_kwargs, parallel_config)
-        return inner(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-                     enable_gqa=enable_gqa, attention_kwargs=attention_kwargs, backend=backend,
-                     parallel_config=parallel_config)
+def register(kernel: AttentionKernel | None = None, *, allow_untested: bool = False) -> str:
+    """Registers `kernel` (default: xstage's bf16 kernel; `register()` also adds "xstage_fp8") as a diffusers attention
+    backend named `kernel.name`, usable from `model.set_attention_backend(name)`, `attention_backend(name)` and
+    `dispatch_attention_fn(..., backend=name)`. Returns the name. Registering a name again replaces its kernel.
+    Raises ValueError if the name is one of diffusers' own backends, ImportError without diffusers and RuntimeError
+    for an unsupported diffusers version (see check_diffusers_version)."""
+    where = "xstage.integrations.diffusers.register"
+    if kernel is not None and not isinstance(kernel, AttentionKernel):
+        raise TypeError(f"{where}: kernel is a {type(kernel).__name__}; accepted: an AttentionKernel or None")
+    check_diffusers_version(allow_untested)
+    from diffusers.models import attention_dispatch
 
-    dispatch_attention_fn.__wrapped__ = inner
-    dispatch_attention_fn.__doc__ = "xstage's router in front of diffusers' dispatch_attention_fn (__wrapped__)."
-    return dispatch_attention_fn
+    if kernel is None:
+        register(xstage_kernel("fp8"), allow_untested=allow_untested)
+        kernel = xstage_kernel("bf16")
+    names = attention_dispatch.AttentionBackendName
+    registry = attention_dispatch._AttentionBackendRegistry
+    name = kernel.name
+    if not isinstance(name, str) or not name or name != name.lower() or not name.replace("_", "").isalnum():
+        raise ValueError(f"{where}: kernel.name {name!r}; accepted: a lower-case identifier (e.g. 'xstage')")
+    existing = names._value2member_map_.get(name)
+    if existing is not None and name not in _BACKENDS:
+        raise ValueError(f"{where}: kernel.name {name!r} is diffusers' own backend; give the kernel another name")
+    member = _add_backend_name(names, name)
+    backend = _BACKENDS.get(name)
+    if backend is None:
+        backend = _BACKENDS[name] = _Backend(kernel)
+    else:
+        backend.kernel = kernel
+        backend.stats.kernel = name
+    backend.names, backend.registry = names, registry
+    native = registry._backends[names.NATIVE]
+
+    def xstage_backend(**kwargs: Any) -> Any:
+        return _call_backend(backend, kwargs)
+
+    # diffusers passes a backend only the arguments its signature names: take the native backend's, so that every
+    # argument it would get reaches the kernel's checks or the fallback.
+    xstage_backend.__signature__ = inspect.signature(native)  # type: ignore[attr-defined]
+    xstage_backend.__name__ = xstage_backend.__qualname__ = f"{name}_attention"
+    xstage_backend.__doc__ = f"diffusers attention backend {name!r} (xstage.integrations.diffusers)."
+    registry.register(member, constraints=[], supports_context_parallel=kernel.ulysses is not None)(xstage_backend)
+    if kernel.ulysses is None:
+        registry._supports_context_parallel.discard(name)
+    return name
 
 
-# id(globals dict) -> [globals, inner, router, users]; a module's router stays while any enabled processor uses it.
-_ROUTED_MODULES: dict = {}
-_STATES: "weakref.WeakKeyDictionary[Any, _ModelState]" = weakref.WeakKeyDictionary()
+def backend_names() -> list[str]:
+    """The names of the diffusers backends registered by this module in this process."""
+    return sorted(_BACKENDS)
 
 
-def _install_router(g: dict):
-    entry = _ROUTED_MODULES.get(id(g))
-    if entry is None:
-        inner = g["dispatch_attention_fn"]
-        entry = _ROUTED_MODULES[id(g)] = [g, inner, _make_router(inner), 0]
-        g["dispatch_attention_fn"] = entry[2]
-    entry[3] += 1
-
-
-def _release_router(g: dict):
-    entry = _ROUTED_MODULES[id(g)]
-    entry[3] -= 1
-    if entry[3] == 0:
-        del _ROUTED_MODULES[id(g)]
-        if g.get("dispatch_attention_fn") is entry[2]:   # leave it if someone replaced it after us
-            g["dispatch_attention_fn"] = entry[1]
-
-
-def _processors(model):
+def _processors(model: Any) -> Iterator[Any]:
     seen = set()
     for module in model.modules():
         proc = getattr(module, "processor", None)
@@ -424,22 +498,51 @@ def _processors(model):
         yield proc
 
 
-def _backend_name(backend) -> str:
-    from diffusers.models.attention_dispatch import AttentionBackendName, _AttentionBackendRegistry
+def _dispatching(proc: Any) -> bool:
+    """Whether the processor's attention goes through diffusers' dispatch_attention_fn (and so its backend)."""
+    call = getattr(type(proc), "__call__", None)
+    code = getattr(call, "__code__", None)
+    return (hasattr(proc, "_attention_backend") and code is not None
+            and "dispatch_attention_fn" in code.co_names)
 
-    if backend is None:
-        backend = _AttentionBackendRegistry.get_active_backend()[0]
-    return AttentionBackendName(backend).value
+
+def _active_backend() -> Any:
+    from diffusers.models.attention_dispatch import _AttentionBackendRegistry
+
+    return _AttentionBackendRegistry._active_backend
 
 
-def enable(model, *, kernel: AttentionKernel | None = None, fallback: str | None = None, strict: bool = False,
-           key_padding_masks: bool = True, allow_untested: bool = False, precision: str = "bf16"):
-    """Routes the attention calls of `model`'s processors that `kernel` (default: xstage's, `xstage_kernel(precision)`)
-    takes to it; the others go to each processor's current backend, or to `fallback` (a diffusers backend name) if
-    given. `strict` raises on a call the kernel does not take instead. `precision` ("bf16" or "fp8") picks xstage's
-    kernel; with `kernel` given it must stay "bf16" (a kernel brings its own). Call it after
-    `model.set_attention_backend(...)` (which replaces the routes). Returns `model`. Raises ValueError if already
-    enabled or if no processor of the model calls diffusers' dispatch_attention_fn."""
+def _effective(proc: Any) -> Any:
+    backend = proc._attention_backend
+    return backend if backend is not None else _active_backend()
+
+
+def _value(backend: Any) -> str:
+    return str(getattr(backend, "value", backend))
+
+
+def _xstage_backend_of(model: Any) -> str | None:
+    """The xstage backend every dispatching processor of `model` runs on; None if any runs on another backend."""
+    used = {_value(_effective(p)) for p in _processors(model) if _dispatching(p)}
+    if len(used) == 1:
+        (name,) = used
+        return name if name in _BACKENDS else None
+    return None
+
+
+# model -> (backend name, [(processor, had its own _attention_backend, its value)], previous active backend)
+_ENABLED: "weakref.WeakKeyDictionary[Any, tuple[str, list[tuple[Any, bool, Any]], Any]]" = weakref.WeakKeyDictionary()
+
+
+def enable(model: Any, *, kernel: AttentionKernel | None = None, fallback: str | None = None, strict: bool = False,
+           key_padding_masks: bool = True, allow_untested: bool = False, precision: str = "bf16") -> Any:
+    """`model.set_attention_backend("xstage")` (or "xstage_fp8" with precision="fp8", or `kernel.name`), with the
+    backend configured: calls the kernel does not take go to `fallback` (a diffusers backend name; default: the
+    backend the model's processors had, else diffusers' "native"), or raise with `strict`; `key_padding_masks`
+    takes boolean prefix masks. The counters (`stats`) start at zero. Returns `model`. `disable(model)` restores
+    the previous backends; `model.set_attention_backend(other)` at any time switches to `other` (then
+    `is_enabled(model)` is False). Raises ValueError if the model already runs on an xstage backend or has no
+    processor that calls diffusers' dispatch_attention_fn."""
     where = "xstage.integrations.diffusers.enable"
     precision = _precision_arg(precision, where)
     if kernel is not None and precision != "bf16":
@@ -450,64 +553,88 @@ def enable(model, *, kernel: AttentionKernel | None = None, fallback: str | None
     from diffusers.models.attention_dispatch import AttentionBackendName
 
     if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"xstage.integrations.diffusers.enable: model must be a torch.nn.Module (e.g. "
-                        f"pipe.transformer), got {type(model).__name__}")
-
-    if model in _STATES:
-        raise ValueError("xstage.integrations.diffusers.enable: already enabled on this model; disable(model) first")
+        raise TypeError(f"{where}: model must be a torch.nn.Module (e.g. pipe.transformer), got {type(model).__name__}")
+    procs = [p for p in _processors(model) if _dispatching(p)]
+    if not procs:
+        names = sorted({type(p).__name__ for p in _processors(model)})
+        raise ValueError(f"{where}: no attention processor of {type(model).__name__} calls diffusers' "
+                         f"dispatch_attention_fn (processors: {names or 'none'})")
+    current = _xstage_backend_of(model)
+    if current is not None:
+        raise ValueError(f"{where}: the model already runs on the xstage backend {current!r}; disable(model) first")
     if fallback is not None:
-        fallback = AttentionBackendName(fallback)   # ValueError naming the value for an unknown backend
-    state = _ModelState(kernel or xstage_kernel(precision), strict, key_padding_masks)
-    plan = []
-    for proc in _processors(model):
-        call = getattr(type(proc), "__call__", None)
-        g = getattr(call, "__globals__", None)
-        if (not hasattr(proc, "_attention_backend") or g is None or "dispatch_attention_fn" not in g
-                or "dispatch_attention_fn" not in call.__code__.co_names):
-            state.not_routable.append(type(proc).__name__)
-            continue
-        current = proc._attention_backend
-        if isinstance(current, _Route):
-            raise ValueError(f"xstage.integrations.diffusers.enable: processor {type(proc).__name__} is already "
-                             "routed (shared with another enabled model)")
-        plan.append((proc, g, current if fallback is None else fallback))
-    if not plan:
-        raise ValueError("xstage.integrations.diffusers.enable: no attention processor of "
-                         f"{type(model).__name__} calls diffusers' dispatch_attention_fn "
-                         f"(processors: {sorted(set(state.not_routable)) or 'none'})")
-    for proc, g, previous in plan:
-        own = "_attention_backend" in vars(proc)
-        route = _Route(_backend_name(previous), previous, state)
-        _install_router(g)
-        state.modules.append(g)
-        state.processors.append((proc, own, vars(proc).get("_attention_backend"), route))
-        proc._attention_backend = route
-    _STATES[model] = state
+        try:
+            fallback_member = AttentionBackendName(fallback)
+        except ValueError:
+            raise ValueError(f"{where}: fallback {fallback!r}; accepted: a diffusers attention backend name "
+                             f"({', '.join(m.value for m in AttentionBackendName if m.value not in _BACKENDS)})"
+                             ) from None
+        if fallback_member.value in _BACKENDS:
+            raise ValueError(f"{where}: fallback {fallback!r} is an xstage backend; accepted: one of diffusers' own")
+    else:
+        previous = {_value(_effective(p)) for p in procs}
+        fallback_member = AttentionBackendName(previous.pop()) if len(previous) == 1 else None
+        if fallback_member is not None and fallback_member.value in _BACKENDS:
+            fallback_member = None
+    if kernel is not None:
+        name = register(kernel, allow_untested=allow_untested)
+    else:
+        name = _ensure_registered(precision, allow_untested)
+    saved = [(p, "_attention_backend" in vars(p), vars(p).get("_attention_backend")) for p in procs]
+    backend = _BACKENDS[name]
+    backend.configure(fallback_member, bool(strict), bool(key_padding_masks))
+    backend.stats.reset()
+    _ENABLED[model] = (name, saved, _active_backend())
+    model.set_attention_backend(name)
     return model
 
 
-def disable(model):
-    """Undoes `enable`: each processor gets back the backend it had (unless it was set to another since)."""
-    state = _STATES.pop(model, None)
-    if state is None:
-        raise ValueError("xstage.integrations.diffusers.disable: not enabled on this model")
-    for proc, own, value, route in state.processors:
-        if vars(proc).get("_attention_backend") is route:
+def _ensure_registered(precision: str, allow_untested: bool) -> str:
+    name = "xstage" if precision == "bf16" else f"xstage_{precision}"
+    if name not in _BACKENDS:
+        register(allow_untested=allow_untested)
+    return name
+
+
+def disable(model: Any) -> Any:
+    """Takes `model` off xstage's backend: processors still on it get back the backend they had before `enable`
+    (or diffusers' default, for a model switched with `set_attention_backend("xstage")`); the process-wide active
+    backend likewise if it is still xstage's. Raises ValueError if the model neither was enabled nor runs on an
+    xstage backend."""
+    from diffusers.models.attention_dispatch import AttentionBackendName, _AttentionBackendRegistry
+
+    entry = _ENABLED.pop(model, None)
+    current = _xstage_backend_of(model)
+    if entry is None and current is None:
+        raise ValueError("xstage.integrations.diffusers.disable: not enabled on this model (it runs on no xstage "
+                         "backend)")
+    saved = entry[1] if entry is not None else [(p, False, None) for p in _processors(model) if _dispatching(p)]
+    for proc, own, value in saved:
+        if _value(_effective(proc)) in _BACKENDS:
             if own:
                 proc._attention_backend = value
-            else:
+            elif "_attention_backend" in vars(proc):
                 del proc._attention_backend
-    for g in state.modules:
-        _release_router(g)
+    if _value(_active_backend()) in _BACKENDS:
+        previous = entry[2] if entry is not None else None
+        if previous is None or _value(previous) in _BACKENDS:
+            previous = AttentionBackendName.NATIVE
+        _AttentionBackendRegistry.set_active_backend(previous)
+    if entry is not None and entry[0] in _BACKENDS:
+        _BACKENDS[entry[0]].configure()
     return model
 
 
-def is_enabled(model) -> bool:
-    return model in _STATES
+def is_enabled(model: Any) -> bool:
+    """True when every processor of `model` that calls dispatch_attention_fn runs on an xstage backend, whether set
+    by `enable` or by `model.set_attention_backend(...)` / the active backend."""
+    if "diffusers" not in sys.modules:
+        return False
+    return _xstage_backend_of(model) is not None
 
 
 @contextlib.contextmanager
-def enabled(model, **kwargs):
+def enabled(model: Any, **kwargs: Any) -> Iterator[Any]:
     """`enable(model, **kwargs)` for the duration of a `with` block."""
     enable(model, **kwargs)
     try:
@@ -516,17 +643,45 @@ def enabled(model, **kwargs):
         disable(model)
 
 
-def stats(model) -> dict:
-    """A snapshot of the model's counters: routed calls (total, by shape [B, S_q, S_kv, H, D]), fallback calls by
-    reason (FALLBACK_REASONS) and by shape, the last kernel rejection and the processors that could not be routed."""
-    state = _STATES.get(model)
-    if state is None:
-        raise ValueError("xstage.integrations.diffusers.stats: not enabled on this model")
-    return state.stats.as_dict(state.not_routable)
+def _backend_for(model: Any, where: str) -> _Backend:
+    if model is None:
+        if "xstage" not in _BACKENDS:
+            raise ValueError(f"{where}: no xstage backend is registered (import xstage.integrations.diffusers)")
+        return _BACKENDS["xstage"]
+    name = _xstage_backend_of(model)
+    if name is None and model in _ENABLED:
+        name = _ENABLED[model][0]
+    if name is None:
+        raise ValueError(f"{where}: not enabled on this model (it runs on no xstage backend)")
+    return _BACKENDS[name]
 
 
-def reset_stats(model) -> None:
-    state = _STATES.get(model)
-    if state is None:
-        raise ValueError("xstage.integrations.diffusers.reset_stats: not enabled on this model")
-    state.stats.reset()
+def stats(model: Any = None) -> dict:
+    """A snapshot of the counters of the xstage backend `model` runs on (default: "xstage"): routed calls (total, by
+    shape [B, S_q, S_kv, H, D]), fallback calls by reason (FALLBACK_REASONS) and by shape, the last kernel
+    rejection, and the model's processors that do not go through dispatch_attention_fn. The counters are the
+    backend's: every model on that backend adds to them (`enable` and `reset_stats` zero them)."""
+    backend = _backend_for(model, "xstage.integrations.diffusers.stats")
+    not_routable = [] if model is None else [type(p).__name__ for p in _processors(model) if not _dispatching(p)]
+    return backend.stats.as_dict(not_routable)
+
+
+def reset_stats(model: Any = None) -> None:
+    """Zeroes the counters of the xstage backend `model` runs on (default: "xstage")."""
+    _backend_for(model, "xstage.integrations.diffusers.reset_stats").stats.reset()
+
+
+def _register_on_import() -> None:
+    import importlib.util
+    import warnings
+
+    if importlib.util.find_spec("diffusers") is None:
+        return  # register(), enable() and the rest raise ImportError naming the missing package
+    try:
+        register()
+    except (RuntimeError, ImportError) as e:
+        warnings.warn(f"xstage.integrations.diffusers: the backends were not registered: {e}", RuntimeWarning,
+                      stacklevel=3)
+
+
+_register_on_import()
