@@ -21,7 +21,7 @@ def keep_active_backend():
     from diffusers.models.attention_dispatch import _AttentionBackendRegistry
     saved = _AttentionBackendRegistry._active_backend
     yield
-    _AttentionBackendRegistry.set_active_backend(saved)
+    _AttentionBackendRegistry._active_backend = saved
 
 
 def test_720p_81_frames_is_75600_tokens():

@@ -619,7 +619,7 @@ def disable(model: Any) -> Any:
         previous = entry[2] if entry is not None else None
         if previous is None or _value(previous) in _BACKENDS:
             previous = AttentionBackendName.NATIVE
-        _AttentionBackendRegistry.set_active_backend(previous)
+        _AttentionBackendRegistry._active_backend = previous  # set_active_backend is not in every release
     if entry is not None and entry[0] in _BACKENDS:
         _BACKENDS[entry[0]].configure()
     return model
