@@ -1,7 +1,6 @@
 #include "xstage/model/records.hpp"
 
 #include <charconv>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 #include <cmath>
@@ -148,32 +147,41 @@ void write_records_csv(std::ostream& out, const std::vector<CalibrationRecord>& 
   }
 }
 
-std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open raw calibration file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object() || j.value("schema", "") != "xstage.calibration_raw/1" || !j.contains("points") || !j["points"].is_array())
-    throw InputError(path + ": schema: expected an \"xstage.calibration_raw/1\" object with a points array");
+// Largest point list of a raw calibration file (a full calibration has a few hundred).
+constexpr std::size_t kMaxRawPoints = 1 << 20;
+
+std::vector<ZeroGapLoop> parse_zero_gap_loops(std::string_view text, const std::string& path) {
+  const nlohmann::json j = parse_json_input(text, path);
+  const std::string& schema = json_string_in(json_member(j, path, "", "schema"), path, "schema");
+  if (schema != "xstage.calibration_raw/1")
+    input_fail(path, "schema", "must be \"xstage.calibration_raw/1\", got " + bounded_json(schema));
+  const auto& points = json_array_in(json_member(j, path, "", "points"), path, "points", kMaxRawPoints);
   std::vector<ZeroGapLoop> out;
-  for (std::size_t i = 0; i < j["points"].size(); ++i) {
-    const auto& p = j["points"][i];
-    if (!p.is_object() || p.value("mode", "") != "periodic" || p.value("phase", "") != "zero-gap") continue;
-    const std::string where = path + ": points[" + std::to_string(i) + "]";
-    try {
-      const double gap_us = p.at("gap_us").get<double>();
-      if (!(gap_us >= 0.0) || !std::isfinite(gap_us)) throw InputError(where + ".gap_us: must be >= 0, got " + p.at("gap_us").dump());
-      out.push_back({p.at("target").get<std::string>() == "local" ? StoreTarget::kLocal : StoreTarget::kRemote,
-                     p.at("producers").get<int>(), p.at("bytes_per_producer").get<double>(), units::us_to_s(gap_us)});
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(where + ": " + e.what());
-    }
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const auto& p = points[i];
+    const std::string where = "points[" + std::to_string(i) + "]";
+    const auto* mode = json_optional_member(p, path, where, "mode");
+    const auto* phase = json_optional_member(p, path, where, "phase");
+    if (!mode || !phase || !mode->is_string() || !phase->is_string() || *mode != "periodic" || *phase != "zero-gap")
+      continue;  // only the zero-gap loops are read
+    const std::string& target = json_string_in(json_member(p, path, where, "target"), path, where + ".target");
+    if (target != "local" && target != "remote")
+      input_fail(path, where + ".target", "must be \"local\" or \"remote\", got " + bounded_json(target));
+    ZeroGapLoop z{};
+    z.target = target == "local" ? StoreTarget::kLocal : StoreTarget::kRemote;
+    z.producers = static_cast<int>(
+        json_integer_in(json_member(p, path, where, "producers"), path, where + ".producers", ranges::kProducers));
+    z.bytes_per_producer = json_number_in(json_member(p, path, where, "bytes_per_producer"), path,
+                                          where + ".bytes_per_producer", ranges::kBytes);
+    z.gap_s = units::us_to_s(
+        json_number_in(json_member(p, path, where, "gap_us"), path, where + ".gap_us", ranges::kSpanUs));
+    out.push_back(z);
   }
   return out;
+}
+
+std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& path) {
+  return parse_zero_gap_loops(read_input_file(path, "raw calibration"), path);
 }
 
 }  // namespace xstage::model

@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
 
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/calibration_fit.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/input_file.hpp"
+#include "xstage/model/work_limit.hpp"
 #include "xstage/model/stats.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
@@ -65,76 +66,100 @@ void predict_isolated(const model::Platform& p, FidelityPoint& pt) {
 }  // namespace
 
 namespace {
-nlohmann::json read_json_file(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open " + what);
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path + ": not valid JSON: " + e.what());
-  }
+
+// Largest lists a traced bench file may hold (real files: a few runs of 2 to 8 trace entries); the
+// pairing of remote and local entries is quadratic in the entries of one run.
+constexpr std::size_t kMaxBenchRuns = 4096;
+constexpr std::size_t kMaxTraceEntries = 1024;
+
+// One trace entry of a traced MoE bench run, every field checked.
+struct TraceEntry {
+  std::string schedule, combine_stores;
+  double store_span_s = 0.0, cover_s = 0.0, wait_s = 0.0, layer_s = 0.0;
+};
+
+double median_s_of(const nlohmann::json& trace, const char* key, const std::string& origin, const std::string& where) {
+  const std::string field = where + "." + key;
+  const auto& stat = json_member(trace, origin, where, key);
+  return units::us_to_s(
+      json_number_in(json_member(stat, origin, field, "median_us"), origin, field + ".median_us", ranges::kSpanUs));
 }
-double median_us_of(const nlohmann::json& trace, const char* key, const std::string& where) {
-  const auto it = trace.find(key);
-  if (it == trace.end() || !it->is_object() || !it->contains("median_us") || !(*it)["median_us"].is_number())
-    throw InputError(where + "." + key + ".median_us: missing or not a number");
-  return units::us_to_s((*it)["median_us"].get<double>());
+
+TraceEntry trace_entry(const nlohmann::json& t, const std::string& origin, const std::string& where) {
+  TraceEntry e;
+  e.schedule = json_string_in(json_member(t, origin, where, "schedule"), origin, where + ".schedule");
+  e.combine_stores = json_string_in(json_member(t, origin, where, "combine_stores"), origin, where + ".combine_stores");
+  e.store_span_s = median_s_of(t, "linear2_remote_store_span", origin, where);
+  e.cover_s = median_s_of(t, "linear2_mainloop_and_staging", origin, where);
+  e.wait_s = median_s_of(t, "linear2_mma_wait_at_entry", origin, where);
+  e.layer_s = 1e-3 * json_number_in(json_member(t, origin, where, "layer_median_ms"), origin, where + ".layer_median_ms",
+                                    ranges::kTimeMs);
+  return e;
 }
+
 }  // namespace
 
 // The fused MoE kernel's tiles, which the traced files do not record: b_m = moe::kFusedBlockM, b_n = 128.
 constexpr double kTracedTileM = moe::kFusedBlockM;
 constexpr double kTracedTileN = 128.0;
 
-std::vector<TileStallRow> tile_stall_rows(const std::string& path) {
-  const nlohmann::json j = read_json_file(path, "MoE bench file");
-  const std::string schema = j.is_object() ? j.value("schema", "") : "";
+std::vector<TileStallRow> parse_tile_stall_rows(std::string_view text, const std::string& path) {
+  const nlohmann::json j = parse_json_input(text, path);
+  const std::string& schema = json_string_in(json_member(j, path, "", "schema"), path, "schema");
   if (schema != "xstage.moe_bench" && schema != "xstage.moe_bench_set")
-    throw InputError(path + ": schema: expected \"xstage.moe_bench\" or \"xstage.moe_bench_set\", got \"" + schema + "\"");
-  std::vector<nlohmann::json> runs;
-  if (schema == "xstage.moe_bench") runs.push_back(j);
-  else if (j.contains("runs") && j["runs"].is_array()) runs.assign(j["runs"].begin(), j["runs"].end());
+    input_fail(path, "schema", "must be \"xstage.moe_bench\" or \"xstage.moe_bench_set\", got " + bounded_json(schema));
+  const bool set = schema == "xstage.moe_bench_set";
+  const nlohmann::json* runs = set ? &json_array_in(json_member(j, path, "", "runs"), path, "runs", kMaxBenchRuns) : nullptr;
+  const std::size_t n_runs = set ? runs->size() : 1;
   std::vector<TileStallRow> out;
-  for (std::size_t ri = 0; ri < runs.size(); ++ri) {
-    const auto& run = runs[ri];
-    const std::string where_run = path + ": runs[" + std::to_string(ri) + "]";
-    if (!run.contains("trace") || !run["trace"].is_array()) continue;  // an untraced run
-    try {
-      const std::string shape = run.at("shape").at("name").get<std::string>();
-      const std::string precision = run.value("precision", "bf16");
-      const auto& traces = run["trace"];
-      for (std::size_t ti = 0; ti < traces.size(); ++ti) {
-        const auto& t = traces[ti];
-        const std::string where = where_run + ".trace[" + std::to_string(ti) + "]";
-        if (t.at("combine_stores").get<std::string>().rfind("remote", 0) != 0) continue;  // controls pair below
-        TileStallRow row;
-        row.source = path;
-        row.shape = shape;
-        row.precision = precision;
-        row.schedule = t.at("schedule").get<std::string>();
-        row.store_span_s = median_us_of(t, "linear2_remote_store_span", where);
-        row.cover_s = median_us_of(t, "linear2_mainloop_and_staging", where);
-        row.predicted_stall_s = model::per_tile_stall_s(row.store_span_s, row.cover_s);
-        row.wait_remote_s = median_us_of(t, "linear2_mma_wait_at_entry", where);
-        row.layer_remote_s = t.at("layer_median_ms").get<double>() * 1e-3;
-        row.measured_stall_s = row.wait_remote_s;
-        row.tile_flop = 2.0 * kTracedTileM * kTracedTileN * run.at("shape").at("h_inter").get<double>();
-        for (std::size_t ci = 0; ci < traces.size(); ++ci) {
-          const auto& c = traces[ci];
-          if (c.at("schedule") != t.at("schedule") || c.at("combine_stores").get<std::string>().rfind("local", 0) != 0) continue;
-          row.wait_local_s = median_us_of(c, "linear2_mma_wait_at_entry", where_run + ".trace[" + std::to_string(ci) + "]");
-          row.layer_local_s = c.at("layer_median_ms").get<double>() * 1e-3;
-          row.measured_stall_s = model::positive_part(row.wait_remote_s - row.wait_local_s);
-          row.residual_s = model::residual_s(row.layer_remote_s, row.layer_local_s);
-        }
-        out.push_back(row);
+  for (std::size_t ri = 0; ri < n_runs; ++ri) {
+    const auto& run = set ? (*runs)[ri] : j;
+    const std::string where_run = set ? "runs[" + std::to_string(ri) + "]" : "";
+    const auto* trace = json_optional_member(run, path, where_run, "trace");
+    if (!trace) continue;  // an untraced run
+    const std::string trace_field = json_field_path(where_run, "trace");
+    const auto& traces = json_array_in(*trace, path, trace_field, kMaxTraceEntries);
+    const std::string shape_field = json_field_path(where_run, "shape");
+    const auto& shape_json = json_member(run, path, where_run, "shape");
+    const std::string& shape = json_string_in(json_member(shape_json, path, shape_field, "name"), path, shape_field + ".name");
+    const double h_inter = static_cast<double>(
+        json_integer_in(json_member(shape_json, path, shape_field, "h_inter"), path, shape_field + ".h_inter", ranges::kGemmDim));
+    std::string precision = "bf16";
+    if (const auto* p = json_optional_member(run, path, where_run, "precision"))
+      precision = json_string_in(*p, path, json_field_path(where_run, "precision"));
+    std::vector<TraceEntry> entries;
+    for (std::size_t ti = 0; ti < traces.size(); ++ti)
+      entries.push_back(trace_entry(traces[ti], path, trace_field + "[" + std::to_string(ti) + "]"));
+    for (const auto& t : entries) {
+      if (t.combine_stores.rfind("remote", 0) != 0) continue;  // controls pair below
+      TileStallRow row;
+      row.source = path;
+      row.shape = shape;
+      row.precision = precision;
+      row.schedule = t.schedule;
+      row.store_span_s = t.store_span_s;
+      row.cover_s = t.cover_s;
+      row.predicted_stall_s = model::per_tile_stall_s(row.store_span_s, row.cover_s);
+      row.wait_remote_s = t.wait_s;
+      row.layer_remote_s = t.layer_s;
+      row.measured_stall_s = row.wait_remote_s;
+      row.tile_flop = 2.0 * kTracedTileM * kTracedTileN * h_inter;
+      for (const auto& c : entries) {
+        if (c.schedule != t.schedule || c.combine_stores.rfind("local", 0) != 0) continue;
+        row.wait_local_s = c.wait_s;
+        row.layer_local_s = c.layer_s;
+        row.measured_stall_s = model::positive_part(row.wait_remote_s - row.wait_local_s);
+        row.residual_s = model::residual_s(row.layer_remote_s, row.layer_local_s);
       }
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(where_run + ": " + e.what());
+      out.push_back(row);
     }
   }
-  if (out.empty()) throw InputError(path + ": no traced run with remote Combine stores");
+  if (out.empty()) input_fail(path, set ? "runs" : "trace", "no traced run with remote Combine stores");
   return out;
+}
+
+std::vector<TileStallRow> tile_stall_rows(const std::string& path) {
+  return parse_tile_stall_rows(read_input_file(path, "MoE bench"), path);
 }
 
 nlohmann::json to_json(const std::vector<TileStallRow>& rows) {
@@ -192,46 +217,86 @@ nlohmann::json to_json(const std::vector<GemmRateFit>& fits) {
   return a;
 }
 
-std::vector<UlyssesRow> ulysses_rows(const model::Platform& platform, const std::string& path) {
-  const nlohmann::json j = read_json_file(path, "Ulysses sweep file");
-  if (!j.is_object() || j.value("schema", "") != "xstage.ulysses_sweep/1" || !j.contains("points") || !j["points"].is_array())
-    throw InputError(path + ": schema: expected an \"xstage.ulysses_sweep/1\" object with a points array");
-  std::vector<UlyssesRow> out;
-  for (std::size_t i = 0; i < j["points"].size(); ++i) {
-    const auto& p = j["points"][i];
-    const std::string where = path + ": points[" + std::to_string(i) + "]";
-    try {
-      const auto& m = p.at("model");
-      const auto& pt = m.at("points").at(0);
-      UlyssesRow r;
-      r.seq_len = pt.at("seq_len").get<std::int64_t>();
-      r.heads_per_gpu = p.at("heads_per_gpu").get<int>();
-      r.tile_order = p.at("tile_order").get<std::string>();
-      r.sigma_s = units::us_to_s(m.at("sigma_us").get<double>());
-      const int k = m.at("producers").get<int>();
-      const int block_m = m.at("block_m").get<int>(), block_n = m.at("block_n").get<int>();
-      const double bytes = static_cast<double>(block_m) * p.at("head_dim").get<int>() * 2;
-      r.qloop_gap_s = model::qloop_gap_lower_bound_s(r.sigma_s, r.seq_len, block_n);
-      r.output_bursts = pt.at("output_bursts").get<std::int64_t>();
-      const RecurringBurstCheck c =
-          recurring_burst_check(platform, k, bytes, r.qloop_gap_s, static_cast<int>(std::max<std::int64_t>(2, r.output_bursts)));
-      r.first_burst_stall_s = c.first_burst_stall_s;
-      r.steady_stall_s = c.steady_stall_s;
-      r.binding_bound = c.binding_bound;
-      r.tail_drain_s = model::drain_time_s(p.at("remote_bytes_per_rank").get<double>() / static_cast<double>(r.output_bursts),
-                                           platform.drain_rate_at(k));
-      r.predicted_residual_s = r.first_burst_stall_s + r.steady_stall_s * static_cast<double>(r.output_bursts - 1) + r.tail_drain_s;
-      const auto& v = p.at("variants");
-      r.fa_s = units::us_to_s(v.at("fa-only-tma").at("iteration_median_us").get<double>());
-      r.measured_residual_s =
-          model::residual_s(units::us_to_s(v.at("fused-tma").at("iteration_median_us").get<double>()), r.fa_s);
-      out.push_back(r);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(where + ": " + e.what());
-    }
+// Largest point list of a Ulysses sweep file (real sweeps: about ten) and the simulator work all its
+// points may ask for together: producers x output bursts, the limit `xstage simulate` applies.
+constexpr std::size_t kMaxSweepPoints = 4096;
+constexpr double kMaxSweepProducerBursts = 1 << 24;
+
+std::vector<UlyssesRow> parse_ulysses_rows(const model::Platform& platform, std::string_view text, const std::string& path) {
+  const nlohmann::json j = parse_json_input(text, path);
+  const std::string& schema = json_string_in(json_member(j, path, "", "schema"), path, "schema");
+  if (schema != "xstage.ulysses_sweep/1")
+    input_fail(path, "schema", "must be \"xstage.ulysses_sweep/1\", got " + bounded_json(schema));
+  const auto& points = json_array_in(json_member(j, path, "", "points"), path, "points", kMaxSweepPoints, 1);
+  // Every field of every point is read and checked first, and the total simulator work bounded,
+  // before any point is simulated.
+  struct Point {
+    UlyssesRow row;
+    int producers = 0;
+    double burst_bytes = 0.0, remote_bytes = 0.0, fused_s = 0.0;
+  };
+  std::vector<Point> parsed;
+  double work = 0.0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const auto& p = points[i];
+    const std::string w = "points[" + std::to_string(i) + "]";
+    const auto integer = [&](const nlohmann::json& obj, const std::string& where, const char* key, const IntRange& r) {
+      return json_integer_in(json_member(obj, path, where, key), path, where + "." + key, r);
+    };
+    const auto number = [&](const nlohmann::json& obj, const std::string& where, const char* key, const Range& r) {
+      return json_number_in(json_member(obj, path, where, key), path, where + "." + key, r);
+    };
+    const std::string wm = w + ".model";
+    const auto& m = json_member(p, path, w, "model");
+    const auto& pts = json_array_in(json_member(m, path, wm, "points"), path, wm + ".points", kMaxSweepPoints, 1);
+    const std::string wp = wm + ".points[0]";
+    Point q;
+    UlyssesRow& r = q.row;
+    r.seq_len = integer(pts[0], wp, "seq_len", ranges::kSeqLen);
+    r.output_bursts = integer(pts[0], wp, "output_bursts", ranges::kBursts);
+    r.heads_per_gpu = static_cast<int>(integer(p, w, "heads_per_gpu", ranges::kHeads));
+    r.tile_order = json_string_in(json_member(p, path, w, "tile_order"), path, w + ".tile_order");
+    r.sigma_s = units::us_to_s(number(m, wm, "sigma_us", ranges::kTimeUs));
+    q.producers = static_cast<int>(integer(m, wm, "producers", ranges::kProducers));
+    const auto block_m = integer(m, wm, "block_m", ranges::kTileEdge);
+    const auto block_n = integer(m, wm, "block_n", ranges::kTileEdge);
+    const auto head_dim = integer(p, w, "head_dim", ranges::kTileEdge);
+    q.burst_bytes = static_cast<double>(block_m) * static_cast<double>(head_dim) * 2.0;
+    r.qloop_gap_s = model::qloop_gap_lower_bound_s(r.sigma_s, r.seq_len, block_n);
+    if (!ranges::kSpanUs.contains(units::s_to_us(r.qloop_gap_s)))
+      input_fail(path, wm + ".sigma_us",
+                 "sigma_us x ceil(seq_len / block_n) must be a Q-loop gap " + ranges::kSpanUs.describe() + ", got " +
+                     std::to_string(units::s_to_us(r.qloop_gap_s)));
+    q.remote_bytes = number(p, w, "remote_bytes_per_rank", ranges::kBytes);
+    const std::string wv = w + ".variants";
+    const auto& v = json_member(p, path, w, "variants");
+    r.fa_s = units::us_to_s(number(json_member(v, path, wv, "fa-only-tma"), wv + ".fa-only-tma", "iteration_median_us",
+                                   ranges::kTimeUs));
+    q.fused_s = units::us_to_s(
+        number(json_member(v, path, wv, "fused-tma"), wv + ".fused-tma", "iteration_median_us", ranges::kTimeUs));
+    work += static_cast<double>(q.producers) * static_cast<double>(std::max<std::int64_t>(2, r.output_bursts));
+    parsed.push_back(q);
   }
-  if (out.empty()) throw InputError(path + ": no sweep points");
+  require_work_within(bounded_text(path, 240) + ": points: sum of model.producers x output_bursts", work,
+                      kMaxSweepProducerBursts, "producer-bursts", 64.0);
+  std::vector<UlyssesRow> out;
+  for (auto& q : parsed) {
+    UlyssesRow r = q.row;
+    const RecurringBurstCheck c = recurring_burst_check(platform, q.producers, q.burst_bytes, r.qloop_gap_s,
+                                                        static_cast<int>(std::max<std::int64_t>(2, r.output_bursts)));
+    r.first_burst_stall_s = c.first_burst_stall_s;
+    r.steady_stall_s = c.steady_stall_s;
+    r.binding_bound = c.binding_bound;
+    r.tail_drain_s = model::drain_time_s(q.remote_bytes / static_cast<double>(r.output_bursts), platform.drain_rate_at(q.producers));
+    r.predicted_residual_s = r.first_burst_stall_s + r.steady_stall_s * static_cast<double>(r.output_bursts - 1) + r.tail_drain_s;
+    r.measured_residual_s = model::residual_s(q.fused_s, r.fa_s);
+    out.push_back(r);
+  }
   return out;
+}
+
+std::vector<UlyssesRow> ulysses_rows(const model::Platform& platform, const std::string& path) {
+  return parse_ulysses_rows(platform, read_input_file(path, "Ulysses sweep"), path);
 }
 
 nlohmann::json to_json(const std::vector<UlyssesRow>& rows) {

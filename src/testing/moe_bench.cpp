@@ -16,6 +16,8 @@
 #include "xstage/gpu/provenance.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/platform.hpp"
+#include "xstage/model/work_limit.hpp"
+#include "xstage/moe/routing.hpp"
 #include "xstage/testing/stats.hpp"
 
 namespace xstage::testing::moe_bench {
@@ -138,6 +140,12 @@ BenchLayer bench_layer(const MoeBenchOptions& o, const BenchHost& host) {
   const model::MoeShape* shape = model::find_moe_shape(o.shape);
   if (!shape) throw InputError("--shape: unknown shape '" + o.shape + "' (known: " + known_shapes() + ")");
   std::vector<int> gpus = host.parse_gpus("--gpus", o.gpus);
+  // Work sized by --tokens is bounded before anything is allocated: the routing of every rank holds
+  // tokens x top_k entries, as many as a routing file may hold.
+  require_work_within("moe bench: --tokens " + std::to_string(o.tokens) + " x top_k " + std::to_string(shape->top_k) +
+                          " x " + std::to_string(gpus.size()) + " ranks",
+                      double(o.tokens) * shape->top_k * double(gpus.size()), double(kMaxRoutingTokens), "routed rows",
+                      double(shape->hidden) * 2.0);
   const MoeDims d{int(gpus.size()), o.tokens, shape->hidden, shape->h_inter, shape->experts, shape->top_k};
   if (d.experts % d.ranks != 0) {
     throw InputError(fmt::format("--gpus: {} GPUs do not divide the {} experts of {}", d.ranks, d.experts, o.shape));

@@ -4,12 +4,15 @@
 // and write nothing. Also unit tests of the bounded printer (bounded_text / bounded_json) and of the
 // JSON input path (parse_json_input).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "xstage/model/bounded_text.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/input_file.hpp"
+#include "xstage/planner/input_loaders.hpp"
 
 namespace fs = std::filesystem;
 using xstage::test::CliRun;
@@ -91,6 +95,43 @@ const Template kRecords{
     "periodic,remote,64,32768,6.99050667,1,7.99050667\n",
     {{"producers", "64"}, {"bytes_per_producer", "32768"}, {"gap_us", "0"}, {"t_iss_us", "3.49525333"},
      {"t_period_us", "3.49525333"}}};
+
+// A raw calibration file with one zero-gap loop (the --raw of fit and fidelity).
+const Template kRaw{
+    R"({"schema": "xstage.calibration_raw/1", "points": [{"mode": "isolated", "phase": "sweep"},
+  {"mode": "periodic", "phase": "zero-gap", "target": @points[1].target@, "producers": @points[1].producers@,
+   "bytes_per_producer": @points[1].bytes_per_producer@, "gap_us": @points[1].gap_us@}]}
+)",
+    {{"points[1].target", "\"remote\""}, {"points[1].producers", "64"}, {"points[1].bytes_per_producer", "32768"},
+     {"points[1].gap_us", "0.12"}}};
+
+// A traced MoE bench run: a remote-store entry and its local-store control (fidelity --traces).
+const Template kTraces{
+    R"J({"schema": "xstage.moe_bench", "precision": "bf16", "shape": {"name": "qwen3", "h_inter": @shape.h_inter@},
+  "trace": [{"schedule": "wave", "combine_stores": "remote (token's rank)", "layer_median_ms": @trace[0].layer_median_ms@,
+             "linear2_remote_store_span": {"median_us": @trace[0].linear2_remote_store_span.median_us@},
+             "linear2_mainloop_and_staging": {"median_us": 2.5}, "linear2_mma_wait_at_entry": {"median_us": 0.8}},
+            {"schedule": "wave", "combine_stores": "local scratch (control)", "layer_median_ms": 7.2,
+             "linear2_remote_store_span": {"median_us": 1.0}, "linear2_mainloop_and_staging": {"median_us": 2.4},
+             "linear2_mma_wait_at_entry": {"median_us": @trace[1].linear2_mma_wait_at_entry.median_us@}}]}
+)J",
+    {{"shape.h_inter", "1536"}, {"trace[0].layer_median_ms", "7.48"}, {"trace[0].linear2_remote_store_span.median_us", "3.58"},
+     {"trace[1].linear2_mma_wait_at_entry.median_us", "0.2"}}};
+
+// One point of a Ulysses sweep (fidelity --ulysses), from results/h200-x2/ulysses/ulysses.json.
+const Template kUlysses{
+    R"({"schema": "xstage.ulysses_sweep/1", "points": [{"heads_per_gpu": @points[0].heads_per_gpu@,
+  "head_dim": @points[0].head_dim@, "tile_order": "own-last", "remote_bytes_per_rank": @points[0].remote_bytes_per_rank@,
+  "model": {"sigma_us": @points[0].model.sigma_us@, "producers": @points[0].model.producers@, "block_m": 128,
+            "block_n": @points[0].model.block_n@,
+            "points": [{"seq_len": @points[0].model.points[0].seq_len@, "output_bursts": @points[0].model.points[0].output_bursts@}]},
+  "variants": {"fa-only-tma": {"iteration_median_us": @points[0].variants.fa-only-tma.iteration_median_us@},
+               "fused-tma": {"iteration_median_us": 210.96}}}]}
+)",
+    {{"points[0].heads_per_gpu", "4"}, {"points[0].head_dim", "128"}, {"points[0].remote_bytes_per_rank", "4194304"},
+     {"points[0].model.sigma_us", "1.657"}, {"points[0].model.producers", "132"}, {"points[0].model.block_n", "128"},
+     {"points[0].model.points[0].seq_len", "8192"}, {"points[0].model.points[0].output_bursts", "2"},
+     {"points[0].variants.fa-only-tma.iteration_median_us", "202.35"}}};
 
 // Values no JSON number field may take.
 std::vector<std::string> bad_json_numbers() {
@@ -266,6 +307,149 @@ TEST_F(LoaderFuzz, RecordsFile) {
   expect_rejected(command, write("empty.csv", ""), {"empty"}, "empty file");
   expect_rejected(command, dir_.string(), {"directory"}, "a folder as the records file");
   EXPECT_FALSE(fs::exists(out));
+}
+
+// --- the loaders of fit and fidelity: --raw, --traces, --ulysses ----------------------------------
+
+TEST_F(LoaderFuzz, RawCalibrationFile) {
+  const std::string records = write("rec.csv", kRecords.valid());
+  const std::vector<std::string> commands = {"fidelity --records " + records + " --raw",
+                                             "fit --force --out " + (dir_ / "out.json").string() + " --records " + records + " --raw"};
+  ASSERT_EQ(run_cli(commands[1] + " " + write("good.json", kRaw.valid())).code, 0);
+  fs::remove(dir_ / "out.json");
+  fuzz_fields(kRaw,
+              {{"points[1].target", plus(bad_json_numbers(), "\"elsewhere\"")},
+               {"points[1].producers", plus(bad_json_integers(), "0", "1000001", "4294967360")},
+               {"points[1].bytes_per_producer", plus(bad_json_numbers(), "0", "1e13")},
+               {"points[1].gap_us", plus(bad_json_numbers(), "1e6")}},
+              {commands[0]}, "raw ");
+  fuzz_files(kRaw, commands.front(), "points[1].gap_us");
+  expect_rejected(commands[0], write("schema.json", R"({"schema": "xstage.other/1", "points": []})"), {"schema"}, "schema");
+  EXPECT_FALSE(fs::exists(dir_ / "out.json"));
+}
+
+TEST_F(LoaderFuzz, TracedMoeBenchFile) {
+  const std::vector<std::string> commands = {"fidelity --records " + write("rec.csv", kRecords.valid()) + " --traces"};
+  fuzz_fields(kTraces,
+              {{"shape.h_inter", plus(bad_json_integers(), "0", "1048577")},
+               {"trace[0].layer_median_ms", plus(bad_json_numbers(), "0", "1e6")},
+               {"trace[0].linear2_remote_store_span.median_us", plus(bad_json_numbers(), "1e6")},
+               {"trace[1].linear2_mma_wait_at_entry.median_us", plus(bad_json_numbers(), "1e6")}},
+              commands, "traces ");
+  // Found 1: a million levels deep crashed (stack overflow) while the file was copied.
+  fuzz_files(kTraces, commands.front(), "shape.h_inter");
+  expect_rejected(commands[0], write("set.json", R"({"schema": "xstage.moe_bench_set", "runs": 7})"), {"runs"}, "runs");
+}
+
+TEST_F(LoaderFuzz, UlyssesSweepFile) {
+  const std::vector<std::string> commands = {"fidelity --records " + write("rec.csv", kRecords.valid()) + " --ulysses"};
+  fuzz_fields(kUlysses,
+              {{"points[0].heads_per_gpu", plus(bad_json_integers(), "0", "-2147483648", "65537")},
+               {"points[0].head_dim", plus(bad_json_integers(), "0", "4097")},
+               {"points[0].remote_bytes_per_rank", plus(bad_json_numbers(), "0", "1e13")},
+               {"points[0].model.sigma_us", plus(bad_json_numbers(), "0")},
+               {"points[0].model.producers", plus(bad_json_integers(), "0", "4294967428", "1000001")},
+               // Found 1: block_n 0 divided by zero (SIGFPE).
+               {"points[0].model.block_n", plus(bad_json_integers(), "0", "4097")},
+               {"points[0].model.points[0].seq_len", plus(bad_json_integers(), "0")},
+               {"points[0].model.points[0].output_bursts", plus(bad_json_integers(), "0", "1048577")},
+               {"points[0].variants.fa-only-tma.iteration_median_us", plus(bad_json_numbers(), "0", "1e6")}},
+              commands, "ulysses ");
+  fuzz_files(kUlysses, commands.front(), "points[0].model.sigma_us");
+  // Found 3: a million output bursts simulated 132 x 1e6 producer-bursts (11 GB, 41 s); refused first.
+  expect_rejected(commands[0], write("work.json", kUlysses.with("points[0].model.points[0].output_bursts", "1000000")),
+                  {"points", "exceeds the limit"}, "1e6 output bursts");
+}
+
+// --- not regular files: FIFOs never block a loader --------------------------------------------------
+
+// Runs the CLI under a time limit; code 124: it hung.
+CliRun run_cli_within(const std::string& args, int seconds) {
+  const std::string err_path = testing::TempDir() + "/xstage_fifo_stderr_" + std::to_string(::getpid()) + ".txt";
+  const std::string cmd = "timeout -s KILL " + std::to_string(seconds) + " " + std::string(XSTAGE_CLI_PATH) + " " +
+                          args + " 2>" + err_path + " </dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  std::ifstream e(err_path);
+  std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  std::remove(err_path.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err};
+}
+
+TEST_F(LoaderFuzz, FifoInputsAreRefusedWithoutBlocking) {
+  const std::string fifo = (dir_ / "input.fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string records = write("rec.csv", kRecords.valid());
+  const std::string link = (dir_ / "link.json").string();
+  ASSERT_EQ(::symlink(fifo.c_str(), link.c_str()), 0);
+  for (const std::string& path : {fifo, link}) {
+    for (const std::string& c : std::vector<std::string>{
+             "fidelity --records " + records + " --raw ", "fidelity --records " + records + " --traces ",
+          "fidelity --records " + records + " --ulysses ", "fit --force --out " + (dir_ / "o.json").string() + " --raw ",
+          "fidelity --records ", "model --producers 4 --bytes-per-producer 1024 --platform ", "simulate --schedule "}) {
+      const std::string args = c.find("fit ") == 0 ? c + path + " --records " + records : c + path;
+      const CliRun r = run_cli_within(args, 20);
+      EXPECT_EQ(r.code, 2) << args << " (137: killed after blocking 20 s)\nstderr: " << r.err.substr(0, 600);
+      EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << args << "\nstderr: " << r.err.substr(0, 600);
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\nstderr: " << r.err.substr(0, 600);
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "o.json"));
+}
+
+// --- the loader registry: every file format the tools read --------------------------------------------
+
+// The fuzz cases above, by registry name: a loader registered without one fails here.
+const std::set<std::string> kFuzzedLoaders = {"platform", "schedule", "routing", "kernel", "records", "raw", "traces", "ulysses"};
+
+TEST(LoaderRegistry, EveryLoaderHasFuzzCases) {
+  std::set<std::string> names;
+  for (const auto& l : xstage::planner::input_loaders()) {
+    EXPECT_TRUE(names.insert(std::string(l.name)).second) << "registered twice: " << l.name;
+    EXPECT_TRUE(kFuzzedLoaders.count(std::string(l.name))) << "loader " << l.name << " (" << l.option
+                                                           << ") has no case in test_loader_fuzz.cpp";
+    EXPECT_NE(l.parse, nullptr) << l.name;
+  }
+  for (const auto& n : kFuzzedLoaders) EXPECT_TRUE(names.count(n)) << n << " is fuzzed but not registered";
+}
+
+// Hostile texts through every registered parser in-process: only InputError, one bounded line naming
+// the origin, never another exception or a signal.
+TEST(LoaderRegistry, EveryLoaderRefusesHostileTextWithOneBoundedLine) {
+  std::vector<std::pair<std::string, std::string>> texts = {
+      {"empty", ""},
+      {"blank", " \n\t\r\n"},
+      {"binary", binary_junk()},
+      {"deep", nested(1000000)},
+      {"deep object", "{\"schema\": " + nested(200000) + "}"},
+      {"1e400", "{\"schema\": 1e400}"},
+      {"not an object", "[1, 2, 3]"},
+      {"string", "\"" + std::string(1 << 20, 'x') + "\""},
+      {"huge number list", "[" + std::string(100000, '1').insert(0, "") + "]"},
+      {"bom", "\xEF\xBB\xBF{}"},
+      {"nul", std::string("{\"schema\": \"\0\"}", 15)},
+      {"escapes", "\x1b[31mred\n\x1b]0;title\x07"},
+      {"csv junk", "mode,target\n1,2\n"}};
+  for (const auto& l : xstage::planner::input_loaders()) {
+    for (const auto& [what, text] : texts) {
+      const std::string origin = "hostile/" + std::string(l.name) + ".in";
+      try {
+        l.parse(text, origin);
+        ADD_FAILURE() << l.name << ": " << what << " was accepted";
+      } catch (const xstage::InputError& e) {
+        const std::string m = e.what();
+        EXPECT_EQ(m.rfind(origin, 0), 0u) << l.name << ": " << what << ": " << xstage::bounded_text(m, 300);
+        EXPECT_LT(m.size(), 400u) << l.name << ": " << what << ": " << xstage::bounded_text(m, 300);
+        EXPECT_EQ(m.find('\n'), std::string::npos) << l.name << ": " << what;
+        EXPECT_EQ(m.find('\x1b'), std::string::npos) << l.name << ": " << what;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << l.name << ": " << what << ": not an InputError: " << xstage::bounded_text(e.what(), 300);
+      }
+    }
+  }
 }
 
 // --- the bounded printer ---------------------------------------------------------------------------

@@ -9,7 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -63,6 +67,12 @@ inline constexpr Range kTimeUs{0.0, 1e6, true, true, "us"};  // a duration > 0 a
 inline constexpr Range kSpanUs{0.0, 1e6, false, true, "us"};  // a gap or compute span >= 0 and < 1 s
 inline constexpr Range kBytes{1.0, 1e12, false, false, "bytes"};
 inline constexpr IntRange kProducers{1, 1'000'000};
+inline constexpr Range kTimeMs{0.0, 1e6, true, true, "ms"};     // a measured duration in ms, > 0 and < 1000 s
+inline constexpr IntRange kTileEdge{1, 4096};                   // a tile edge or head dimension (elements)
+inline constexpr IntRange kSeqLen{1, 1 << 26};                  // a sequence length (tokens)
+inline constexpr IntRange kHeads{1, 1 << 16};                   // attention heads per GPU
+inline constexpr IntRange kBursts{1, 1 << 20};                  // output bursts of one kernel
+inline constexpr IntRange kGemmDim{1, 1 << 20};                 // a GEMM dimension (hidden, intermediate)
 }  // namespace ranges
 
 // A JSON number within `r`.
@@ -96,6 +106,47 @@ inline long long json_integer_in(const nlohmann::json& v, std::string_view origi
   return 0;
 }
 
+// A JSON object member that must be present: "<origin>: <where>.<key>: missing" otherwise (and "must
+// be an object" when `obj` is not one). `where` is the object's own field path ("" at the top level).
+inline std::string json_field_path(std::string_view where, std::string_view key) {
+  return where.empty() ? std::string(key) : std::string(where) + "." + std::string(key);
+}
+inline const nlohmann::json& json_member(const nlohmann::json& obj, std::string_view origin, std::string_view where,
+                                         std::string_view key) {
+  if (!obj.is_object())
+    input_fail(origin, where.empty() ? "(top level)" : where, "must be a JSON object, got " + bounded_json(obj));
+  const auto it = obj.find(key);
+  if (it == obj.end()) input_fail(origin, json_field_path(where, key), "missing");
+  return *it;
+}
+// The member or nullptr when absent (`obj` must still be an object).
+inline const nlohmann::json* json_optional_member(const nlohmann::json& obj, std::string_view origin,
+                                                  std::string_view where, std::string_view key) {
+  if (!obj.is_object())
+    input_fail(origin, where.empty() ? "(top level)" : where, "must be a JSON object, got " + bounded_json(obj));
+  const auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+// A JSON string of at most `max_bytes` bytes.
+inline const std::string& json_string_in(const nlohmann::json& v, std::string_view origin, std::string_view field,
+                                         std::size_t max_bytes = 200) {
+  if (!v.is_string()) input_fail(origin, field, "must be a string, got " + bounded_json(v));
+  const auto& s = v.get_ref<const std::string&>();
+  if (s.size() > max_bytes)
+    input_fail(origin, field, "must be at most " + std::to_string(max_bytes) + " bytes, got " + bounded_json(v));
+  return s;
+}
+// A JSON array of at most `max_elements` elements (at least `min_elements`).
+inline const nlohmann::json& json_array_in(const nlohmann::json& v, std::string_view origin, std::string_view field,
+                                           std::size_t max_elements, std::size_t min_elements = 0) {
+  if (!v.is_array()) input_fail(origin, field, "must be an array, got " + bounded_json(v));
+  if (v.size() > max_elements || v.size() < min_elements)
+    input_fail(origin, field,
+               "must have " + std::to_string(min_elements) + ".." + std::to_string(max_elements) + " elements, got " +
+                   std::to_string(v.size()));
+  return v;
+}
+
 // The whole of a regular file, or an InputError naming it (missing, a directory, a device, too large).
 inline std::string read_input_file(const std::string& path, std::string_view kind) {
   namespace fs = std::filesystem;
@@ -106,17 +157,31 @@ inline std::string read_input_file(const std::string& path, std::string_view kin
   if (ec || !fs::exists(st)) throw InputError(shown + ": cannot open " + what + " (no such file)");
   if (fs::is_directory(st)) throw InputError(shown + ": is a directory, not a " + what);
   if (!fs::is_regular_file(st)) throw InputError(shown + ": is not a regular file (a " + what + " must be one)");
-  const std::uintmax_t size = fs::file_size(path, ec);
-  if (ec) throw InputError(shown + ": cannot open " + what);
+  // Opened without blocking and checked again on the descriptor: a path swapped for a FIFO or a device
+  // after the check above is refused instead of blocking the read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw InputError(shown + ": cannot open " + what + " (" + std::strerror(errno) + ")");
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat fst {};
+  if (::fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode))
+    throw InputError(shown + ": is not a regular file (a " + what + " must be one)");
+  const auto size = static_cast<std::uintmax_t>(fst.st_size);
   if (size > kMaxInputFileBytes)
     throw InputError(shown + ": " + std::to_string(size) + " bytes; a " + what + " is at most " +
                      std::to_string(kMaxInputFileBytes) + " bytes");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(shown + ": cannot open " + what);
   std::string text(static_cast<std::size_t>(size), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  if (in.bad()) throw InputError(shown + ": cannot read " + what);
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw InputError(shown + ": cannot read " + what + " (" + std::strerror(errno) + ")");
+    if (n == 0) break;  // the file shrank while read
+    done += static_cast<std::size_t>(n);
+  }
+  text.resize(done);
   return text;
 }
 

@@ -47,5 +47,7 @@ struct ZeroGapLoop {
 };
 // Reads the zero-gap periodic points of an `xstage.calibration_raw/1` file; throws InputError.
 std::vector<ZeroGapLoop> load_zero_gap_loops(const std::string& raw_json_path);
+// The same from the file's text; `origin` names it in errors (the fuzz harnesses call this).
+std::vector<ZeroGapLoop> parse_zero_gap_loops(std::string_view text, const std::string& origin);
 
 }  // namespace xstage::model

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xstage/model/platform.hpp"
@@ -76,6 +77,8 @@ struct TileStallRow {
 };
 // Reads an `xstage.moe_bench` or `xstage.moe_bench_set` file with `trace` entries; throws InputError.
 std::vector<TileStallRow> tile_stall_rows(const std::string& bench_json_path);
+// The same from the file's text; `origin` names it in errors (the fuzz harnesses call this).
+std::vector<TileStallRow> parse_tile_stall_rows(std::string_view text, const std::string& origin);
 nlohmann::json to_json(const std::vector<TileStallRow>& rows);
 
 // Sustained per-SM GEMM rate of the traced kernels, per precision (the platform's gemm_rate_per_sm):
@@ -111,6 +114,8 @@ struct UlyssesRow {
 };
 // Reads an `xstage.ulysses_sweep/1` file; throws InputError.
 std::vector<UlyssesRow> ulysses_rows(const model::Platform& platform, const std::string& sweep_json_path);
+// The same from the file's text; `origin` names it in errors (the fuzz harnesses call this).
+std::vector<UlyssesRow> parse_ulysses_rows(const model::Platform& platform, std::string_view text, const std::string& origin);
 nlohmann::json to_json(const std::vector<UlyssesRow>& rows);
 
 FidelityReport fidelity_report(const model::Platform& platform, const std::vector<model::CalibrationRecord>& records,
