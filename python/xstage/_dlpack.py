@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ctypes
 import math
+import numbers
+from typing import Any
 
 from . import _native
 
@@ -51,8 +53,8 @@ def borrow(obj, name: str, where: str, stream: int | None):
 def _scale_arg(softmax_scale, where: str) -> float:
     if softmax_scale is None:
         return 0.0
-    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
-        raise TypeError(f"{where}: softmax_scale is a {_describe(softmax_scale)}; accepted: a float or None")
+    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
+        raise TypeError(f"{where}: softmax_scale is a {_describe(softmax_scale)}; accepted: a real number or None")
     value = float(softmax_scale)
     if not (value > 0.0 and math.isfinite(value)):
         raise ValueError(f"{where}: softmax_scale {softmax_scale!r}; accepted: a positive finite number or None "

@@ -6,12 +6,15 @@ Imported on first use of `xstage.attention`, so `import xstage` needs no torch.
 
 # No `from __future__ import annotations` here: torch.library infers the op's schema from real annotations.
 import ctypes
+import numbers
 import threading
+from typing import Any
 
 import torch
 
 from . import _native
 from ._dlpack import _describe, _precision_arg, _scale_arg
+from . import ATTENTION_DOC
 
 _WHERE = "xstage.attention"
 _BF16 = torch.bfloat16
@@ -226,6 +229,8 @@ def _check_meta(q, k, v, scale: float, return_lse: bool, precision: int = _BF16_
     for t in (q, k, v):
         if not _is_static(t):
             return
+    if q.is_meta or k.is_meta or v.is_meta:
+        _refuse_meta(q, k, v)
     slots, call, call_address = _slots()
     if precision != _BF16_CODE:
         # The workspace the real call allocates (ERR_UNSUPPORTED: a build without the kernel, whose checks
@@ -284,32 +289,93 @@ def _attention_fake(q, k, v, softmax_scale, return_lse, precision="bf16"):
 
 _is_compiling = torch.compiler.is_compiling
 _Tensor = torch.Tensor
+_is_grad_enabled = torch.is_grad_enabled
+LAYOUTS = ("bshd", "bhsd")
 
 
-def attention(q, k, v, *, softmax_scale=None, return_lse=False, precision="bf16"):
-    """FlashAttention forward (non-causal) on [batch, seq, heads, head_dim] bfloat16 CUDA tensors.
+def _bool_arg(value: Any, name: str) -> bool:
+    if isinstance(value, (bool, numbers.Integral)) and value in (0, 1):
+        return bool(value)
+    raise TypeError(f"{_WHERE}: {name} is a {_describe(value)} ({value!r}); accepted: a bool")
 
-    q [B, Sq, H, D], k and v [B, Skv, H, D] with D in {64, 128}; Sq and Skv independent (cross
-    attention), any B. Returns out [B, Sq, H, D] bfloat16, and with return_lse=True also
-    lse [B, H, Sq] float32 (natural-log log-sum-exp of each query row). Runs on the current CUDA
-    stream of q's device and never synchronizes. Strided views the kernel cannot read are copied
-    (xstage.attention_copy_count() counts them). Forward only: no autograd.
 
-    precision: "bf16" (bf16 matrix products, fp32 accumulation) or "fp8" (D 128 only): a pre-pass on the
-    same stream quantizes q, k and v to 8 bits (docs/attn_fp8.md: the formats and scales), then the
-    matrix products run on 8-bit tensor cores; inputs and output stay bfloat16. "fp8" takes a scratch buffer
-    (xstage.attention_workspace_bytes bytes, about one byte per element of q, k and v) from torch's
-    caching allocator for the duration of each call. Its error is larger than bf16's (docs/attn_fp8.md).
-    """
-    scale = 0.0 if softmax_scale is None else _scale_arg(softmax_scale, _WHERE)
+def _drop_in_args(softmax_scale: Any, scale: Any, causal: Any, is_causal: Any, dropout_p: Any,
+                  layout: Any) -> tuple[Any, bool]:
+    """The softmax scale and whether the layout is [B, H, S, D], after the checks of the other libraries' arguments."""
+    for name, value in (("causal", causal), ("is_causal", is_causal)):
+        if _bool_arg(value, name):
+            raise ValueError(f"{_WHERE}: {name}=True; accepted: False (the kernel is non-causal; for causal attention "
+                             "use torch.nn.functional.scaled_dot_product_attention(..., is_causal=True))")
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
+        raise TypeError(f"{_WHERE}: dropout_p is a {_describe(dropout_p)}; accepted: 0.0")
+    if float(dropout_p) != 0.0:
+        raise ValueError(f"{_WHERE}: dropout_p={dropout_p!r}; accepted: 0.0 (an inference kernel without dropout; "
+                         "for dropout use torch.nn.functional.scaled_dot_product_attention(..., dropout_p=...))")
+    if scale is not None:
+        if softmax_scale is not None and _scale_arg(softmax_scale, _WHERE) != _scale_arg(scale, _WHERE):
+            raise ValueError(f"{_WHERE}: softmax_scale={softmax_scale!r} and scale={scale!r} differ; accepted: one of "
+                             "them (scale is softmax_scale's name in scaled_dot_product_attention)")
+        softmax_scale = scale
+    if layout == "bshd":
+        return softmax_scale, False
+    if layout == "bhsd":
+        return softmax_scale, True
+    if not isinstance(layout, str):
+        raise TypeError(f"{_WHERE}: layout is a {_describe(layout)}; accepted: 'bshd' or 'bhsd'")
+    raise ValueError(f"{_WHERE}: layout {layout!r}; accepted: 'bshd' ([batch, seq, heads, head_dim], the default) or "
+                     "'bhsd' ([batch, heads, seq, head_dim], scaled_dot_product_attention's)")
+
+
+def _refuse_grad(q: Any, k: Any, v: Any) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if isinstance(t, _Tensor) and t.requires_grad:
+            raise ValueError(f"{_WHERE}: {name}.requires_grad=True with grad mode on; accepted: tensors that need no "
+                             "gradient (the kernel is forward only): call it under torch.no_grad() or "
+                             "torch.inference_mode(), or pass .detach()ed tensors; for training use "
+                             "torch.nn.functional.scaled_dot_product_attention")
+
+
+def _refuse_meta(q: Any, k: Any, v: Any) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if isinstance(t, _Tensor) and t.is_meta:
+            raise ValueError(f"{_WHERE}: {name} is a meta tensor (no data, no device); accepted: CUDA tensors (to trace "
+                             "shapes, use fake CUDA tensors: torch.compile, or FakeTensorMode with device='cuda')")
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, softmax_scale: float | None = None,
+              return_lse: bool = False, precision: str = "bf16", layout: str = "bshd", scale: float | None = None,
+              causal: bool = False, is_causal: bool = False, dropout_p: float = 0.0) -> Any:
+    bhsd = False
+    if (scale is not None or causal is not False or is_causal is not False or dropout_p != 0.0
+            or layout != "bshd" or type(dropout_p) not in (float, int)):
+        softmax_scale, bhsd = _drop_in_args(softmax_scale, scale, causal, is_causal, dropout_p, layout)
+        if bhsd:
+            for name, t in (("q", q), ("k", k), ("v", v)):
+                _check_tensor_type(name, t)
+                if t.dim() != 4:
+                    raise ValueError(f"{_WHERE}: {name}: rank {t.dim()} (shape {list(t.shape)}); accepted: 4 "
+                                     "([batch, heads, seq, head_dim] with layout='bhsd')")
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    scale_value = 0.0 if softmax_scale is None else _scale_arg(softmax_scale, _WHERE)
     code = _BF16_CODE if precision == "bf16" else _precision_arg(precision, _WHERE)
     if type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor or _is_compiling():
         _check_tensor_type("q", q)
         _check_tensor_type("k", k)
         _check_tensor_type("v", v)
+        if (q.requires_grad or k.requires_grad or v.requires_grad) and _is_grad_enabled():
+            _refuse_grad(q, k, v)
         # Tensor subclasses and compiled graphs go through the dispatcher; plain eager tensors do not,
         # since the custom-op dispatch costs microseconds per call.
-        out, lse = torch.ops.xstage.attention(q, k, v, scale, bool(return_lse), precision)
-        return (out, lse) if return_lse else out
-    out, lse = _forward(q, k, v, scale, return_lse, code)
+        out, lse = torch.ops.xstage.attention(q, k, v, scale_value, bool(return_lse), precision)
+    else:
+        if (q.requires_grad or k.requires_grad or v.requires_grad) and _is_grad_enabled():
+            _refuse_grad(q, k, v)
+        if q.is_meta or k.is_meta or v.is_meta:
+            _refuse_meta(q, k, v)
+        out, lse = _forward(q, k, v, scale_value, return_lse, code)
+    if bhsd:
+        out = out.transpose(1, 2)
     return (out, lse) if return_lse else out
+
+
+attention.__doc__ = ATTENTION_DOC
