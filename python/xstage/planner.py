@@ -1,9 +1,12 @@
 """The platform model, planner and simulator in Python (CPU only, no GPU needed).
 
 Each function runs the xstage CLI's command in process (the C ABI's xstage_cli_run) with `--json`,
-keyword arguments mapped to flags (``gap_us=2`` is ``--gap-us 2``, ``True`` a bare flag, a list one
+typed keyword arguments mapped to flags (``gap_us=2`` is ``--gap-us 2``, ``True`` a bare flag, a list one
 flag followed by its values), and returns the parsed JSON: by construction the same object that
-``xstage COMMAND ... --json`` prints. Bad arguments raise ValueError with the CLI's one-line message.
+``xstage COMMAND ... --json`` prints. Bad values raise ValueError with the CLI's one-line message, the flags in
+it written as the Python keyword names (``gap_us``, not ``--gap-us``); an unknown keyword raises TypeError.
+Numbers are any ``numbers.Real`` / ``numbers.Integral`` (Python, NumPy); the library runs in the "C" numeric
+locale whatever the host process set (LC_NUMERIC), so ``2.5`` is read and printed as ``2.5``.
 
     >>> import xstage.planner as xp
     >>> xp.model(producers=132, bytes_per_producer=32768, gap_us=2)["action"]
@@ -14,9 +17,13 @@ from __future__ import annotations
 
 import ctypes
 import json
+import locale
 import math
+import numbers
 import os
-from typing import Any, Sequence
+import re
+import threading
+from typing import Any, Sequence, Union
 
 from . import _native
 
@@ -27,7 +34,7 @@ __all__ = ["CliError", "run", "run_json", "load_platform", "model", "plan", "pla
 class CliError(RuntimeError):
     """The command failed for a reason other than bad input (CLI exit code 1 or another non-zero code)."""
 
-    def __init__(self, message: str, code: int, stdout: str, stderr: str):
+    def __init__(self, message: str, code: int, stdout: str, stderr: str) -> None:
         super().__init__(message)
         self.code = code
         self.stdout = stdout
@@ -47,17 +54,37 @@ def _one_line(stderr: str) -> str:
     return lines[-1] if lines else ""
 
 
+PathLike = Union[str, "os.PathLike[str]"]
+Real = Union[float, int, numbers.Real]
+Integral = Union[int, numbers.Integral]
+
+_locale_lock = threading.Lock()
+
+
+def _run_raw(args: Sequence[Any]) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `xstage ARGS...` run in process, in the "C" numeric locale."""
+    lib = _native.lib()
+    encoded = [os.fsencode(str(a)) if not isinstance(a, bytes) else a for a in args]
+    argv = (ctypes.c_char_p * max(1, len(encoded)))(*encoded)
+    out, err = ctypes.c_void_p(), ctypes.c_void_p()
+    with _locale_lock:
+        numeric = locale.setlocale(locale.LC_NUMERIC)
+        if numeric not in ("C", "POSIX"):
+            locale.setlocale(locale.LC_NUMERIC, "C")
+        try:
+            code = lib.xstage_cli_run(len(encoded), argv, ctypes.byref(out), ctypes.byref(err))
+        finally:
+            if numeric not in ("C", "POSIX"):
+                locale.setlocale(locale.LC_NUMERIC, numeric)
+    return code, _take(out), _take(err)
+
+
 def run(*args: str) -> str:
     """Runs `xstage ARGS...` in process and returns its standard output.
 
     Exit code 2 (bad input) raises ValueError with the CLI's message; other failures raise CliError.
     """
-    lib = _native.lib()
-    encoded = [os.fsencode(str(a)) for a in args]
-    argv = (ctypes.c_char_p * max(1, len(encoded)))(*encoded)
-    out, err = ctypes.c_void_p(), ctypes.c_void_p()
-    code = lib.xstage_cli_run(len(encoded), argv, ctypes.byref(out), ctypes.byref(err))
-    stdout, stderr = _take(out), _take(err)
+    code, stdout, stderr = _run_raw(args)
     if code == -1 and not stdout and not stderr:
         raise RuntimeError(f"xstage.planner: {_native.last_error()}")
     if code == 2:
@@ -69,13 +96,20 @@ def run(*args: str) -> str:
 
 
 def _value_text(name: str, value: Any) -> str:
-    if isinstance(value, float):
-        if not math.isfinite(value):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if not math.isfinite(number):
             raise ValueError(f"{name}: {value!r}; accepted: a finite number")
-        return repr(value)  # shortest text that reads back as the same double
+        return repr(number)  # shortest text that reads back as the same double, always with a '.'
     if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return str(value)
+        return os.fspath(value)  # type: ignore[return-value]
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"{name} is a {type(value).__name__} ({value!r}); accepted: a number, a str or a path")
 
 
 def flags(**kwargs: Any) -> list[str]:
@@ -98,16 +132,30 @@ def flags(**kwargs: Any) -> list[str]:
     return result
 
 
+_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
+
+
+def _python_names(message: str, names: Sequence[str]) -> str:
+    """The CLI's message with each flag of `names` written as its keyword name (--gap-us -> gap_us)."""
+    known = set(names)
+    return _FLAG.sub(lambda m: m.group(1).replace("-", "_") if m.group(1).replace("-", "_") in known
+                     else m.group(0), message)
+
+
 def run_json(command: Sequence[str], **kwargs: Any) -> Any:
-    """Runs `xstage COMMAND... FLAGS... --json` and returns the parsed JSON."""
-    text = run(*command, *flags(**kwargs), "--json")
+    """Runs `xstage COMMAND... FLAGS... --json` and returns the parsed JSON. A ValueError names the flags of
+    `kwargs` by their keyword names."""
+    try:
+        text = run(*command, *flags(**kwargs), "--json")
+    except ValueError as e:
+        raise ValueError(_python_names(str(e), list(kwargs))) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise CliError(f"xstage {' '.join(command)}: output is not JSON ({e})", 0, text, "") from e
 
 
-def load_platform(path: str | os.PathLike | None = None) -> dict:
+def load_platform(path: PathLike | None = None) -> dict:
     """The platform (an xstage.platform/1 file, or the embedded default) as the model reads it."""
     lib = _native.lib()
     out = ctypes.c_void_p()
@@ -118,30 +166,65 @@ def load_platform(path: str | os.PathLike | None = None) -> dict:
     return json.loads(text)
 
 
-def model(**kwargs: Any) -> dict:
-    """`xstage model --json`: issue time, period, recovery gap and verdict of one burst shape
-    (producers=, bytes_per_producer=, gap_us=, t_iss0_us=, capacity_bytes=, platform=)."""
-    return run_json(["model"], **kwargs)
+def model(*, producers: Integral, bytes_per_producer: Real, gap_us: Real | None = None, t_iss0_us: Real | None = None,
+          capacity_bytes: Real | None = None, platform: PathLike | None = None) -> dict:
+    """`xstage model --json`: issue time, period, recovery gap and verdict of one burst shape: `producers` K
+    aligned producers each storing `bytes_per_producer` B bytes, `gap_us` G producer-side gap between bursts;
+    `t_iss0_us` overrides the platform's T_iss0, `capacity_bytes` its Q; `platform` an xstage.platform/1 file."""
+    return run_json(["model"], producers=producers, bytes_per_producer=bytes_per_producer, gap_us=gap_us,
+                    t_iss0_us=t_iss0_us, capacity_bytes=capacity_bytes, platform=platform)
 
 
-def plan(**kwargs: Any) -> Any:
-    """`xstage plan --json`: the design test of the built-in DiT attention and MoE workloads."""
-    return run_json(["plan"], **kwargs)
+def plan(*, producers: Integral | None = None, platform: PathLike | None = None) -> Any:
+    """`xstage plan --json`: the design test of the built-in DiT attention and MoE workloads (`producers`: K,
+    default the platform's largest measured K)."""
+    return run_json(["plan"], producers=producers, platform=platform)
 
 
-def plan_attn(**kwargs: Any) -> Any:
-    """`xstage plan attn --json`: the attention epilogue All-to-All audit (producers=, block_m=,
-    head_dim=, block_n=, sigma_us=, seq=[...], heads_per_gpu=, batch=, platform=, ...)."""
-    return run_json(["plan", "attn"], **kwargs)
+def plan_attn(*, producers: Integral | None = None, block_m: Integral | None = None,
+              head_dim: Integral | None = None, block_n: Integral | None = None, out_bytes: Integral | None = None,
+              sigma_us: Real | None = None, qk_cover_us: Real | None = None, latency_us: Real | None = None,
+              cover_us: Real | None = None, seq: Sequence[Integral] | None = None,
+              heads_per_gpu: Integral | None = None, batch: Integral | None = None,
+              platform: PathLike | None = None) -> Any:
+    """`xstage plan attn --json`: the attention epilogue All-to-All audit (None: the CLI's default; `xstage plan
+    attn --help` describes each: block_m b_m, head_dim d, block_n b_n, sigma_us, seq a list of lengths, ...)."""
+    return run_json(["plan", "attn"], producers=producers, block_m=block_m, head_dim=head_dim, block_n=block_n,
+                    out_bytes=out_bytes, sigma_us=sigma_us, qk_cover_us=qk_cover_us, latency_us=latency_us,
+                    cover_us=cover_us, seq=seq, heads_per_gpu=heads_per_gpu, batch=batch, platform=platform)
 
 
-def plan_moe(**kwargs: Any) -> Any:
-    """`xstage plan moe --json`: the MoE Combine audit (shape=, tile_bytes=, t_l1_us=, t_l2_us=, n1=,
-    n2=, h_inter=, simulate=True, routing=, ranks=, tokens=, platform=, ...)."""
-    return run_json(["plan", "moe"], **kwargs)
+def plan_moe(*, kernel: PathLike | None = None, shape: str | None = None, hidden: Integral | None = None,
+             h_inter: Integral | None = None, experts: Integral | None = None, top_k: Integral | None = None,
+             precision: str | None = None, sm_tflops: Real | None = None, t_l1_us: Real | None = None,
+             t_l2_us: Real | None = None, block_m: Integral | None = None, block_n: Integral | None = None,
+             out_bytes: Integral | None = None, staging_us: Real | None = None, tile_bytes: Real | None = None,
+             n1: Real | None = None, n2: Real | None = None, simulate: bool = False, ranks: Integral | None = None,
+             tokens: Integral | None = None, routing: PathLike | None = None, zipf_s: Real | None = None,
+             lead_rows: Integral | None = None, experts_per_wave: Integral | None = None,
+             combine: str | None = None, cover_slots: Integral | None = None, trace: PathLike | None = None,
+             force: bool = False, producers: Integral | None = None, platform: PathLike | None = None) -> Any:
+    """`xstage plan moe --json`: the MoE Combine audit of a kernel description (`kernel`: a built-in name or an
+    xstage.kernel/1 file; `shape` a built-in by name) or of the tile-level form (tile_bytes, n1, n2, ...);
+    `simulate=True` simulates both tile orders for one routing (ranks, tokens, routing "balanced", "skewed" or a
+    file). None: the CLI's default; `xstage plan moe --help` describes each."""
+    return run_json(["plan", "moe"], kernel=kernel, shape=shape, hidden=hidden, h_inter=h_inter, experts=experts,
+                    top_k=top_k, precision=precision, sm_tflops=sm_tflops, t_l1_us=t_l1_us, t_l2_us=t_l2_us,
+                    block_m=block_m, block_n=block_n, out_bytes=out_bytes, staging_us=staging_us,
+                    tile_bytes=tile_bytes, n1=n1, n2=n2, simulate=simulate, ranks=ranks, tokens=tokens,
+                    routing=routing, zipf_s=zipf_s, lead_rows=lead_rows, experts_per_wave=experts_per_wave,
+                    combine=combine, cover_slots=cover_slots, trace=trace, force=force, producers=producers,
+                    platform=platform)
 
 
-def simulate(**kwargs: Any) -> Any:
-    """`xstage simulate --json`: event simulation of periodic bursts (producers=, bytes_per_producer=,
-    gap_us=, bursts=, completion_coupled=True, ...) or of a schedule file (schedule=PATH)."""
-    return run_json(["simulate"], **kwargs)
+def simulate(*, producers: Integral | None = None, bytes_per_producer: Real | None = None,
+             gap_us: Real | None = None, bursts: Integral | None = None, t_iss0_us: Real | None = None,
+             capacity_bytes: Real | None = None, completion_coupled: bool = False, latency_us: Real | None = None,
+             per_burst: bool = False, schedule: PathLike | None = None, trace: PathLike | None = None,
+             force: bool = False, platform: PathLike | None = None) -> Any:
+    """`xstage simulate --json`: event simulation of periodic bursts (producers, bytes_per_producer, gap_us,
+    bursts, completion_coupled=True, ...) or of a schedule file (`schedule`, exclusive with the burst shape)."""
+    return run_json(["simulate"], producers=producers, bytes_per_producer=bytes_per_producer, gap_us=gap_us,
+                    bursts=bursts, t_iss0_us=t_iss0_us, capacity_bytes=capacity_bytes,
+                    completion_coupled=completion_coupled, latency_us=latency_us, per_burst=per_burst,
+                    schedule=schedule, trace=trace, force=force, platform=platform)

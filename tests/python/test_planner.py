@@ -72,18 +72,90 @@ def test_flags_mapping():
     (dict(producers=148, bytes_per_producer=32768, gap_us=2, platform="/nonexistent/platform.json"),
      ["model", "--producers", "148", "--bytes-per-producer", "32768", "--gap-us", "2", "--platform",
       "/nonexistent/platform.json"]),
-    (dict(producers=148, bytes_per_producer=32768, gap_us=2, no_such_flag=1),
-     ["model", "--producers", "148", "--bytes-per-producer", "32768", "--gap-us", "2", "--no-such-flag", "1"]),
 ])
-def test_bad_arguments_raise_the_cli_message(cli, kwargs, args):
+def test_bad_arguments_raise_the_cli_message_in_python_names(cli, kwargs, args):
     expected = cli_error(cli, *args)
+    for name in kwargs:
+        expected = expected.replace("--" + name.replace("_", "-"), name)
     with pytest.raises(ValueError) as info:
         xp.model(**kwargs)
     assert str(info.value) == expected
+    assert "--" not in str(info.value)
+
+
+def test_keyword_typo_is_a_type_error_naming_it():
+    with pytest.raises(TypeError, match="no_such_flag"):
+        xp.model(producers=148, bytes_per_producer=32768, gap_us=2, no_such_flag=1)
+    with pytest.raises(TypeError, match="gap_uss"):
+        xp.simulate(producers=148, bytes_per_producer=32768, gap_uss=2)
+
+
+def test_missing_required_keyword_named_in_python():
+    with pytest.raises(ValueError, match="^xstage: error: producers is required") as info:
+        xp.run_json(["model"], producers=None, bytes_per_producer=1)
+    assert "--producers" not in str(info.value)
+
+
+def test_numpy_numbers_are_accepted():
+    np = pytest.importorskip("numpy")
+    ref = xp.model(producers=132, bytes_per_producer=32768, gap_us=2.5)
+    assert xp.model(producers=np.int64(132), bytes_per_producer=np.float64(32768), gap_us=np.float64(2.5)) == ref
+    assert xp.model(producers=np.int32(132), bytes_per_producer=np.float32(32768), gap_us=np.float32(2.5)) == ref
+    assert xp.flags(gap_us=np.float64(0.1), seq=[np.int64(4096)]) == ["--gap-us", "0.1", "--seq", "4096"]
+    with pytest.raises(TypeError, match="gap_us is a dict"):
+        xp.model(producers=1, bytes_per_producer=1, gap_us={})
+
+
+def _comma_locale():
+    import locale
+    import os
+    import subprocess
+    for name in ("de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8"):
+        try:
+            locale.setlocale(locale.LC_NUMERIC, name)
+            return name, None
+        except locale.Error:
+            pass
+    # A private copy of de_DE (glibc's localedef), where the system has none installed.
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"xstage-locale-{os.getuid()}")
+    try:
+        os.makedirs(path, exist_ok=True)
+        subprocess.run(["localedef", "-i", "de_DE", "-f", "UTF-8", os.path.join(path, "de_DE.UTF-8")],
+                       capture_output=True, timeout=120, check=False)
+    except OSError:
+        return None, None
+    if os.path.isdir(os.path.join(path, "de_DE.UTF-8")):
+        return "de_DE.UTF-8", path
+    return None, None
+
+
+def test_comma_decimal_locale_of_the_host_changes_nothing():
+    """The host process sets LC_NUMERIC to a comma-decimal locale: fractional arguments are still read, the text
+    and JSON still use '.', and the host's locale is left as it was."""
+    import subprocess
+    import sys
+    import os
+    name, locpath = _comma_locale()
+    if name is None:
+        pytest.skip("no comma-decimal locale (de_DE) available or buildable here")
+    code = ("import locale, json, xstage.planner as xp\n"
+            f"locale.setlocale(locale.LC_NUMERIC, {name!r})\n"
+            "assert locale.localeconv()['decimal_point'] == ','\n"
+            "r = xp.model(producers=132, bytes_per_producer=32768, gap_us=2.5)\n"
+            "text = xp.run('model', '--producers', '132', '--bytes-per-producer', '32768', '--gap-us', '2.5')\n"
+            "print(json.dumps(r['inputs'] if 'inputs' in r else r)[:2000])\n"
+            "print('R = 375,8' in text, '0,579' in text, locale.localeconv()['decimal_point'])\n")
+    env = dict(os.environ)
+    if locpath:
+        env["LOCPATH"] = locpath
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "False False ,"
 
 
 def test_bad_plan_moe_shape(cli):
-    expected = cli_error(cli, "plan", "moe", "--shape", "no-such-model")
+    expected = cli_error(cli, "plan", "moe", "--shape", "no-such-model").replace("--kernel", "kernel")
     with pytest.raises(ValueError) as info:
         xp.plan_moe(shape="no-such-model")
     assert str(info.value) == expected
