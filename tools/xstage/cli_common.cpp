@@ -10,10 +10,17 @@
 #include <sstream>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
+#include <mutex>
+#include <optional>
+
 #include "cli_version.hpp"
+#include "xstage/model/bounded_text.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/testing/bench_host.hpp"
@@ -140,8 +147,13 @@ CLI::Option* add_platform_option(CLI::App* cmd, std::string& path) {
 CLI::Option* add_json_option(CLI::App* cmd, bool& json, const std::string& what) {
   return cmd->add_flag("--json", json, what);
 }
+const CLI::Validator kOutputPath(
+    [](std::string& v) { return v.empty() ? std::string("empty path (give a file name)") : std::string(); }, "PATH");
+
 CLI::Option* add_out_option(CLI::App* cmd, std::string& path, const std::string& what) {
-  return cmd->add_option("--out", path, what + " (refused if it exists, unless --force)");
+  // An empty value is refused here: commands test `out.empty()` for "no --out", so `--out ''` would
+  // otherwise write nothing and succeed.
+  return cmd->add_option("--out", path, what + " (refused if it exists, unless --force)")->check(kOutputPath);
 }
 CLI::Option* add_force_option(CLI::App* cmd, bool& force, const std::string& what) {
   return cmd->add_flag("--force", force, what);
@@ -249,21 +261,109 @@ std::string fmt_num(double x, int decimals) {
 std::string fmt_us(double seconds, int decimals) { return fmt_num(units::s_to_us(seconds), decimals); }
 std::string fmt_mib(double bytes, int decimals) { return fmt_num(units::bytes_to_mib(bytes), decimals); }
 
+namespace {
+
+// Temporary output files being written, removed by the SIGINT/SIGTERM handler (async-signal-safe:
+// fixed slots of fixed-size paths, unlink only). Installed only in the xstage binary (interactive()),
+// never over the handlers of a host process such as Python's.
+constexpr int kTempSlots = 16;
+constexpr std::size_t kTempPathBytes = 4096;
+char g_temp_paths[kTempSlots][kTempPathBytes];
+std::atomic<int> g_temp_used[kTempSlots];  // 0 free, 1 being filled, 2 holds a path
+
+extern "C" void remove_temps_and_reraise(int sig) {
+  for (int i = 0; i < kTempSlots; ++i)
+    if (g_temp_used[i].load() == 2) ::unlink(g_temp_paths[i]);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void install_temp_cleanup() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;  // ignored or taken: left alone
+      struct sigaction sa {};
+      sa.sa_handler = remove_temps_and_reraise;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+// Holds a temporary path in a cleanup slot for its lifetime (no slot: the temporary is still removed
+// on every normal and error exit, only not on a signal).
+class TempSlot {
+ public:
+  explicit TempSlot(const std::string& path) {
+    if (path.size() >= kTempPathBytes) return;
+    for (int i = 0; i < kTempSlots; ++i) {
+      int expected = 0;
+      if (!g_temp_used[i].compare_exchange_strong(expected, 1)) continue;
+      std::memcpy(g_temp_paths[i], path.c_str(), path.size() + 1);
+      g_temp_used[i].store(2);
+      slot_ = i;
+      return;
+    }
+  }
+  ~TempSlot() {
+    if (slot_ >= 0) g_temp_used[slot_].store(0);
+  }
+  TempSlot(const TempSlot&) = delete;
+  TempSlot& operator=(const TempSlot&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+
+// The process umask, read without changing it (/proc), or by setting and restoring it.
+mode_t current_umask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
+  const mode_t m = ::umask(022);
+  ::umask(m);
+  return m;
+}
+
+std::string shown_path(const std::string& option, const std::string& path) {
+  return option + " " + bounded_text(path, 240);
+}
+
+// Refuses a target that is not absent and not a regular file: a symlink (also a dangling one), a FIFO,
+// a device, a socket, a folder. Replacing one would write through it or turn it into a regular file.
+void refuse_non_regular_target(const std::string& option, const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;  // absent
+  const std::string shown = shown_path(option, path);
+  if (S_ISLNK(st.st_mode)) throw InputError(shown + ": is a symbolic link; refusing to replace it (give the real path)");
+  if (S_ISDIR(st.st_mode)) throw InputError(shown + ": is a folder");
+  if (!S_ISREG(st.st_mode))
+    throw InputError(shown + ": is not a regular file (a device, FIFO or socket); refusing to replace it");
+}
+
+}  // namespace
+
 void check_output_path(const std::string& option, const std::string& path, bool force,
                        const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   if (path.empty()) throw InputError(option + ": empty path");
+  const std::string shown = shown_path(option, path);
   const fs::path target(path);
   const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(folder, ec))
-    throw InputError(option + " " + path + ": folder " + folder.string() + " does not exist");
-  if (fs::is_directory(target, ec)) throw InputError(option + " " + path + ": is a folder");
-  if (fs::exists(target, ec)) {
+    throw InputError(shown + ": folder " + bounded_text(folder.string(), 240) + " does not exist");
+  if (fs::is_directory(target, ec)) throw InputError(shown + ": is a folder");
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
     for (const std::string& in : inputs)
       if (!in.empty() && fs::exists(in, ec) && fs::equivalent(in, target, ec))
-        throw InputError(option + " " + path + ": is also an input of this command (" + in + ")");
-    if (!force) throw InputError(option + " " + path + ": already exists (pass --force to replace it)");
+        throw InputError(shown + ": is also an input of this command (" + bounded_text(in, 240) + ")");
+    if (!force) throw InputError(shown + ": already exists (pass --force to replace it)");
+    refuse_non_regular_target(option, path);
   }
 }
 
@@ -271,33 +371,63 @@ void write_file_atomically(const std::string& path, const std::string& text, boo
                            const std::vector<std::string>& inputs, const std::string& option) {
   namespace fs = std::filesystem;
   check_output_path(option, path, force, inputs);
+  const std::string shown = shown_path(option, path);
   const fs::path target(path);
   const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmp = (folder / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  if (interactive()) install_temp_cleanup();
+  // The slot is claimed before the file exists, so a signal at any point finds it.
+  std::optional<TempSlot> slot;
+  slot.emplace(tmp);
   const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) throw InputError(option + " " + path + ": cannot create a file in " + folder.string());
-  // From here every exit removes the temporary unless the rename consumed it.
-  bool closed = false, renamed = false;
+  if (fd < 0) throw InputError(shown + ": cannot create a file in " + bounded_text(folder.string(), 240) + " (" +
+                               std::strerror(errno) + ")");
+  slot.reset();
+  slot.emplace(tmp);  // the name mkstemp chose
+  // From here every exit removes the temporary unless it became the output.
+  bool closed = false, placed = false;
   try {
     std::size_t done = 0;
     while (done < text.size()) {
       const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
       if (n < 0) {
         if (errno == EINTR) continue;
-        throw InputError(option + " " + path + ": write failed (" + std::strerror(errno) + ")");
+        throw InputError(shown + ": write failed (" + std::strerror(errno) + ")");
       }
       done += static_cast<std::size_t>(n);
     }
-    const bool mode_ok = ::fchmod(fd, 0644) == 0;
+    // mkstemp creates 0600; the output gets what a plain create would: 0666 less the umask.
+    const bool mode_ok = ::fchmod(fd, 0666 & ~current_umask()) == 0;
+    const bool synced = ::fsync(fd) == 0 || errno == EINVAL;
     closed = true;
-    if (::close(fd) != 0 || !mode_ok)
-      throw InputError(option + " " + path + ": write failed (" + std::strerror(errno) + ")");
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      throw InputError(option + " " + path + ": cannot replace (" + std::strerror(errno) + ")");
-    renamed = true;
+    if (::close(fd) != 0 || !mode_ok || !synced) throw InputError(shown + ": write failed (" + std::strerror(errno) + ")");
+    if (!force) {
+      // Create without replacing, atomically: link() fails with EEXIST if anything (a file, a dangling
+      // symlink, a concurrent writer's output) took the name since the check.
+      // renameat2(RENAME_NOREPLACE) where the file system has it, else link() and unlink.
+      bool linked = false;
+      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+        if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
+          if (errno == EEXIST) throw InputError(shown + ": already exists (pass --force to replace it)");
+          throw InputError(shown + ": cannot create (" + std::strerror(errno) + ")");
+        }
+        if (::link(tmp.c_str(), path.c_str()) != 0) {
+          if (errno == EEXIST) throw InputError(shown + ": already exists (pass --force to replace it)");
+          throw InputError(shown + ": cannot create (" + std::strerror(errno) + ")");
+        }
+        linked = true;
+      }
+      placed = true;
+      if (linked) ::unlink(tmp.c_str());
+    } else {
+      refuse_non_regular_target(option, path);  // again, just before the rename
+      if (std::rename(tmp.c_str(), path.c_str()) != 0)
+        throw InputError(shown + ": cannot replace (" + std::strerror(errno) + ")");
+      placed = true;
+    }
   } catch (...) {
     if (!closed) ::close(fd);
-    if (!renamed) ::unlink(tmp.c_str());
+    if (!placed) ::unlink(tmp.c_str());
     throw;
   }
 }

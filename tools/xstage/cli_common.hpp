@@ -52,6 +52,8 @@ struct CommandExit {
 CLI::Option* add_platform_option(CLI::App* cmd, std::string& path);
 CLI::Option* add_json_option(CLI::App* cmd, bool& json, const std::string& what = "One JSON object on stdout");
 CLI::Option* add_out_option(CLI::App* cmd, std::string& path, const std::string& what);
+// Every option naming an output file refuses an empty value (commands read "" as "not given").
+extern const CLI::Validator kOutputPath;
 CLI::Option* add_force_option(CLI::App* cmd, bool& force, const std::string& what = "Replace --out if it exists");
 // --seed N (decimal, >= 0; -1, the default: a fresh seed each run).
 CLI::Option* add_seed_option(CLI::App* cmd, long long& seed, const std::string& what);

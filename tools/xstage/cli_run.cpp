@@ -1,6 +1,9 @@
 #include "cli_run.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <sstream>
@@ -89,7 +92,18 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     err << "xstage: failed: unknown error\n";
     code = 1;
   }
+  // Output that could not be written (a full disk, a closed pipe, /dev/full) is a failure, never a
+  // success: the stream's state and, for the process's own stdout, stdio's.
+  errno = 0;
   out.flush();
+  bool out_failed = !out;
+  if (interactive) out_failed = (std::fflush(stdout) != 0 || std::ferror(stdout)) || out_failed;
+  if (out_failed) {
+    const int saved = errno;
+    err << "xstage: error: cannot write the output to stdout" << (saved ? std::string(" (") + std::strerror(saved) + ")" : "")
+        << "\n";
+    if (code == 0) code = 1;
+  }
   err.flush();
   return code;
 }

@@ -82,7 +82,8 @@ void add_moe(CLI::App& root) {
   b->add_option("--trace-iters", o->trace_iters, "Instrumented runs per variant")->check(cli::kPositive);
   b->add_option("--trace-dump", o->trace_dump,
                 "With --trace: write the per-tile timelines of the first CTAs of every rank (last traced run of each "
-                "variant) to this JSON file (bench/moe/plot_moe_timeline.py plots them)");
+                "variant) to this JSON file (bench/moe/plot_moe_timeline.py plots them)")
+      ->check(cli::kOutputPath);
   b->add_option("--trace-dump-ctas", o->trace_dump_ctas, "CTAs per rank in --trace-dump")->check(cli::kPositive);
   b->add_option("--gemm", o->gemm, "grouped (cublasGemmGroupedBatchedEx) or loop (cublasGemmEx per expert block)")
       ->check(CLI::IsMember({"grouped", "loop"}));

@@ -113,7 +113,8 @@ void add_plan(CLI::App& root) {
                 "double-buffered, eq. 15)")
       ->check(in_range(1, 16));
   m->add_option("--trace", moe->trace,
-                "with --simulate: write both orders' simulated timelines as a Chrome trace (Perfetto, chrome://tracing)");
+                "with --simulate: write both orders' simulated timelines as a Chrome trace (Perfetto, chrome://tracing)")
+      ->check(kOutputPath);
   m->add_flag("--force", moe->force, "with --trace: replace an existing file");
   m->callback([moe, moe_common, m] {
     if (m->count("--kernel") && m->count("--shape"))
