@@ -1,9 +1,12 @@
 """Loader of libxstage_capi.so (the C ABI, include/xstage/c_api.h) through ctypes.
 
-The library is plain C, so one wheel serves every Python 3 version. It links NCCL and cuBLAS as shared
-libraries that the process provides: the copies in the nvidia-nccl / nvidia-cublas wheels (those torch
-installs) are loaded first when present, so that the library runs against the NCCL version it was
-compiled with rather than an older system copy; otherwise the dynamic loader's search path is used.
+The library is plain C, so one wheel serves every Python 3 version. The CUDA runtime is linked into it statically
+(it needs only the driver, libcuda.so.1, r580 or later for CUDA 13.0); NCCL and cuBLAS are shared libraries that
+the process provides: the copies in the nvidia-nccl-cu13 / nvidia-cublas wheels (the wheel's dependencies, the same
+ones torch's CUDA 13 wheels install) are loaded first when present, so that xstage and torch share one NCCL and
+the library runs against the NCCL version it was compiled with rather than an older system copy; otherwise the
+dynamic loader's search path is used. After loading, the NCCL found is checked against the one the library was
+built with (same major version, minor at least the build's): an older one raises XstageLoadError naming both.
 """
 
 from __future__ import annotations
@@ -214,8 +217,55 @@ def lib() -> ctypes.CDLL:
         version = loaded.xstage_c_api_version()
         if version != C_API_VERSION:
             raise XstageLoadError(f"xstage: {path} has C API version {version}, this package expects {C_API_VERSION}")
+        check_nccl(loaded.xstage_build_info().decode("utf-8", "replace"))
         _lib = loaded
         return _lib
+
+
+def _loaded_path(soname_prefix: str) -> str:
+    """Where the process loaded a shared library from (its first mapping in /proc/self/maps), or ''."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rsplit(" ", 1)[-1].strip()
+                if os.path.basename(path).startswith(soname_prefix):
+                    return path
+    except OSError:
+        pass
+    return ""
+
+
+def nccl_version() -> tuple[int, int, int] | None:
+    """(major, minor, patch) of the NCCL the process has loaded (ncclGetVersion), None if none is loaded."""
+    try:
+        nccl = ctypes.CDLL("libnccl.so.2", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    except OSError:
+        return None
+    code = ctypes.c_int()
+    if nccl.ncclGetVersion(ctypes.byref(code)) != 0:
+        return None
+    v = code.value  # NCCL_VERSION(X, Y, Z): X * 10000 + Y * 100 + Z from 2.9 on
+    return (v // 10000, (v // 100) % 100, v % 100)
+
+
+def check_nccl(build_info_text: str) -> None:
+    """Raises XstageLoadError if the loaded NCCL is older than (or of another major version than) the build's,
+    as build_info_text's "NCCL: X.Y.Z" line states; a build without NCCL, or no NCCL loaded, passes."""
+    built = None
+    for line in build_info_text.splitlines():
+        if line.startswith("NCCL:"):
+            parts = line.split(":", 1)[1].strip().split(".")
+            if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+                built = (int(parts[0]), int(parts[1]))
+    found = nccl_version()
+    if built is None or found is None:
+        return
+    if found[0] != built[0] or found[1] < built[1]:
+        where = _loaded_path("libnccl.so") or "the dynamic loader's search path"
+        raise XstageLoadError(
+            f"xstage: NCCL {found[0]}.{found[1]}.{found[2]} loaded from {where}, but xstage was built with NCCL "
+            f"{built[0]}.{built[1]}: install a matching one (pip install 'nvidia-nccl-cu13>={built[0]}.{built[1]}', "
+            f"which xstage loads before the system's) or put a newer libnccl.so.2 on LD_LIBRARY_PATH")
 
 
 def last_error() -> str:
