@@ -147,7 +147,7 @@ GemmRate Platform::gemm_rate_at(std::string_view precision) const {
   if (precision != "bf16" && precision != "fp8")
     throw InputError("precision: must be bf16 or fp8, got \"" + std::string(precision) + "\"");
   for (const auto& g : gemm_rate_per_sm)
-    if (g.precision == precision) return {g.flop_per_s_per_sm, "measured"};
+    if (g.precision == precision) return {g.flop_per_s_per_sm, g.source};
   return {precision == "bf16" ? kDatasheetSmFlopPerS : kDatasheetFp8SmFlopPerS, "datasheet"};
 }
 
@@ -242,11 +242,16 @@ Platform platform_from_json(const json& j, std::string_view origin) {
       const std::string where = "gemm_rate_per_sm[" + std::to_string(i) + "]";
       const json& e = (*it)[i];
       if (!e.is_object()) fail(origin, where, "must be an object, got " + show(e));
-      reject_unknown_keys(e, {"precision", "tflops_per_sm", "provenance"}, origin, where);
+      reject_unknown_keys(e, {"precision", "tflops_per_sm", "source", "provenance"}, origin, where);
       const json& prec = require(e, "precision", origin, where + ".precision");
       if (!prec.is_string() || (prec.get<std::string>() != "bf16" && prec.get<std::string>() != "fp8"))
         fail(origin, where + ".precision", "must be \"bf16\" or \"fp8\", got " + show(prec));
       GemmRatePoint g{prec.get<std::string>(), 1e12 * number(e, "tflops_per_sm", origin, where + ".tflops_per_sm", kTflopsPerSm)};
+      const json& src = require(e, "source", origin, where + ".source");
+      if (!src.is_string() || (src.get<std::string>() != "measured" && src.get<std::string>() != "derived" &&
+                               src.get<std::string>() != "datasheet"))
+        fail(origin, where + ".source", "must be \"measured\", \"derived\" or \"datasheet\", got " + show(src));
+      g.source = src.get<std::string>();
       if (auto pv = e.find("provenance"); pv != e.end()) {
         if (!pv->is_object()) fail(origin, where + ".provenance", "must be an object, got " + show(*pv));
         g.provenance = *pv;
@@ -297,7 +302,7 @@ json platform_to_json(const Platform& p) {
     j["gemm_rate_per_sm"] = json::array();
     for (const auto& g : p.gemm_rate_per_sm)
       j["gemm_rate_per_sm"].push_back({{"precision", g.precision}, {"tflops_per_sm", g.flop_per_s_per_sm / 1e12},
-                                       {"provenance", g.provenance}});
+                                       {"source", g.source}, {"provenance", g.provenance}});
   }
   j["provenance"] = p.provenance;
   return j;

@@ -3,10 +3,13 @@
 // the measured kernels, and no verdict contradicts the stall printed beside it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "cli_runner.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/kernel_description.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/sim/design_check.hpp"
@@ -37,7 +40,7 @@ TEST(PlanGemmRate, CommittedRatesAreTheFitOfTheCommittedTraces) {
   ASSERT_EQ(fits.size(), 2u);
   for (const auto& f : fits) {
     const model::GemmRate g = p.gemm_rate_at(f.precision);
-    EXPECT_STREQ(g.source, "measured") << f.precision;
+    EXPECT_EQ(g.source, "measured") << f.precision;
     EXPECT_NEAR(g.flop_per_s_per_sm / f.flop_per_s_per_sm, 1.0, 1e-9) << f.precision;
   }
   // bf16: 12 traced schedules (3 shapes, both orders), 4.0-6.4 TFLOP/s per SM; FP8: qwen3, 5.8-6.1.
@@ -51,14 +54,55 @@ TEST(PlanGemmRate, CommittedRatesAreTheFitOfTheCommittedTraces) {
 }
 
 TEST(PlanGemmRate, DatasheetIsTheStatedFallback) {
+  // The paper's platform states an FP8 rate (derived from Table 2) and no bf16 rate.
   const model::Platform paper = model::load_platform_file(src("platforms/paper_8gpu_148sm.json"));
-  EXPECT_STREQ(paper.gemm_rate_at("bf16").source, "datasheet");
+  EXPECT_EQ(paper.gemm_rate_at("bf16").source, "datasheet");
   EXPECT_DOUBLE_EQ(paper.gemm_rate_at("bf16").flop_per_s_per_sm, model::kDatasheetSmFlopPerS);
-  EXPECT_DOUBLE_EQ(paper.gemm_rate_at("fp8").flop_per_s_per_sm, 2.0 * model::kDatasheetSmFlopPerS);
+  EXPECT_EQ(paper.gemm_rate_at("fp8").source, "derived");
   EXPECT_THROW(paper.gemm_rate_at("fp16"), InputError);
   const xstage::test::CliRun r = xstage::test::run_cli("plan --json --platform " + src("platforms/paper_8gpu_148sm.json"));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["gemm_rate_per_sm"]["fp8"]["source"], "datasheet");
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["gemm_rate_per_sm"]["bf16"]["source"], "datasheet");
+  EXPECT_EQ(j["gemm_rate_per_sm"]["fp8"]["source"], "derived");
+}
+
+TEST(PlanGemmRate, PaperPlatformFp8RateIsTheMedianOfTable2Mainloops) {
+  // The derived rate is recomputed from the paper kernels' description files (dimensions, tiles, Table 2's
+  // mainloops): the median of 2 * block_m * block_n * K / T over the 14 mainloops.
+  std::vector<double> rates;
+  for (const std::string& name : model::builtin_kernel_names_in("paper")) {
+    const model::KernelSource ks = model::kernel_source(name);
+    const model::MoeKernel k = model::moe_kernel_from_json(ks.json, ks.origin);
+    ASSERT_TRUE(k.mainloops_given()) << name;
+    const double tile = 2.0 * k.block_m * k.block_n;
+    rates.push_back(tile * k.hidden / (k.t_l1_us * 1e-6));
+    rates.push_back(tile * k.h_inter / (k.t_l2_us * 1e-6));
+  }
+  ASSERT_EQ(rates.size(), 14u);
+  std::sort(rates.begin(), rates.end());
+  const double median = 0.5 * (rates[6] + rates[7]);
+  const model::Platform paper = model::load_platform_file(src("platforms/paper_8gpu_148sm.json"));
+  EXPECT_NEAR(paper.gemm_rate_at("fp8").flop_per_s_per_sm / median, 1.0, 1e-9);
+}
+
+TEST(PlanGemmRate, RateSourceIsRequiredAndNamed) {
+  auto j = nlohmann::json::parse(R"({"schema": "xstage.platform/1", "name": "t", "drain_rate_gbps": 400,
+    "issue_floor": [{"producers": 132, "bytes_per_producer": 32768, "t_iss0_us": 1.0}],
+    "capacity": [{"producers": 132, "bytes": 2000000}],
+    "gemm_rate_per_sm": [{"precision": "fp8", "tflops_per_sm": 6.0, "source": "measured"}]})");
+  EXPECT_EQ(model::platform_from_json(j, "t.json").gemm_rate_at("fp8").source, "measured");
+  for (const char* bad : {"guess", ""}) {
+    j["gemm_rate_per_sm"][0]["source"] = bad;
+    try {
+      model::platform_from_json(j, "t.json");
+      ADD_FAILURE() << "source \"" << bad << "\" accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("gemm_rate_per_sm[0].source"), std::string::npos) << e.what();
+    }
+  }
+  j["gemm_rate_per_sm"][0].erase("source");
+  EXPECT_THROW(model::platform_from_json(j, "t.json"), InputError);
 }
 
 // Bad gemm_rate_per_sm and local_drain_rate_gbps fields: Fidelity.OptionalPlatformFieldsAreRangeChecked.

@@ -44,6 +44,9 @@ struct DrainRatePoint {
 struct GemmRatePoint {
   std::string precision;  // "bf16" or "fp8"
   double flop_per_s_per_sm;
+  // How the rate was obtained: "measured" (timed by xstage on this platform), "derived" (computed from a named
+  // table of published times; the provenance names it) or "datasheet" (a vendor's peak figure).
+  std::string source = "measured";
   nlohmann::json provenance = nlohmann::json::object();
 };
 // The datasheet fallback where a platform states no measured rate: the H100/H200 SXM dense Tensor Core
@@ -52,7 +55,7 @@ inline constexpr double kDatasheetSmFlopPerS = 989.4e12 / 132.0;
 inline constexpr double kDatasheetFp8SmFlopPerS = 2.0 * kDatasheetSmFlopPerS;
 struct GemmRate {
   double flop_per_s_per_sm;
-  const char* source;  // "measured" (the platform's table) or "datasheet"
+  std::string source;  // the platform entry's source ("measured", "derived", "datasheet"), else "datasheet"
 };
 
 // How a T_iss0 or Q value was obtained from the measured points.
