@@ -7,6 +7,7 @@ The torch layer (xstage.distributed) builds on these; nothing here imports torch
 from __future__ import annotations
 
 import ctypes
+from typing import Any, Sequence
 
 from . import _dlpack, _native
 
@@ -89,7 +90,7 @@ def available() -> bool:
     return bool(lib().xstage_dist_available())
 
 
-def precision_arg(value, where: str) -> str:
+def precision_arg(value: Any, where: str) -> str:
     """`value` when it is a precision name xstage.attention takes (its check and messages: TypeError for a
     non-string, else ValueError, naming `precision` and the value)."""
     _dlpack._precision_arg(value, where)
@@ -120,7 +121,7 @@ def shard_info(seq: int, world: int, rank: int) -> dict:
     return {"shard_len": out[0], "local_len": out[1], "rotation": out[2], "tensor_split_len": out[3]}
 
 
-def check_split(local_lens) -> int:
+def check_split(local_lens: Sequence[int]) -> int:
     """The sequence length when ranks holding `local_lens` rows (rank order) form the accepted split; ValueError
     naming the first rank that differs (and saying whether it is torch.tensor_split's split) otherwise."""
     where = "xstage.distributed.check_split"

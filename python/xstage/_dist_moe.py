@@ -8,7 +8,7 @@ windows), as xstage.FusedMoE does on one GPU. Layouts and roundings: xstage.moe.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -36,9 +36,11 @@ class FusedMoE(torch.nn.Module):
     forward, synchronize() and Team.synchronize() then raise TimeoutError naming this rank and the step.
     """
 
-    def __init__(self, w1, w2, *, top_k: int, group=None, precision: Optional[str] = None, w1_scale=None,
-                 w2_scale=None, schedule: str = "auto", max_tokens: int = 16384, lead_rows: int = 0,
-                 experts_per_wave: int = 0, timeout: float = 60.0, wait_timeout: float = DEFAULT_WAIT_TIMEOUT_S):
+    def __init__(self, w1: torch.Tensor, w2: torch.Tensor, *, top_k: int, group: Any = None,
+                 precision: Optional[str] = None, w1_scale: Optional[torch.Tensor] = None,
+                 w2_scale: Optional[torch.Tensor] = None, schedule: str = "auto", max_tokens: int = 16384,
+                 lead_rows: int = 0, experts_per_wave: int = 0, timeout: float = 60.0,
+                 wait_timeout: float = DEFAULT_WAIT_TIMEOUT_S) -> None:
         super().__init__()
         from . import distributed as xd
         where = "xstage.distributed.FusedMoE"
@@ -80,7 +82,8 @@ class FusedMoE(torch.nn.Module):
         _torch_moe._set_weights(self._layer, w1, w2, w1_scale, w2_scale, where)
 
     @classmethod
-    def from_bf16(cls, w1, w2, *, top_k: int, precision: str = "bf16", **kwargs):
+    def from_bf16(cls, w1: torch.Tensor, w2: torch.Tensor, *, top_k: int, precision: str = "bf16",
+                  **kwargs: Any) -> "FusedMoE":
         """This rank's bf16 expert weights, quantized on the device first for precision "fp8"."""
         return _torch_moe._from_bf16(cls, w1, w2, top_k, precision, kwargs)
 
@@ -91,6 +94,7 @@ class FusedMoE(torch.nn.Module):
 
     @property
     def max_tokens(self) -> int:
+        """The most tokens one forward takes on this rank (the workspace's size)."""
         return self._layer.max_tokens
 
     def info(self) -> dict:
@@ -105,7 +109,10 @@ class FusedMoE(torch.nn.Module):
         """Team.synchronize of this layer's team: the work enqueued so far on the current stream, bounded."""
         self._team.synchronize(timeout)
 
-    def forward(self, x, topk_ids, topk_weights):
+    def forward(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
+        """y = the layer on this rank's tokens x [..., hidden] bf16, routed by topk_ids [T, top_k] (global expert
+        ids) and topk_weights [T, top_k]; y has x's shape. Collective: every rank of the group calls it once per
+        step in the same order. Raises TimeoutError naming the rank and step when an earlier run's wait expired."""
         where = "xstage.distributed.FusedMoE"
         self._team._raise_failures(where)
         return _torch_moe._forward(self._layer_id, self._layer, x, topk_ids, topk_weights, self.w1, self.w2,

@@ -25,7 +25,7 @@ def _describe(obj) -> str:
     return f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
 
 
-def borrow(obj, name: str, where: str, stream: int | None):
+def borrow(obj: Any, name: str, where: str, stream: int | None) -> tuple[Any, int]:
     """(capsule, DLTensor address) of `obj`: the capsule keeps the tensor alive while it is used.
 
     The capsule is not consumed, so its destructor returns the tensor to its producer afterwards.
@@ -76,7 +76,7 @@ def _precision_arg(precision, where: str) -> int:
     raise ValueError(f"{where}: precision {precision!r}; accepted: {_PRECISIONS_ACCEPTED}")
 
 
-def attention_workspace_bytes(q, k, precision: str = "fp8") -> int:
+def attention_workspace_bytes(q: Any, k: Any, precision: str = "fp8") -> int:
     """Device bytes of the workspace `attention_dlpack(q, k, v, out, precision=precision, workspace=...)` needs:
     for "fp8" the 8-bit copies of q, k and v^T and their scales (it depends on the shapes of q [B, Sq, H, D]
     and k [B, Skv, H, D] only); for "bf16" the partial results of a split last round of tiles (0 when the
@@ -97,8 +97,8 @@ def attention_workspace_bytes(q, k, precision: str = "fp8") -> int:
     return out.value
 
 
-def attention_dlpack(q, k, v, out, *, lse=None, softmax_scale=None, stream: int | None = None,
-                     precision: str = "bf16", workspace=None) -> None:
+def attention_dlpack(q: Any, k: Any, v: Any, out: Any, *, lse: Any = None, softmax_scale: float | None = None,
+                     stream: int | None = None, precision: str = "bf16", workspace: Any = None) -> None:
     """out[b, i, h, :] = softmax(scale * q[b, i, h] . k[b, :, h]) @ v[b, :, h], written into `out`.
 
     q [B, Sq, H, D], k and v [B, Skv, H, D], out [B, Sq, H, D]: bfloat16 CUDA tensors of one device,

@@ -16,6 +16,7 @@ import glob
 import os
 import struct
 import threading
+from typing import Sequence
 
 C_API_VERSION = 2  # XSTAGE_C_API_VERSION
 
@@ -95,7 +96,7 @@ class TensorSlot:
         self.ndim = n
         self.pack = self._PACKERS[n]
 
-    def set_dims(self, shape, strides) -> None:
+    def set_dims(self, shape: Sequence[int], strides: Sequence[int]) -> None:
         n = len(shape)
         if n != self.ndim:
             self.set_ndim(n)

@@ -8,7 +8,7 @@ Imported on first use of `xstage.attention`, so `import xstage` needs no torch.
 import ctypes
 import numbers
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -44,14 +44,15 @@ _copies_lock = threading.Lock()
 _copies = 0  # q, k or v views the kernel could not read in place, copied to contiguous tensors
 # (q.shape, k.shape, precision, device) -> workspace bytes: one C call per distinct shape, not per call. Bounded: a
 # model has a handful of attention shapes; a run of many shapes only clears it now and then.
-_workspace_bytes_cache = {}
+_workspace_bytes_cache: dict[tuple, int] = {}
 _WORKSPACE_CACHE_SIZE = 256
 
-try:
-    _raw_stream = torch._C._cuda_getCurrentRawStream  # what inductor uses: no Stream object per call
-except AttributeError:  # pragma: no cover - older or CPU-only torch builds
-    def _raw_stream(index: int) -> int:
-        return torch.cuda.current_stream(index).cuda_stream
+def _current_stream(index: int) -> int:
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+# what inductor uses: no Stream object per call (absent from older or CPU-only torch builds)
+_raw_stream: Callable[[int], int] = getattr(torch._C, "_cuda_getCurrentRawStream", _current_stream)
 
 
 def copy_count() -> int:

@@ -5,7 +5,7 @@ traces through it); the eager path calls the C ABI directly. Imported on first u
 
 # No `from __future__ import annotations`: torch.library.custom_op reads the op's annotations as objects.
 import threading
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -20,11 +20,12 @@ _CODES = {_BF16: (_native.KDL_BFLOAT, 16), _F32: (_native.KDL_FLOAT, 32), _I32: 
 if _FP8 is not None:
     _CODES[_FP8] = (_native.KDL_UINT, 8)  # e4m3 bytes (DLPack 0.6 has no float8 code)
 _is_compiling = torch.compiler.is_compiling
-try:
-    _raw_stream = torch._C._cuda_getCurrentRawStream  # no Stream object per call
-except AttributeError:  # pragma: no cover - CPU-only torch builds
-    def _raw_stream(index: int) -> int:
-        return torch.cuda.current_stream(index).cuda_stream
+def _current_stream(index: int) -> int:
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+# no Stream object per call (absent from CPU-only torch builds)
+_raw_stream: Callable[[int], int] = getattr(torch._C, "_cuda_getCurrentRawStream", _current_stream)
 
 
 def _fill(slot, t) -> int:
@@ -172,7 +173,7 @@ def _forward(layer_id, layer, x, topk_ids, topk_weights, w1, w2, w1_scale, w2_sc
     return _run_layer(layer, x, topk_ids, topk_weights, w1, w2, w1_scale, w2_scale, where)
 
 
-def quantize_fp8_blocks(w):
+def quantize_fp8_blocks(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """bf16 weights [rows, cols] or [matrices, rows, cols] (rows, cols multiples of 128) -> (q, scales):
     q torch.float8_e4m3fn of w's shape and float32 scales [..., rows/128, cols/128], one per 128 x 128
     block (scale = block amax / 448; q = nearest e4m3 of w * (1 / scale), saturating), on the current
@@ -198,11 +199,12 @@ def quantize_fp8_blocks(w):
 
 
 _functional_lock = threading.Lock()
-_functional_layers = {}  # (device, experts, hidden, h_inter, top_k, precision, schedule) -> (id, layer)
+_functional_layers: dict[tuple, tuple] = {}  # (device, experts, hidden, h_inter, top_k, precision, schedule) -> (id, layer)
 
 
-def fused_moe(x, topk_ids, topk_weights, w1, w2, *, w1_scale=None, w2_scale=None, schedule: str = "auto",
-              max_tokens: Optional[int] = None):
+def fused_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w1: torch.Tensor,
+              w2: torch.Tensor, *, w1_scale: Optional[torch.Tensor] = None, w2_scale: Optional[torch.Tensor] = None,
+              schedule: str = "auto", max_tokens: Optional[int] = None) -> torch.Tensor:
     """Functional form: y = the MoE layer of (w1, w2) on x with the caller's routing. Layers (with their
     workspaces) are cached per (device, shape, precision, schedule); a call with more tokens than the
     cached layer's max_tokens replaces it by one for max(max_tokens, tokens) (an allocation). Under
@@ -269,9 +271,10 @@ class FusedMoE(torch.nn.Module):
     The weights are buffers of the module (moved by .to()); inference only.
     """
 
-    def __init__(self, w1, w2, *, top_k: int, precision: Optional[str] = None, w1_scale=None, w2_scale=None,
+    def __init__(self, w1: torch.Tensor, w2: torch.Tensor, *, top_k: int, precision: Optional[str] = None,
+                 w1_scale: Optional[torch.Tensor] = None, w2_scale: Optional[torch.Tensor] = None,
                  schedule: str = "auto", max_tokens: int = 16384, lead_rows: int = 0,
-                 experts_per_wave: int = 0):
+                 experts_per_wave: int = 0) -> None:
         super().__init__()
         where = "xstage.FusedMoE"
         experts, hidden, h_inter, precision = _module_weights(w1, w2, precision, w1_scale, w2_scale, where)
@@ -287,18 +290,29 @@ class FusedMoE(torch.nn.Module):
         _set_weights(self._layer, w1, w2, w1_scale, w2_scale, where)  # bad weights fail now, not at forward
 
     @classmethod
-    def from_bf16(cls, w1, w2, *, top_k: int, precision: str = "bf16", **kwargs):
+    def from_bf16(cls, w1: torch.Tensor, w2: torch.Tensor, *, top_k: int, precision: str = "bf16",
+                  **kwargs: Any) -> "FusedMoE":
+        """The layer of bf16 weights w1 [E, 2*h_inter, hidden] and w2 [E, hidden, h_inter]: kept as they are for
+        precision "bf16", quantized on the device (quantize_fp8_blocks: e4m3 with 128 x 128 block scales) for
+        "fp8". `top_k` is required; the other keywords are the constructor's."""
         return _from_bf16(cls, w1, w2, top_k, precision, kwargs)
 
     @property
     def max_tokens(self) -> int:
+        """The most tokens one forward takes (the workspace's size; reserve() grows it)."""
         return self._layer.max_tokens
 
     @property
     def schedule(self) -> str:
+        """The tile order asked for: "auto" (the default: the simulator's choice for each call's token count),
+        "interleaved" or "wave"."""
         return self._layer.schedule
 
     def set_schedule(self, schedule: str, lead_rows: int = 0, experts_per_wave: int = 0) -> None:
+        """Sets the tile order of later calls: "auto" (the order the simulator predicts faster for each call's
+        token count under balanced routing, as `xstage moe bench --schedule auto`), "interleaved" (`lead_rows`:
+        Linear-1 rows issued ahead, 0 for the kernel's default) or "wave" (`experts_per_wave`, 0 for the
+        default). Raises ValueError naming a bad value."""
         self._layer.set_schedule(schedule, lead_rows, experts_per_wave, "xstage.FusedMoE.set_schedule")
 
     def reserve(self, max_tokens: int) -> None:
@@ -319,7 +333,10 @@ class FusedMoE(torch.nn.Module):
         """The in-kernel wait that expired in an earlier run ("" when none)."""
         return self._layer.last_failure()
 
-    def forward(self, x, topk_ids, topk_weights):
+    def forward(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
+        """y = the MoE layer on x [..., hidden] bf16 with the caller's routing: topk_ids [T, top_k] int32/int64
+        (distinct experts per token), topk_weights [T, top_k]; y has x's shape, bf16. Runs on the current CUDA
+        stream without synchronizing; T at most max_tokens (ValueError otherwise)."""
         return _forward(self._layer_id, self._layer, x, topk_ids, topk_weights, self.w1, self.w2, self.w1_scale,
                         self.w2_scale, "xstage.FusedMoE")
 

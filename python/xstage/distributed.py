@@ -27,6 +27,7 @@ import math
 import threading
 import time
 import weakref
+from typing import Any
 
 import torch  # before the native library: it loads the libnccl.so.2 xstage then uses
 import torch.distributed as dist
@@ -134,7 +135,7 @@ class Team:
     Team(group) is collective: every rank of the group calls it (on its current CUDA device, set with
     torch.cuda.set_device) within `timeout` seconds. rank, world and device are the group's."""
 
-    def __new__(cls, group=None, *, timeout: float = DEFAULT_TIMEOUT_S):
+    def __new__(cls, group: Any = None, *, timeout: float = DEFAULT_TIMEOUT_S) -> "Team":
         where = _where("Team")
         group = _resolve_group(group, where)
         timeout = _timeout_arg(timeout, "timeout", where)
@@ -160,7 +161,7 @@ class Team:
         self.world = dist.get_world_size(group)
         self.device = torch.cuda.current_device()
         self._ulysses: dict = {}
-        self._moe_layers = weakref.WeakSet()  # the fused MoE layers on this team (xstage.distributed.FusedMoE)
+        self._moe_layers: weakref.WeakSet[Any] = weakref.WeakSet()  # the fused MoE layers on this team (xstage.distributed.FusedMoE)
         self._handle = None
         uid = _exchange_unique_id(group, self.rank, self.world, timeout)
         handle = ctypes.c_void_p()
@@ -174,10 +175,10 @@ class Team:
     def handle(self) -> int:
         if self._handle is None:
             raise RuntimeError(f"{_where('Team')}: the team of rank {self.rank} was closed")
-        return self._handle.value
+        return int(self._handle.value or 0)
 
     def ulysses(self, heads: int, head_dim: int, seq_shard: int, joint: int, wait_timeout: float,
-                precision: str = "bf16"):
+                precision: str = "bf16") -> Any:
         """The native Ulysses object of this team for (heads, head_dim), grown to hold seq_shard rows per rank and
         `joint` joint tokens and to run `precision` (an fp8 object also runs bf16). Collective when it creates or
         grows (every rank passes the same sizes and precision, in the same order)."""
@@ -223,7 +224,7 @@ class Team:
                                f"{'; '.join(found)} (a peer rank did not arrive; the kernel trapped, so the CUDA "
                                "context is lost and the process must restart)") from cause
 
-    def synchronize(self, timeout=None) -> None:
+    def synchronize(self, timeout: float | None = None) -> None:
         """Waits for the work enqueued so far on the current CUDA stream, polling at most `timeout` seconds (default:
         15 s, the longest in-kernel wait a layer may have, 10 s, plus 5 s), so a rank that does not arrive never hangs
         this one: raises TimeoutError naming this rank and the step when an in-kernel wait of the team's Ulysses
@@ -358,7 +359,8 @@ def _sequence_length(group, world: int, rank: int, local_len: int, seq_len, wher
 
 def _borrow_all(tensors, stream: int, where: str):
     from ._dlpack import borrow
-    held, addresses = [], []
+    held: list[Any] = []
+    addresses: list[int | None] = []
     for name, t in tensors:
         if t is None:
             addresses.append(None)
@@ -369,9 +371,12 @@ def _borrow_all(tensors, stream: int, where: str):
     return held, addresses
 
 
-def ulysses_attention(q, k, v, group=None, *, joint_q=None, joint_k=None, joint_v=None, joint_strategy: str = "rear",
-                      softmax_scale=None, seq_len=None, timeout: float = DEFAULT_TIMEOUT_S,
-                      wait_timeout: float = DEFAULT_WAIT_TIMEOUT_S, precision: str = "bf16"):
+def ulysses_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any = None, *,
+                      joint_q: torch.Tensor | None = None, joint_k: torch.Tensor | None = None,
+                      joint_v: torch.Tensor | None = None, joint_strategy: str = "rear",
+                      softmax_scale: float | None = None, seq_len: int | None = None,
+                      timeout: float = DEFAULT_TIMEOUT_S, wait_timeout: float = DEFAULT_WAIT_TIMEOUT_S,
+                      precision: str = "bf16") -> Any:
     """Ulysses attention over `group` (NCCL) with the post-attention All-to-All fused into the attention epilogue.
 
     q, k, v: [B, S_local, H, D] bfloat16 CUDA tensors on the current device, this rank's rows of the sequence
@@ -437,9 +442,9 @@ class UlyssesAttention(torch.nn.Module):
     """torch.nn.Module form of ulysses_attention over a fixed group: forward(q, k, v, joint_q=None, joint_k=None,
     joint_v=None) with the strategy, scale, timeouts and precision given here."""
 
-    def __init__(self, group=None, *, joint_strategy: str = "rear", softmax_scale=None,
+    def __init__(self, group: Any = None, *, joint_strategy: str = "rear", softmax_scale: float | None = None,
                  timeout: float = DEFAULT_TIMEOUT_S, wait_timeout: float = DEFAULT_WAIT_TIMEOUT_S,
-                 precision: str = "bf16"):
+                 precision: str = "bf16") -> None:
         super().__init__()
         where = _where("UlyssesAttention")
         self.precision = _dist_abi.precision_arg(precision, where)
@@ -454,7 +459,9 @@ class UlyssesAttention(torch.nn.Module):
         self.timeout = _timeout_arg(timeout, "timeout", where)
         self.wait_timeout = _timeout_arg(wait_timeout, "wait_timeout", where)
 
-    def forward(self, q, k, v, joint_q=None, joint_k=None, joint_v=None, seq_len=None):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, joint_q: torch.Tensor | None = None,
+                joint_k: torch.Tensor | None = None, joint_v: torch.Tensor | None = None,
+                seq_len: int | None = None) -> Any:
         return ulysses_attention(q, k, v, self.group, joint_q=joint_q, joint_k=joint_k, joint_v=joint_v,
                                  joint_strategy=self.joint_strategy, softmax_scale=self.softmax_scale, seq_len=seq_len,
                                  timeout=self.timeout, wait_timeout=self.wait_timeout, precision=self.precision)

@@ -275,7 +275,7 @@ class _Layer:
 
 # Layers reachable from the custom op by an integer id (the op's schema holds no Python object); weak,
 # so a module's workspace is freed with the module.
-_layers = weakref.WeakValueDictionary()
+_layers: weakref.WeakValueDictionary[int, _Layer] = weakref.WeakValueDictionary()
 _layers_lock = threading.Lock()
 _next_id = [1]
 

@@ -106,7 +106,7 @@ def _value_text(name: str, value: Any) -> str:
             raise ValueError(f"{name}: {value!r}; accepted: a finite number")
         return repr(number)  # shortest text that reads back as the same double, always with a '.'
     if isinstance(value, os.PathLike):
-        return os.fspath(value)  # type: ignore[return-value]
+        return os.fspath(value)
     if isinstance(value, str):
         return value
     raise TypeError(f"{name} is a {type(value).__name__} ({value!r}); accepted: a number, a str or a path")

@@ -172,7 +172,7 @@ class _Stats:
                 out.append(row)
             return out
 
-        reasons = collections.Counter()
+        reasons: collections.Counter[str] = collections.Counter()
         for (reason, _), n in self.fallback.items():
             reasons[reason] += n
         return {"kernel": self.kernel, "routed": sum(self.routed.values()), "routed_with_mask": self.routed_masked,
@@ -234,7 +234,7 @@ class _MaskCache:
     each), never cached."""
 
     def __init__(self, size: int = 8):
-        self._entries = collections.OrderedDict()   # id -> (weakref, version, lengths or None)
+        self._entries: collections.OrderedDict[int, tuple] = collections.OrderedDict()   # id -> (weakref, version, lengths or None)
         self._size = size
 
     def lengths(self, mask, batch: int, seq_kv: int):
@@ -562,6 +562,7 @@ def enable(model: Any, *, kernel: AttentionKernel | None = None, fallback: str |
     current = _xstage_backend_of(model)
     if current is not None:
         raise ValueError(f"{where}: the model already runs on the xstage backend {current!r}; disable(model) first")
+    fallback_member: Any = None
     if fallback is not None:
         try:
             fallback_member = AttentionBackendName(fallback)
@@ -585,7 +586,7 @@ def enable(model: Any, *, kernel: AttentionKernel | None = None, fallback: str |
     backend.configure(fallback_member, bool(strict), bool(key_padding_masks))
     backend.stats.reset()
     _ENABLED[model] = (name, saved, _active_backend())
-    model.set_attention_backend(name)
+    model.set_attention_backend(name)  # type: ignore[operator]
     return model
 
 

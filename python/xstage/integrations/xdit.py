@@ -20,6 +20,8 @@ attention-probability outputs, sliding windows, ALiBi. This module needs no xfus
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from .. import distributed as _xdist
@@ -28,16 +30,19 @@ from .. import distributed as _xdist
 class UlyssesAttention(torch.nn.Module):
     """Drop-in for xfuser's `xFuserLongContextAttention` (Ulysses only) over `group` (an NCCL ProcessGroup)."""
 
-    def __init__(self, group=None, *, timeout: float = _xdist.DEFAULT_TIMEOUT_S,
-                 wait_timeout: float = _xdist.DEFAULT_WAIT_TIMEOUT_S):
+    def __init__(self, group: Any = None, *, timeout: float = _xdist.DEFAULT_TIMEOUT_S,
+                 wait_timeout: float = _xdist.DEFAULT_WAIT_TIMEOUT_S) -> None:
         super().__init__()
         self.group = group
         self.timeout = timeout
         self.wait_timeout = wait_timeout
 
-    def forward(self, attn, query, key, value, *, joint_tensor_query=None, joint_tensor_key=None,
-                joint_tensor_value=None, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-                alibi_slopes=None, deterministic=False, return_attn_probs=False, joint_strategy="none"):
+    def forward(self, attn: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
+                joint_tensor_query: torch.Tensor | None = None, joint_tensor_key: torch.Tensor | None = None,
+                joint_tensor_value: torch.Tensor | None = None, dropout_p: float = 0.0,
+                softmax_scale: float | None = None, causal: bool = False, window_size: tuple[int, int] = (-1, -1),
+                alibi_slopes: Any = None, deterministic: bool = False, return_attn_probs: bool = False,
+                joint_strategy: str = "none") -> torch.Tensor:
         where = "xstage.integrations.xdit.UlyssesAttention"
         for name, value_, ok in (("dropout_p", dropout_p, not dropout_p), ("causal", causal, not causal),
                                  ("window_size", window_size, tuple(window_size) == (-1, -1)),
