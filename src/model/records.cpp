@@ -35,9 +35,9 @@ std::vector<std::string> split_csv_line(const std::string& line) {
 }
 
 std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t");
+  const auto b = s.find_first_not_of(" \t\r");
   if (b == std::string::npos) return "";
-  const auto e = s.find_last_not_of(" \t");
+  const auto e = s.find_last_not_of(" \t\r");
   return s.substr(b, e - b + 1);
 }
 
@@ -76,6 +76,8 @@ std::vector<CalibrationRecord> parse_records_csv(std::istream& in, std::string_v
   // Header (skipping blank lines and '#' comments before it).
   while (std::getline(in, line)) {
     ++line_no;
+    // A UTF-8 byte order mark (spreadsheet exports) before the first line is not part of the header.
+    if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     const std::string t = trim(line);
     if (t.empty() || t[0] == '#') continue;
     std::string header;

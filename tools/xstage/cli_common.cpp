@@ -22,6 +22,7 @@
 #include "cli_version.hpp"
 #include "xstage/model/bounded_text.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/input_file.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/testing/bench_host.hpp"
 
@@ -78,6 +79,8 @@ std::optional<double> parse_finite(const std::string& text) {
   errno = 0;
   const double v = std::strtod(text.c_str(), &end);
   if (end != text.c_str() + text.size() || !std::isfinite(v)) return std::nullopt;
+  // Subnormal values (4e-320) lose their precision and compute as 0: refused like non-finite ones.
+  if (std::fpclassify(v) == FP_SUBNORMAL) return std::nullopt;
   return v;
 }
 
@@ -126,6 +129,9 @@ void apply_to_options(CLI::App& app) {
 }  // namespace
 
 const CLI::Validator kPositive = number_check(false);
+const CLI::Validator kProducerCount = in_range(static_cast<double>(ranges::kProducers.lo), static_cast<double>(ranges::kProducers.hi));
+const CLI::Validator kByteCount = in_range(ranges::kBytes.lo, ranges::kBytes.hi);
+const CLI::Validator kDurationUs = in_range(0.0, 1e6);
 const CLI::Validator kNonNegative = number_check(true);
 
 CLI::Validator in_range(double lo, double hi) {
@@ -139,6 +145,36 @@ CLI::Validator in_range(double lo, double hi) {
 }
 
 void apply_number_conventions(CLI::App& app) { apply_to_options(app); }
+
+const std::vector<OptionNeed> kOptionNeeds = {
+    {"simulate", "--latency-us", "--completion-coupled"},
+    {"simulate", "--force", "--trace"},
+    {"fidelity", "--force", "--out"},
+    {"trace", "--force", "--out"},
+    {"attn bench", "--force", "--out"},
+    {"attn ulysses", "--force", "--out"},
+    {"moe bench", "--trace-dump", "--trace"},
+    {"moe bench", "--trace-dump-ctas", "--trace-dump"},
+    {"moe bench", "--trace-iters", "--trace"},
+    {"moe bench", "--local-store-control", "--trace"},
+};
+
+void apply_option_needs(CLI::App& app) {
+  for (const OptionNeed& n : kOptionNeeds) {
+    CLI::App* cmd = &app;
+    std::istringstream words(n.command);
+    for (std::string w; cmd && words >> w;) {
+      CLI::App* next = nullptr;
+      for (CLI::App* sub : cmd->get_subcommands([](CLI::App*) { return true; }))
+        if (sub->get_name() == w) next = sub;
+      cmd = next;
+    }
+    if (!cmd) continue;  // a GPU command this build does not have
+    CLI::Option* option = cmd->get_option_no_throw(n.option);
+    CLI::Option* needed = cmd->get_option_no_throw(n.needs);
+    if (option && needed) option->needs(needed);
+  }
+}
 
 CLI::Option* add_platform_option(CLI::App* cmd, std::string& path) {
   return cmd->add_option("--platform", path, "Platform file (xstage.platform/1); default: the embedded platform")
@@ -227,12 +263,46 @@ void stamp_json(nlohmann::json& j, const std::string& schema, const std::string&
   j["platform"] = {{"source", platform_source(platform_path)}, {"name", platform.name}};
 }
 std::string platform_label(const std::string& platform_path, const model::Platform& platform) {
-  return "'" + platform.name + "' (" + platform_source(platform_path) + ")";
+  return "'" + shown_text(platform.name, 80) + "' (" + shown_text(platform_source(platform_path), 240) + ")";
 }
 
 void print_json(const nlohmann::json& j) { out_stream() << j.dump(2) << std::endl; }
 
-void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+std::string shown_text(std::string_view s, std::size_t max_chars) { return escape_bidi(bounded_text(s, max_chars)); }
+
+std::string one_line(std::string_view s, std::size_t max_bytes) {
+  // bounded_text escapes quotes and backslashes too; text that is already a message keeps them.
+  std::string t;
+  std::size_t from = 0;
+  for (std::size_t i = 0; i <= s.size(); ++i) {
+    if (i < s.size() && s[i] != '"' && s[i] != '\\') continue;
+    t += bounded_text(s.substr(from, i - from), s.size() + 1);
+    if (i < s.size()) t += s[i];
+    from = i + 1;
+  }
+  if (t.size() > max_bytes) {
+    std::size_t cut = max_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(t[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+    t = t.substr(0, cut) + "... (" + std::to_string(s.size()) + " bytes)";
+  }
+  return escape_bidi(std::move(t));
+}
+
+std::string escape_bidi(std::string t) {
+  // Bidirectional overrides and isolates reorder what a terminal shows: shown as their code points.
+  static const std::pair<const char*, const char*> kBidi[] = {
+      {"\u202A", "\\u202A"}, {"\u202B", "\\u202B"}, {"\u202C", "\\u202C"}, {"\u202D", "\\u202D"}, {"\u202E", "\\u202E"},
+      {"\u2066", "\\u2066"}, {"\u2067", "\\u2067"}, {"\u2068", "\\u2068"}, {"\u2069", "\\u2069"}};
+  for (const auto& [raw, shown] : kBidi)
+    for (std::size_t at = t.find(raw); at != std::string::npos; at = t.find(raw, at + 6)) t.replace(at, 3, shown);
+  return t;
+}
+
+void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& raw_rows) {
+  // Cells may carry user data (names from files): escaped to one line each.
+  std::vector<std::vector<std::string>> rows = raw_rows;
+  for (auto& r : rows)
+    for (auto& c : r) c = shown_text(c, 1000);
   std::vector<std::size_t> w(header.size(), 0);
   for (std::size_t c = 0; c < header.size(); ++c) w[c] = header[c].size();
   for (const auto& r : rows)
@@ -374,16 +444,24 @@ void write_file_atomically(const std::string& path, const std::string& text, boo
   const std::string shown = shown_path(option, path);
   const fs::path target(path);
   const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp = (folder / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
   if (interactive()) install_temp_cleanup();
-  // The slot is claimed before the file exists, so a signal at any point finds it.
+  // The temporary's name is chosen here and held in a cleanup slot before the file is created, so a
+  // signal at any point finds it (mkstemp would create it before its name is known).
+  std::string tmp;
   std::optional<TempSlot> slot;
-  slot.emplace(tmp);
-  const int fd = ::mkstemp(tmp.data());
+  int fd = -1;
+  static std::atomic<unsigned> counter{0};
+  for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+    char suffix[32];
+    std::snprintf(suffix, sizeof suffix, ".tmp.%d.%u", static_cast<int>(::getpid()), counter.fetch_add(1));
+    tmp = (folder / ("." + target.filename().string() + suffix)).string();
+    slot.reset();
+    slot.emplace(tmp);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) throw InputError(shown + ": cannot create a file in " + bounded_text(folder.string(), 240) + " (" +
                                std::strerror(errno) + ")");
-  slot.reset();
-  slot.emplace(tmp);  // the name mkstemp chose
   // From here every exit removes the temporary unless it became the output.
   bool closed = false, placed = false;
   try {

@@ -76,11 +76,27 @@ constexpr double kMaxGapUs = 1e6;
 // finite; applied once to every option of the tree after registration.
 void apply_number_conventions(CLI::App& app);
 
+// Which options take effect only together with another: one table for every command, applied to the
+// tree once (an option given without what it needs is refused, never silently ignored). `plan moe`
+// refuses its combinations in plan_audits.cpp (check_moe_flags).
+struct OptionNeed {
+  const char* command;  // subcommand path, "moe bench"
+  const char* option;
+  const char* needs;
+};
+extern const std::vector<OptionNeed> kOptionNeeds;
+void apply_option_needs(CLI::App& app);
+
 // Validators whose messages name the value: "--producers: must be > 0, got -3".
 extern const CLI::Validator kPositive;
 extern const CLI::Validator kNonNegative;
 // "--gap-us: must be in [0, 1e+06], got nan".
 CLI::Validator in_range(double lo, double hi);
+// The caps input files apply (xstage/model/input_file.hpp ranges), for the same quantities on the
+// command line: producers 1..1e6, bytes 1..1e12, a duration up to 1e6 us.
+extern const CLI::Validator kProducerCount;
+extern const CLI::Validator kByteCount;
+extern const CLI::Validator kDurationUs;
 
 // --- work and arithmetic limits on user numbers --------------------------------------------------
 // require_work_within: xstage/model/work_limit.hpp.
@@ -100,7 +116,17 @@ void stamp_json(nlohmann::json& j, const std::string& schema);  // outputs witho
 // "'h200-x2' (embedded)" or "'mine' (/abs/mine.json)": how human output names the platform.
 std::string platform_label(const std::string& platform_path, const model::Platform& platform);
 
-// Plain text table: header row, rule, rows; columns padded to their widest cell.
+// User data (names, paths, file contents) as shown on a terminal: bounded_text (one line, control bytes
+// and invalid UTF-8 escaped, cut with its size) with bidirectional overrides also escaped.
+std::string shown_text(std::string_view s, std::size_t max_chars = 80);
+// Only the bidirectional overrides and isolates escaped (for text already bounded, InputError messages).
+std::string escape_bidi(std::string text);
+// A message echoing user text, as one line of at most about `max_bytes`: control bytes, invalid UTF-8
+// and bidirectional overrides escaped, quotes kept.
+std::string one_line(std::string_view s, std::size_t max_bytes = 400);
+
+// Plain text table: header row, rule, rows (cells escaped by shown_text); columns padded to their
+// widest cell.
 void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 
 std::string fmt_us(double seconds, int decimals = 2);

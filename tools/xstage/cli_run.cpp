@@ -5,12 +5,15 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
+#include <set>
 #include <new>
 #include <sstream>
 
 #include "cli_common.hpp"
 #include "cli_version.hpp"
 #include "registry.hpp"
+#include "xstage/model/bounded_text.hpp"
 #include "xstage/model/error.hpp"
 
 namespace xstage::cli {
@@ -39,6 +42,7 @@ int run_parsed(const std::vector<std::string>& args, std::ostream& out, std::ost
   const std::vector<Subcommand> registry = subcommands();
   for (const auto& sub : registry) sub.add(app);
   apply_number_conventions(app);
+  apply_option_needs(app);
   if (!args.empty() && args[0] == "--version") {
     out << version_text();
     return 0;
@@ -51,11 +55,46 @@ int run_parsed(const std::vector<std::string>& args, std::ostream& out, std::ost
       names += std::string(names.empty() ? "" : ", ") + sub.name;
     }
     if (!known) {
-      err << "xstage: error: unknown command \"" << args[0] << "\" (commands: " << names << ")\n";
+      err << "xstage: error: unknown command \"" << shown_text(args[0], 60) << "\" (commands: " << names << ")\n";
       return 2;
     }
   }
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
+  // Help wins over every other argument: "model --help --producers x" prints model's help (the
+  // subcommand path is the leading words before the first option).
+  std::vector<std::string> effective = args;
+  for (const auto& a : args) {
+    if (a == "--") break;
+    if (a == "--help" || a == "-h") {
+      effective.clear();
+      for (const auto& w : args) {
+        if (w.empty() || w[0] == '-') break;
+        effective.push_back(w);
+      }
+      effective.push_back("--help");
+      break;
+    }
+  }
+  // A token that looks like a long option but is no option of any command ("--producers4") is named,
+  // instead of surfacing as a missing required option or an unexpected argument.
+  {
+    std::set<std::string> known = {"--help", "--version"};
+    std::vector<const CLI::App*> apps = {&app};
+    while (!apps.empty()) {
+      const CLI::App* a = apps.back();
+      apps.pop_back();
+      for (const CLI::Option* o : a->get_options())
+        for (const auto& n : o->get_lnames()) known.insert("--" + n);
+      for (const CLI::App* sub : a->get_subcommands([](const CLI::App*) { return true; })) apps.push_back(sub);
+    }
+    for (const auto& a : effective) {
+      if (a == "--") break;
+      if (a.size() > 2 && a.compare(0, 2, "--") == 0 && !known.count(a.substr(0, a.find('=')))) {
+        err << "xstage: error: unknown option \"" << shown_text(a.substr(0, a.find('=')), 60) << "\"\n";
+        return 2;
+      }
+    }
+  }
+  std::vector<std::string> reversed(effective.rbegin(), effective.rend());  // CLI11 consumes from the back
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {
@@ -64,7 +103,8 @@ int run_parsed(const std::vector<std::string>& args, std::ostream& out, std::ost
     return app.exit(e, out, err);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e, out, err);
-    err << "xstage: error: " << e.what() << "\n";
+    // CLI11's messages echo the arguments: bounded and escaped to one line.
+    err << "xstage: error: " << one_line(e.what(), 400) << "\n";
     return 2;
   }
   return 0;
@@ -78,7 +118,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   try {
     code = run_parsed(args, out, err);
   } catch (const InputError& e) {
-    err << "xstage: error: " << e.what() << "\n";
+    err << "xstage: error: " << escape_bidi(e.what()) << "\n";
+    code = 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    err << "xstage: error: " << shown_text(e.path1().string(), 240) << ": " << shown_text(e.code().message(), 120) << "\n";
     code = 2;
   } catch (const CommandExit& e) {
     code = e.code;
@@ -86,7 +129,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     err << "xstage: failed: out of memory\n";
     code = 1;
   } catch (const std::exception& e) {
-    err << "xstage: failed: " << e.what() << "\n";
+    err << "xstage: failed: " << one_line(e.what(), 400) << "\n";
     code = 1;
   } catch (...) {
     err << "xstage: failed: unknown error\n";

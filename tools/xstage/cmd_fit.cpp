@@ -4,6 +4,7 @@
 
 #include "cli_common.hpp"
 #include "registry.hpp"
+#include "xstage/model/bounded_text.hpp"
 #include "xstage/model/calibration_fit.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/units.hpp"
@@ -23,7 +24,14 @@ struct FitCliOptions {
 
 void run_fit(const FitCliOptions& o) {
   if (o.name.empty() || o.name.find_first_not_of(" \t") == std::string::npos)
-    throw InputError("--name: must not be empty, got \"" + o.name + "\"");
+    throw InputError("--name: must not be empty, got \"" + bounded_text(o.name) + "\"");
+  // The name is printed by every command that loads the platform: printable UTF-8 only (no control
+  // characters, escapes, newlines or bidirectional overrides), at most 120 bytes.
+  static const char* const kBidi[] = {"\u202A", "\u202B", "\u202C", "\u202D", "\u202E", "\u2066", "\u2067", "\u2068", "\u2069"};
+  bool printable = o.name.size() <= 120 && one_line(o.name, 1000) == o.name;
+  for (const char* b : kBidi) printable = printable && o.name.find(b) == std::string::npos;
+  if (!printable)
+    throw InputError("--name: must be printable UTF-8 text of at most 120 bytes, got \"" + shown_text(o.name) + "\"");
   std::vector<std::string> inputs = {o.records};
   if (!o.raw.empty()) inputs.push_back(o.raw);
   check_output_path("--out", o.out, o.force, inputs);
@@ -31,9 +39,17 @@ void run_fit(const FitCliOptions& o) {
   model::FitOptions fo;
   if (!o.raw.empty()) fo.zero_gap_loops = model::load_zero_gap_loops(o.raw);
   fo.isolated_simulator = sim::isolated_issue_time_s;  // the knee is fitted for the simulator too
-  model::FitResult fit = model::fit_platform(records, fo);
+  model::FitResult fit;
+  try {
+    fit = model::fit_platform(records, fo);
+  } catch (const InputError& e) {
+    throw InputError(bounded_text(o.records, 240) + ": cannot fit a platform from these records: " + e.what() +
+                     " (needed: zero-gap periodic points and, at each producer count, a gap sweep with gap > 0 or "
+                     "isolated points)");
+  }
   if (fit.platform.issue_floor.empty())
-    throw InputError(o.records + ": no periodic gap sweep with gap > 0 and no isolated points: cannot fit T_iss0");
+    throw InputError(bounded_text(o.records, 240) +
+                     ": no periodic gap sweep with gap > 0 and no isolated points: cannot fit T_iss0");
   fit.platform.name = o.name;
   fit.platform.provenance["records_file"] = o.records;
   if (!o.raw.empty()) fit.platform.provenance["raw_file"] = o.raw;

@@ -54,13 +54,13 @@ void add_model(CLI::App& root) {
   auto o = std::make_shared<ModelOptions>();
   CLI::App* cmd = root.add_subcommand("model", "Burst–Gap model for one burst shape: issue time, period, recovery gap, verdict");
   add_platform_option(cmd, o->platform);
-  cmd->add_option("--producers", o->producers, "K: producers (CTAs) issuing each burst")->required()->check(kPositive);
+  cmd->add_option("--producers", o->producers, "K: producers (CTAs) issuing each burst")->required()->check(kPositive)->check(kProducerCount);
   cmd->add_option("--bytes-per-producer", o->bytes_per_producer, "B: bytes per producer per burst")
-      ->required()->check(kPositive);
+      ->required()->check(kPositive)->check(kByteCount);
   cmd->add_option("--gap-us", o->gap_us, "G: producer-side gap between bursts (us)")->check(in_range(0, kMaxGapUs));
-  cmd->add_option("--t-iss0-us", o->t_iss0_us, "Override T_iss0 (us) instead of the platform's")->check(kPositive);
+  cmd->add_option("--t-iss0-us", o->t_iss0_us, "Override T_iss0 (us) instead of the platform's")->check(kPositive)->check(kDurationUs);
   cmd->add_option("--capacity-bytes", o->capacity_bytes, "Override Q (bytes) instead of the platform's")
-      ->check(kPositive);
+      ->check(kPositive)->check(kByteCount);
   add_json_option(cmd, o->json);
   cmd->callback([o] { run_model(*o); });
 }

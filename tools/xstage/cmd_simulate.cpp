@@ -199,13 +199,13 @@ void add_simulate(CLI::App& root) {
   add_platform_option(cmd, o->platform);
   CLI::Option* schedule = cmd->add_option("--schedule", o->schedule, "schedule file (xstage.schedule/1) instead of periodic bursts")
                               ->check(CLI::ExistingFile);
-  cmd->add_option("--producers", o->producers, "K: producers")->check(kPositive)->excludes(schedule);
+  cmd->add_option("--producers", o->producers, "K: producers")->check(kPositive)->check(kProducerCount)->excludes(schedule);
   cmd->add_option("--bytes-per-producer", o->bytes_per_producer, "B: bytes per producer per burst")
-      ->check(kPositive)->excludes(schedule);
+      ->check(kPositive)->check(kByteCount)->excludes(schedule);
   cmd->add_option("--gap-us", o->gap_us, "G: gap after each burst (us)")->check(in_range(0, kMaxGapUs))->excludes(schedule);
   cmd->add_option("--bursts", o->bursts, "number of bursts per producer")->check(in_range(2, 100000))->excludes(schedule);
-  cmd->add_option("--t-iss0-us", o->t_iss0_us, "Override T_iss0 (us)")->check(kPositive)->excludes(schedule);
-  cmd->add_option("--capacity-bytes", o->capacity_bytes, "Override Q (bytes)")->check(kPositive);
+  cmd->add_option("--t-iss0-us", o->t_iss0_us, "Override T_iss0 (us)")->check(kPositive)->check(kDurationUs)->excludes(schedule);
+  cmd->add_option("--capacity-bytes", o->capacity_bytes, "Override Q (bytes)")->check(kPositive)->check(kByteCount);
   cmd->add_flag("--completion-coupled", o->completion_coupled, "issuer waits for remote completion after each burst");
   cmd->add_option("--latency-us", o->latency_us, "fixed completion latency in completion-coupled mode (us)")
       ->check(kNonNegative);
