@@ -236,8 +236,8 @@ void table2_rows(const model::Platform& platform, PaperReport& rep) {
         ri.sensitivity.push_back(sens("staging_us", st, s2["interleaved"]["median_tile_span_us"].get<double>()));
       }
       ri.missing = "the fixed staging term of T_RS (eq. 15: 'T_iss0 plus fixed staging overhead') is not published "
-                   "(descriptions carry staging_us 0); the interleaved floor is T_iss0 of a 48 KiB tile plus residual "
-                   "backpressure only";
+                   "(descriptions carry staging_us 0), so the predicted floor is T_iss0 of the tile's remote 7/8 of 48 KiB "
+                   "plus residual backpressure only";
     }
     if (!rw.within_goal() || !tw.within_goal()) {
       std::string why;
