@@ -51,9 +51,29 @@ std::string device_name(DLDevice d) {
 }
 
 std::string shape_text(const DLTensor& t) {
+  if (t.ndim > 0 && !t.shape) return "(null shape)";
   std::string s = "[";
-  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
-  return s + "]";
+  for (int d = 0; d < t.ndim && d < kMaxTensorRank; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
+  return s + (t.ndim > kMaxTensorRank ? ", ...]" : "]");
+}
+
+std::string check_tensor_structure(const char* name, const DLTensor* t) {
+  const std::string n(name);
+  if (!t) return n + ": missing (null tensor)";
+  if (t->ndim < 0 || t->ndim > kMaxTensorRank)
+    return n + ": rank " + std::to_string(t->ndim) + "; accepted: 0.." + std::to_string(kMaxTensorRank);
+  if (t->ndim > 0 && !t->shape) return n + ": null shape array with rank " + std::to_string(t->ndim);
+  int64_t elements = 1;
+  for (int d = 0; d < t->ndim; ++d) {
+    if (t->shape[d] < 0) return n + ": negative size " + std::to_string(t->shape[d]) + " in dimension " + std::to_string(d);
+    if (t->strides && t->strides[d] < 0)
+      return n + ": negative stride " + std::to_string(t->strides[d]) + " in dimension " + std::to_string(d);
+    if (t->shape[d] > 0 && elements > (int64_t{1} << 62) / t->shape[d])
+      return n + ": shape " + shape_text(*t) + " has more than 2^62 elements";
+    elements *= t->shape[d];
+  }
+  if (t->dtype.lanes == 0 || t->dtype.bits == 0) return n + ": dtype with 0 bits or 0 lanes";
+  return {};
 }
 
 bool is_dtype(const DLDataType& t, uint8_t code, uint8_t bits) {
@@ -73,7 +93,7 @@ std::string check_cuda_tensor(const char* name, const DLTensor* t, uint8_t code,
                               const char* dtype_accepted, const char* rank_accepted, int* status) {
   *status = XSTAGE_ERR_VALUE;
   const std::string n(name);
-  if (!t) return n + ": missing (null tensor)";
+  if (std::string bad = check_tensor_structure(name, t); !bad.empty()) return bad;
   if (t->device.device_type != kDLCUDA) {
     return n + ": device " + device_name(t->device) + "; accepted: a CUDA device tensor";
   }

@@ -36,7 +36,13 @@ std::string dtype_name(DLDataType t);
 // "cpu", "cuda:1", "cuda_host", ... for messages.
 std::string device_name(DLDevice d);
 // "[2, 1024, 24, 128]" for messages.
+// Largest rank a DLPack tensor handed to the C ABI may have (the kernels take rank 2 to 4).
+constexpr int kMaxTensorRank = 8;
 std::string shape_text(const DLTensor& t);
+// The tensor's own fields checked before any is read (null tensor or shape, rank, negative sizes or
+// strides, element-count overflow, zero-bit dtype): "" or a message naming `name`. check_cuda_tensor
+// runs it first; every entry point taking a DLTensor goes through one of the two.
+std::string check_tensor_structure(const char* name, const DLTensor* t);
 
 bool is_dtype(const DLDataType& t, uint8_t code, uint8_t bits);
 

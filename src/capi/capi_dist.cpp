@@ -411,6 +411,8 @@ int xstage_testing_ulysses_emulated_rank_with_precision(const DLTensor* q, const
     std::vector<void*> outs(world);
     for (int p = 0; p < world; ++p) {
       const DLTensor* o = owner_out[p];
+      if (o)
+        if (std::string bad = check_tensor_structure("owner_out", o); !bad.empty()) return fail(XSTAGE_ERR_VALUE, bad);
       if (!o || o->ndim != 3 || !is_contiguous(*o) || o->shape[0] != xstage::attn::a2a_local_len(seq, world, p) ||
           o->shape[1] != heads || o->shape[2] != q->shape[3])
         return fail(XSTAGE_ERR_VALUE, "owner_out[" + std::to_string(p) + "]: [local_len, heads, head_dim] contiguous");

@@ -119,6 +119,10 @@ int run_args(xstage_moe_layer* layer, const DLTensor* x, const DLTensor* ids, co
              moe::FusedMoeArguments* a) {
   if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
   const FusedMoeConfig& c = layer->moe.config();
+  // Every tensor's own fields (shape array, rank, sizes) before any of them is read.
+  for (const auto& [name, t] : {std::pair{"x", x}, {"topk_ids", ids}, {"topk_weights", wts}, {"y", y}})
+    if (t)
+      if (std::string bad = check_tensor_structure(name, t); !bad.empty()) return fail(XSTAGE_ERR_VALUE, bad);
   if (x && x->ndim == 2 && x->shape[0] == 0) {
     // No tokens: nothing is read or written, so the (possibly null) data is not looked at; a team rank
     // still runs, its experts serving the other ranks' rows.
