@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs what xstage needs to build and test on a Debian machine, skipping what is already present.
-# Debian: cmake (>= 3.25), ninja, g++, GoogleTest, CLI11, nlohmann-json, fmt, DLPack, ccache.
+# Debian: cmake (>= 3.25), ninja, g++, GoogleTest, CLI11, nlohmann-json, fmt, DLPack, ccache, clang (sanitizer and fuzz builds).
 # PyPI: nvidia-cutlass (pinned; CUTLASS 4 / CuTe headers for the kernels) and matplotlib (plots).
 set -euo pipefail
 CUTLASS_PIN="nvidia-cutlass==4.2.0.0"
 
 # (No `| grep -q` under pipefail anywhere here: grep exiting early can fail the pipeline with SIGPIPE.)
 have_pkg() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
-wanted=(cmake ninja-build g++ libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev ccache)
+wanted=(cmake ninja-build g++ libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev ccache clang)
 # python3 may come from elsewhere (pyenv): only ask Debian for it when no python3 with pip is on PATH.
 if ! python3 -m pip --version >/dev/null 2>&1; then wanted+=(python3 python3-pip); fi
 # scripts/test.sh runs the Python tests in a fresh virtual environment: Debian's python3 needs python3-venv.
