@@ -4,7 +4,8 @@
 # makes paths relative to the build folder, shares the objects compiled in BUILD, at the same depth).
 #   python_package.sh install                  into python3's own environment (scripts/setup.sh)
 #   python_package.sh install VENV [PKG...]    into a fresh virtual environment VENV, with PKG... from PyPI
-#   python_package.sh wheel DIR                the wheel (py3-none-linux_x86_64) into DIR, to carry elsewhere
+#   python_package.sh wheel DIR                the raw wheel (py3-none-linux_x86_64) into DIR; scripts/wheel.sh
+#                                              repairs it into the manylinux wheel package indexes accept
 # Run after scripts/build.sh: the CUTLASS headers are those its configure step found.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
