@@ -8,6 +8,9 @@ build=${XSTAGE_BUILD_DIR:-$root/build}
 "$root/scripts/install_deps.sh"
 "$root/scripts/build.sh"
 ctest --test-dir "$build" --output-on-failure -j "${XSTAGE_JOBS:-2}" "$@"
+# The CPU-only code again under AddressSanitizer + UndefinedBehaviorSanitizer (clang, build-asan/), and
+# 60 s of libFuzzer over every input loader (about 18 minutes on 2 cores from a clean clone).
+"$root/scripts/sanitize.sh"
 # The versions the README's supported-versions table names as tested (pip's cache keeps the downloads).
 "$root/scripts/python_package.sh" install "$build/pyvenv" pytest numpy mypy torch==2.11.0 diffusers==0.42.1
 XSTAGE_CLI="$build/xstage" "$build/pyvenv/bin/python" -m pytest -q -p no:cacheprovider "$root/tests/python"
