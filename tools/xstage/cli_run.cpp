@@ -104,7 +104,7 @@ int run_parsed(const std::vector<std::string>& args, std::ostream& out, std::ost
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e, out, err);
     // CLI11's messages echo the arguments: bounded and escaped to one line.
-    err << "xstage: error: " << one_line(e.what(), 400) << "\n";
+    err << "xstage: error: " << one_line(e.what(), 300) << "\n";
     return 2;
   }
   return 0;
@@ -129,7 +129,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     err << "xstage: failed: out of memory\n";
     code = 1;
   } catch (const std::exception& e) {
-    err << "xstage: failed: " << one_line(e.what(), 400) << "\n";
+    err << "xstage: failed: " << one_line(e.what(), 300) << "\n";
     code = 1;
   } catch (...) {
     err << "xstage: failed: unknown error\n";
