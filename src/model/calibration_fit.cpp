@@ -212,11 +212,13 @@ KneeFit fit_knee(int producers, std::vector<std::pair<double, double>> pts, doub
 struct RampFit {
   double q, r, cost;
 };
-RampFit fit_ramp_one(const std::vector<std::pair<double, double>>& pts, const KneeFit& k, double rate, double tau) {
+RampFit fit_ramp_one(const std::vector<std::pair<double, double>>& pts, const KneeFit& k, double rate, double tau,
+                     double max_rate) {
   RampFit best{k.capacity_bytes, rate, std::numeric_limits<double>::infinity()};
   auto floor_of = [&](double v) { return k.floor_intercept_s + k.floor_slope_s_per_byte * v; };
   for (int step = 0; step <= 60; ++step) {
     const double r = rate * (0.6 + 0.01 * step);
+    if (max_rate > 0.0 && r > max_rate) break;
     for (const auto& [vi, ti] : pts) {
       if (ti <= 1.2 * floor_of(vi)) continue;
       const double q = vi - ramped_drained_bytes(ti, r, tau);
@@ -243,6 +245,7 @@ void refine_ramp_with_simulator(KneeFit& kf, const std::vector<std::pair<double,
   for (int ri = -4; ri <= 10; ++ri)
     for (int qi = -6; qi <= 6; ++qi) {
       const double r = r0 * (1.0 + 0.01 * ri), q = q0 * (1.0 + 0.01 * qi);
+      if (options.max_rate_bytes_per_s > 0.0 && r > options.max_rate_bytes_per_s) continue;
       double worst = 0.0, sum = 0.0;
       for (const auto& [v, t] : pts) {
         const double floor = kf.floor_intercept_s + kf.floor_slope_s_per_byte * v;
@@ -307,6 +310,16 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
                        std::to_string(options.min_points_for_rate) + " to fit R: add larger volumes");
     out.rate = fit_rate(drain_dominated, options);
     rate = out.rate.drain_rate_bytes_per_s;
+    if (pass == 1 && options.max_rate_bytes_per_s > 0.0 && rate > options.max_rate_bytes_per_s) {
+      const double bound = options.max_rate_bytes_per_s;
+      double e_bound = 0.0;
+      for (const auto* r : drain_dominated)
+        e_bound = std::max(e_bound, std::fabs(r->t_period_s - drain_time_s(r->volume_bytes(), bound)) / r->t_period_s);
+      out.bounded.push_back({"R", rate, bound, out.rate.max_rel_residual, e_bound});
+      rate = out.rate.drain_rate_bytes_per_s = bound;
+    } else if (options.max_rate_bytes_per_s > 0.0) {
+      rate = std::min(rate, options.max_rate_bytes_per_s);
+    }
   }
   if (out.floors.empty())
     out.warnings.push_back("no periodic gap sweep (gap > 0): T_iss0 comes from isolated bursts only");
@@ -337,7 +350,7 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
       std::vector<RampFit> fits;
       for (const auto& kf : out.knees) {
         if (!kf.knee_found) continue;
-        fits.push_back(fit_ramp_one(isolated[kf.producers], kf, rate, tau));
+        fits.push_back(fit_ramp_one(isolated[kf.producers], kf, rate, tau, options.max_rate_bytes_per_s));
         cost += fits.back().cost;
       }
       if (fits.empty() || !(cost < best_cost)) continue;
@@ -386,7 +399,9 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
     for (const auto& [k, pts] : by_k)
       if (static_cast<int>(pts.size()) >= 2) {
         const RateFit f = fit_rate(pts, options);
-        out.rate_by_producers.push_back({k, f, f.drain_rate_bytes_per_s});
+        const double r_k = options.max_rate_bytes_per_s > 0.0 ? std::min(f.drain_rate_bytes_per_s, options.max_rate_bytes_per_s)
+                                                              : f.drain_rate_bytes_per_s;
+        out.rate_by_producers.push_back({k, f, r_k});
       }
   }
 
@@ -459,15 +474,28 @@ FitResult fit_platform(const std::vector<CalibrationRecord>& records, const FitO
       };
       // Grid of 0.01 % steps over ±10 % of the robust rate (the error is a maximum of quasi-convex
       // functions of R, so the grid's minimum is within a step of the optimum); ties keep the robust rate.
-      const double r0 = rp.fit.drain_rate_bytes_per_s;
-      double best_rate = r0, best = worst(r0);
-      for (int step = -1000; step <= 1000; ++step) {
-        const double rk = r0 * (1.0 + 1e-4 * step);
-        const double e = worst(rk);
-        if (e < best - 1e-12) {
-          best = e;
-          best_rate = rk;
+      // With a physical bound the grid stops there; where the records' optimum lies above it, the bound is
+      // written and the misfit reported.
+      const double bound = options.max_rate_bytes_per_s;
+      auto chebyshev = [&](bool bounded) {
+        const double r0 = rp.fit.drain_rate_bytes_per_s;
+        double best_rate = bounded ? std::min(r0, bound) : r0, best = worst(best_rate);
+        for (int step = -1000; step <= 1000; ++step) {
+          const double rk = r0 * (1.0 + 1e-4 * step);
+          if (bounded && rk > bound) break;
+          const double e = worst(rk);
+          if (e < best - 1e-12) {
+            best = e;
+            best_rate = rk;
+          }
         }
+        return std::pair{best_rate, best};
+      };
+      auto [best_rate, best] = chebyshev(bound > 0.0);
+      if (bound > 0.0) {
+        const auto [free_rate, free_err] = chebyshev(false);
+        if (free_rate > bound * (1.0 + 1e-9))
+          out.bounded.push_back({"R(" + std::to_string(rp.producers) + ")", free_rate, best_rate, free_err, best});
       }
       rp.bytes_per_s = best_rate;
       rp.periodic_points = static_cast<int>(at_k.size());

@@ -158,7 +158,7 @@ Platform platform_from_json(const json& j, std::string_view origin) {
     fail(origin, "schema", "unknown schema " + show(schema) + " (expected \"" + std::string(kPlatformSchema) + "\")");
   reject_unknown_keys(j, {"schema", "name", "description", "drain_rate_gbps", "issue_floor", "capacity", "provenance",
                           "drain_rate_by_producers", "knee_ramp_us", "burst_overhead_us", "zero_gap_overhead_us",
-                          "local_drain_rate_gbps", "gemm_rate_per_sm"},
+                          "local_drain_rate_gbps", "gemm_rate_per_sm", "physical_bounds"},
                       origin, "");
   Platform p;
   const json& name = require(j, "name", origin, "name");
@@ -262,6 +262,38 @@ Platform platform_from_json(const json& j, std::string_view origin) {
     }
   }
 
+  if (auto it = j.find("physical_bounds"); it != j.end()) {
+    if (!it->is_object()) fail(origin, "physical_bounds", "must be an object, got " + show(*it));
+    reject_unknown_keys(*it, {"link_rate_gbps", "link_source", "copy_engine_gbps", "sms"}, origin, "physical_bounds");
+    p.bounds.link_rate_bytes_per_s =
+        units::gbps_to_bytes_per_s(number(*it, "link_rate_gbps", origin, "physical_bounds.link_rate_gbps", ranges::kRateGbps));
+    const json& src = require(*it, "link_source", origin, "physical_bounds.link_source");
+    if (!src.is_string() || src.get_ref<const std::string&>().empty() || src.get_ref<const std::string&>().size() > 1024)
+      fail(origin, "physical_bounds.link_source", "must be a string of 1..1024 bytes, got " + show(src));
+    p.bounds.link_source = src.get<std::string>();
+    if (it->contains("copy_engine_gbps"))
+      p.bounds.copy_engine_bytes_per_s = units::gbps_to_bytes_per_s(
+          number(*it, "copy_engine_gbps", origin, "physical_bounds.copy_engine_gbps", ranges::kRateGbps));
+    if (it->contains("sms")) {
+      constexpr Range kSms{1.0, 100000.0, false, false, "SMs"};
+      const double sms = number(*it, "sms", origin, "physical_bounds.sms", kSms);
+      if (sms != std::floor(sms)) fail(origin, "physical_bounds.sms", "must be an integer, got " + show((*it)["sms"]));
+      p.bounds.sms = static_cast<int>(sms);
+    }
+    // No drain rate of the file may exceed the link's.
+    const double link = p.bounds.link_rate_bytes_per_s;
+    auto check = [&](double rate, const std::string& field) {
+      if (rate > link * (1.0 + 1e-12))
+        fail(origin, field, "is " + std::to_string(units::bytes_per_s_to_gbps(rate)) + " GB/s, above physical_bounds.link_rate_gbps " +
+                                std::to_string(units::bytes_per_s_to_gbps(link)) + ": no drain can exceed the link");
+    };
+    check(p.drain_rate_bytes_per_s, "drain_rate_gbps");
+    for (std::size_t i = 0; i < p.drain_rate_by_producers.size(); ++i)
+      check(p.drain_rate_by_producers[i].bytes_per_s, "drain_rate_by_producers[" + std::to_string(i) + "].drain_rate_gbps");
+    for (std::size_t i = 0; i < p.capacity.size(); ++i)
+      check(p.capacity[i].isolated_drain_rate_bytes_per_s, "capacity[" + std::to_string(i) + "].drain_rate_gbps");
+  }
+
   if (auto it = j.find("provenance"); it != j.end()) {
     if (!it->is_object()) fail(origin, "provenance", "must be an object, got " + show(*it));
     p.provenance = *it;
@@ -298,6 +330,12 @@ json platform_to_json(const Platform& p) {
   if (p.burst_overhead_s > 0.0) j["burst_overhead_us"] = units::s_to_us(p.burst_overhead_s);
   if (p.zero_gap_overhead_s > 0.0) j["zero_gap_overhead_us"] = units::s_to_us(p.zero_gap_overhead_s);
   if (p.local_drain_rate_bytes_per_s > 0.0) j["local_drain_rate_gbps"] = units::bytes_per_s_to_gbps(p.local_drain_rate_bytes_per_s);
+  if (p.bounds.link_rate_bytes_per_s > 0.0) {
+    json b = {{"link_rate_gbps", units::bytes_per_s_to_gbps(p.bounds.link_rate_bytes_per_s)}, {"link_source", p.bounds.link_source}};
+    if (p.bounds.copy_engine_bytes_per_s > 0.0) b["copy_engine_gbps"] = units::bytes_per_s_to_gbps(p.bounds.copy_engine_bytes_per_s);
+    if (p.bounds.sms > 0) b["sms"] = p.bounds.sms;
+    j["physical_bounds"] = b;
+  }
   if (!p.gemm_rate_per_sm.empty()) {
     j["gemm_rate_per_sm"] = json::array();
     for (const auto& g : p.gemm_rate_per_sm)

@@ -390,12 +390,16 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
   return rep;
 }
 
+ErrorSummary summarize_errors(const std::vector<double>& rel_errors) { return summarize(rel_errors); }
+
+nlohmann::json to_json(const ErrorSummary& s) {
+  return nlohmann::json{{"points", s.points}, {"median_rel_error", s.median_rel}, {"max_rel_error", s.max_rel}};
+}
+
 nlohmann::json to_json(const FidelityReport& rep) {
   using units::s_to_us;
   const double platform_local_gbps = units::bytes_per_s_to_gbps(rep.local_drain_rate_bytes_per_s);
-  auto sum = [](const ErrorSummary& s) {
-    return nlohmann::json{{"points", s.points}, {"median_rel_error", s.median_rel}, {"max_rel_error", s.max_rel}};
-  };
+  auto sum = [](const ErrorSummary& s) { return to_json(s); };
   nlohmann::json j = {
       {"schema", "xstage.fidelity/1"},
       {"summary",

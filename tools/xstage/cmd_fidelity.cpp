@@ -5,7 +5,10 @@
 #include "registry.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/records.hpp"
+#include "xstage/model/calibration_fit.hpp"
+#include "xstage/sim/cross_validation.hpp"
 #include "xstage/sim/fidelity.hpp"
+#include "xstage/sim/simulator.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -19,6 +22,8 @@ struct FidelityOptions {
   std::string out;
   bool force = false;
   bool json = false;
+  bool cross_validate = false;
+  int folds = 2;
 };
 
 std::string pct(double x) { return fmt_num(100.0 * x, 1) + " %"; }
@@ -53,6 +58,17 @@ void run_fidelity(const FidelityOptions& o) {
   if (!o.ulysses.empty()) {
     uly = sim::ulysses_rows(platform, o.ulysses);
     j["ulysses"] = sim::to_json(uly);
+  }
+  sim::CrossValidation cv;
+  if (o.cross_validate) {
+    sim::CvOptions co;
+    co.k = o.folds;
+    co.fit.zero_gap_loops = fo.zero_gap_loops;
+    co.fit.isolated_simulator = sim::isolated_issue_time_s;  // as `xstage fit` fits
+    co.fit.max_rate_bytes_per_s = platform.bounds.link_rate_bytes_per_s;
+    co.fidelity = fo;
+    cv = sim::cross_validate(records, co);
+    j["cross_validation"] = sim::to_json(cv);
   }
   if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n", o.force, inputs);
   if (o.json) {
@@ -113,6 +129,29 @@ void run_fidelity(const FidelityOptions& o) {
     out_stream() << "fused Ulysses attention (TMA epilogue): predicted vs measured residual over fa-only-tma\n";
     print_table({"M x heads", "order", "G_Qloop us", "binds", "first burst us", "tail us", "predicted", "measured"}, rows);
   }
+  if (o.cross_validate) {
+    out_stream() << "cross-validation: the platform refitted on part of the records, the rest predicted ("
+                 << (cv.max_rate_bytes_per_s > 0 ? "every rate bounded by the link's " + fmt_num(cv.max_rate_bytes_per_s / 1e9, 1) + " GB/s"
+                                                 : std::string("no physical bound: the platform states no physical_bounds"))
+                 << "); median / max |err|, closed form (simulator)\n";
+    auto cell = [](const sim::ErrorSummary& m, const sim::ErrorSummary& s) {
+      return pct(m.median_rel) + " / " + pct(m.max_rel) + " (" + pct(s.median_rel) + " / " + pct(s.max_rel) + ")";
+    };
+    std::vector<std::vector<std::string>> rows;
+    auto add = [&](const std::string& name, const sim::CvErrors& e, int points, const std::string& note) {
+      rows.push_back({name, std::to_string(points), cell(e.periodic_model_t_iss, e.periodic_sim_t_iss),
+                      cell(e.periodic_model_t_period, e.periodic_sim_t_period), cell(e.isolated_model_t_iss, e.isolated_sim_t_iss), note});
+    };
+    add("in-sample (all records)", cv.in_sample, cv.in_sample.periodic_model_t_iss.points + cv.in_sample.isolated_model_t_iss.points, "");
+    for (const auto& s : cv.schemes) {
+      std::string note = std::to_string(s.folds) + " folds, max rate " + fmt_num(s.max_fitted_rate_bytes_per_s / 1e9, 1) + " GB/s";
+      for (const auto& f : s.failed) note += "; " + f.fold + " not fitted (" + std::to_string(f.records) + " records)";
+      add("held out: " + s.name, s.held_out, static_cast<int>(s.points.size()), note);
+    }
+    print_table({"scheme", "points", "periodic T_iss", "periodic T_period", "isolated T_iss", "folds"}, rows);
+    for (const auto& s : cv.schemes)
+      for (const auto& f : s.failed) out_stream() << "  " << s.name << ", " << f.fold << ": " << f.reason << "\n";
+  }
   if (!o.out.empty()) out_stream() << "wrote " << o.out << "\n";
 }
 
@@ -128,10 +167,17 @@ void add_fidelity(CLI::App& root) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--ulysses", o->ulysses, "Ulysses sweep file (xstage.ulysses_sweep/1): predicted vs measured residual")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--cross-validate", o->cross_validate,
+                "Also refit the platform on part of the records and predict the rest (k-fold, leave one K, B or gap sweep "
+                "out), as `xstage fit` fits, under the platform's physical_bounds: held-out errors beside in-sample ones");
+  cmd->add_option("--folds", o->folds, "folds of the k-fold scheme (2..10; default 2)");
   add_out_option(cmd, o->out, "Also write the JSON report to this file");
   add_force_option(cmd, o->force);
   add_json_option(cmd, o->json);
-  cmd->callback([o] { run_fidelity(*o); });
+  cmd->callback([o, cmd] {
+    if (cmd->count("--folds") && !o->cross_validate) throw InputError("--folds: only with --cross-validate");
+    run_fidelity(*o);
+  });
 }
 
 }  // namespace

@@ -31,6 +31,20 @@ struct FitOptions {
   // least: both then predict the records with one set of parameters (docs/model.md). Unset: the closed
   // form's fit alone.
   std::function<double(int, double, double, double, double, double)> isolated_simulator;
+  // The physical bound of every fitted drain rate (R, R(K), the knees' R_iso): the link's rate per direction
+  // (0: unbounded). A rate the records would put above it is held at the bound and reported in
+  // FitResult::bounded as a misfit of the model, not absorbed by the parameter.
+  double max_rate_bytes_per_s = 0.0;
+};
+
+// A fitted rate the records wanted above the physical bound: what they wanted, what was written, and the
+// largest relative error of the records it governs at each.
+struct BoundedRate {
+  std::string parameter;  // "R", "R(33)", "R_iso(132)"
+  double unbounded_bytes_per_s = 0.0;
+  double written_bytes_per_s = 0.0;
+  double max_rel_error_unbounded = 0.0;
+  double max_rel_error_bounded = 0.0;
 };
 
 struct RateFit {
@@ -92,6 +106,7 @@ struct FitResult {
   // Local memory's own drain, from the local control's zero-gap records that its drain binds (T_iss above
   // 1.1 × the per-SM issue floor at their B: the smallest K's local T_iss there); 0 with fewer than 2.
   RateFit local_rate;
+  std::vector<BoundedRate> bounded;  // misfits: rates held at FitOptions::max_rate_bytes_per_s
   std::vector<std::string> warnings;
   Platform platform;  // ready to write: drain rate, issue floors, capacities (knees found only)
 };

@@ -67,6 +67,15 @@ struct Lookup {
   LookupSource source;
 };
 
+// The physical limits a platform was fitted under: the link's rate per direction (every drain rate of the
+// file must stay at or below it), the copy engine's measured rate between the same GPUs, the SM count.
+struct PhysicalBounds {
+  double link_rate_bytes_per_s = 0.0;  // 0: not stated
+  std::string link_source;             // where the link rate comes from (a datasheet, a specification)
+  double copy_engine_bytes_per_s = 0.0;  // 0: not measured
+  int sms = 0;                           // 0: not stated
+};
+
 struct Platform {
   std::string name;
   std::string description;
@@ -82,6 +91,7 @@ struct Platform {
   // (fitted from its zero-gap records); 0: not measured. Never used for remote stores.
   double local_drain_rate_bytes_per_s = 0.0;
   std::vector<GemmRatePoint> gemm_rate_per_sm;  // empty: the datasheet for every precision
+  PhysicalBounds bounds;  // optional; when the link rate is stated, the loader refuses any drain rate above it
   nlohmann::json provenance = nlohmann::json::object();
 
   // T_iss0 at (K, B). Rule (documented in docs/platform.md):

@@ -29,6 +29,10 @@ struct ErrorSummary {
   double max_rel = 0.0;
 };
 
+// Median and largest of relative errors |pred − meas| / meas (points: how many).
+ErrorSummary summarize_errors(const std::vector<double>& rel_errors);
+nlohmann::json to_json(const ErrorSummary& s);
+
 struct FidelityReport {
   std::vector<FidelityPoint> points;  // remote records; local ones are listed as controls
   std::vector<model::CalibrationRecord> local_controls;
