@@ -10,7 +10,9 @@ fallback would be `_native_cudnn`): diffusers 0.42's own FA4 backend (`flash_4_h
 Hugging Face Hub through the `kernels` package, which an offline GPU machine cannot do. Each implementation's first forward (FA4 compiles per shape then) is timed
 apart and its output compared with the others'; then warm-up rounds and N timed rounds, the order rotating each
 round, one CUDA-event pair around each whole forward; medians of the samples. Also times the two attention calls
-alone (same inputs for all three). Writes JSON with provenance and raw samples to --out, and a PNG with --plot.
+alone (same inputs for all three). `xstage_sdpa` is the same kernel reached the way an unmodified model reaches it:
+diffusers' native backend calls torch's scaled_dot_product_attention and
+`torch.nn.attention.activate_flash_attention_impl("xstage")` serves its flash op (torch 2.10 on). Writes JSON with provenance and raw samples to --out, and a PNG with --plot.
 """
 import argparse
 import contextlib
@@ -27,8 +29,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "common"))
 from provenance import dist_version, provenance, sm_clock_mhz  # noqa: E402
 
-IMPLS = ("xstage", "cudnn", "fa4", "xstage_fp8", "sage2")
-LABELS = {"xstage": "xstage", "cudnn": "cuDNN (diffusers _native_cudnn)", "fa4": "FlashAttention-4 (flash_attn.cute)",
+IMPLS = ("xstage", "xstage_sdpa", "cudnn", "fa4", "xstage_fp8", "sage2")
+LABELS = {"xstage": "xstage", "xstage_sdpa": "xstage through SDPA (diffusers native backend, "
+          "activate_flash_attention_impl)", "cudnn": "cuDNN (diffusers _native_cudnn)",
+          "fa4": "FlashAttention-4 (flash_attn.cute)",
           "xstage_fp8": "xstage FP8", "sage2": "SageAttention 2 sm90 (INT8 QK, FP8 PV)"}
 EIGHT_BIT = ("xstage_fp8", "sage2")  # compared with the others at --agree-rel-l2-8bit
 
@@ -178,10 +182,32 @@ def main(argv=None):
     timestep = torch.tensor([500], device=dev)
     heads, head_dim = model.config.num_attention_heads, model.config.attention_head_dim
 
+    from torch.nn import attention as torch_attention
+    if "xstage_sdpa" in impls and not hasattr(torch_attention, "activate_flash_attention_impl"):
+        errors["xstage_sdpa"] = f"torch {torch.__version__} has no activate_flash_attention_impl"
+        impls.remove("xstage_sdpa")
+
+    @contextlib.contextmanager
+    def sdpa_route():
+        """diffusers' native backend, torch's flash op served by xstage; the counts of served and passed calls."""
+        model.set_attention_backend("native")
+        torch_attention.activate_flash_attention_impl("xstage")
+        try:
+            yield
+        finally:
+            torch_attention.restore_flash_attention_impl()
+            model.set_attention_backend("_native_cudnn")
+
     def context(impl):
         if impl == "cudnn":
             return contextlib.nullcontext()
+        if impl == "xstage_sdpa":
+            return sdpa_route()
         return xd.enabled(model, kernel=kernels[impl], strict=True)
+
+    def sdpa_counts():
+        from xstage import _torch_sdpa
+        return _torch_sdpa.counts()
 
     def forward():
         return model(latents, timestep, text).sample
@@ -193,10 +219,15 @@ def main(argv=None):
             try:
                 synchronize(dev)
                 t0 = time.perf_counter()
+                before = sdpa_counts() if impl == "xstage_sdpa" else None
                 with context(impl):
                     outputs[impl] = forward()
                     synchronize(dev)
-                    if impl != "cudnn":
+                    if impl == "xstage_sdpa":
+                        after = sdpa_counts()
+                        routing[impl] = {"routed": after["served"] - before["served"],
+                                         "fallback_total": after["passed"] - before["passed"]}
+                    elif impl != "cudnn":
                         routing[impl] = xd.stats(model)
                 first_call_s[impl] = time.perf_counter() - t0
             except Exception as e:   # one implementation failing leaves the others measured
@@ -232,6 +263,11 @@ def main(argv=None):
                 def call(k, v):
                     return attention_dispatch.dispatch_attention_fn(
                         q, k, v, backend=attention_dispatch.AttentionBackendName._NATIVE_CUDNN)
+            elif impl == "xstage_sdpa":
+                def call(k, v):
+                    with context(impl):
+                        return torch.nn.functional.scaled_dot_product_attention(
+                            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
             else:
                 def call(k, v, fn=kernels[impl].fn):
                     return fn(q, k, v, None)
@@ -254,7 +290,7 @@ def main(argv=None):
                             and all(finite.values()),
                "all_calls_routed": all(s["fallback_total"] == 0 and s["routed"] == 2 * args.blocks
                                        for s in routing.values())}
-    for ours in ("xstage", "xstage_fp8"):
+    for ours in ("xstage", "xstage_sdpa", "xstage_fp8"):
         for base in ("cudnn", "fa4", "sage2", "xstage"):
             if ours != base and ours in med and base in med:
                 summary[f"speedup_{ours}_vs_{base}"] = med[base] / med[ours]

@@ -18,6 +18,7 @@ xstage = pytest.importorskip("xstage")
 if not hasattr(xstage, "attention"):
     pytest.skip("xstage is not installed (no xstage.attention)", allow_module_level=True)
 
+import torch.nn.attention  # noqa: E402
 import xstage.integrations.diffusers as xd  # noqa: E402
 
 MAX_RATIO, MEAN_RATIO = 2.0, 1.2
@@ -100,6 +101,66 @@ def test_hunyuan_video_blocks_with_text_padding_on_xstage():
     assert s["routed"] == 2 and s["routed_with_mask"] == 2 and s["fallback_total"] == 0
     assert shapes(s) == {(1, 1024, 1024, 24, 128): 2}
     assert s["not_routable_processors"] == {"AttnProcessor2_0": 1}   # the token refiner calls SDPA itself
+
+
+needs_sdpa_registry = pytest.mark.skipif(not hasattr(torch.nn.attention, "activate_flash_attention_impl"),
+                                         reason=f"torch {torch.__version__} has no activate_flash_attention_impl")
+
+
+def compare_sdpa_route(name, model32, inputs32):
+    """The model unmodified on diffusers' native backend, torch's flash op served by xstage
+    (activate_flash_attention_impl("xstage")): the same tolerance as compare(); returns the served and passed
+    counts of the bf16 run."""
+    from torch.nn import attention
+    from xstage import _torch_sdpa
+    model16 = copy.deepcopy(model32).to(torch.bfloat16)
+    inputs16 = {k: v.to(torch.bfloat16) if torch.is_floating_point(v) else v for k, v in inputs32.items()}
+    with torch.inference_mode():
+        ref = model32(**inputs32).sample
+        native = model16(**inputs16).sample
+        before = _torch_sdpa.counts()
+        attention.activate_flash_attention_impl("xstage")
+        try:
+            ours = model16(**inputs16).sample
+            torch.cuda.synchronize()
+        finally:
+            attention.restore_flash_attention_impl()
+        after = _torch_sdpa.counts()
+        again = model16(**inputs16).sample   # restored: PyTorch's own kernel again
+    counts = {k: after[k] - before[k] for k in after}
+    assert torch.isfinite(ours).all()
+    (max_n, mean_n), (max_x, mean_x) = errors(native, ref), errors(ours, ref)
+    print(f"\n{name} via SDPA: |native bf16 - fp32| max {max_n:.3e} mean {mean_n:.3e}; |xstage - fp32| max "
+          f"{max_x:.3e} mean {mean_x:.3e}; {counts}")
+    assert max_x <= MAX_RATIO * max_n, (max_x, max_n)
+    assert mean_x <= MEAN_RATIO * mean_n, (mean_x, mean_n)
+    assert torch.equal(again, native)
+    return counts
+
+
+@needs_sdpa_registry
+def test_wan21_14b_blocks_through_the_sdpa_route():
+    from diffusers import WanTransformer3DModel
+    model = build(WanTransformer3DModel, num_layers=2)
+    g = torch.Generator("cuda").manual_seed(1)
+    inputs = dict(hidden_states=torch.randn(1, 16, 3, 30, 52, device="cuda", generator=g),
+                  timestep=torch.tensor([500], device="cuda"),
+                  encoder_hidden_states=torch.randn(1, 512, 4096, device="cuda", generator=g))
+    assert compare_sdpa_route("Wan2.1-14B x2 blocks", model, inputs) == {"served": 4, "passed": 0}
+
+
+@needs_sdpa_registry
+def test_flux_blocks_through_the_sdpa_route():
+    from diffusers import FluxTransformer2DModel
+    model = build(FluxTransformer2DModel, num_layers=1, num_single_layers=2, guidance_embeds=True)
+    g = torch.Generator("cuda").manual_seed(2)
+    ids = torch.stack(torch.meshgrid(torch.zeros(1), torch.arange(32.0), torch.arange(32.0), indexing="ij"), -1)
+    inputs = dict(hidden_states=torch.randn(1, 1024, 64, device="cuda", generator=g),
+                  encoder_hidden_states=torch.randn(1, 256, 4096, device="cuda", generator=g),
+                  pooled_projections=torch.randn(1, 768, device="cuda", generator=g),
+                  timestep=torch.tensor([0.5], device="cuda"), guidance=torch.tensor([3.5], device="cuda"),
+                  img_ids=ids.reshape(-1, 3).cuda(), txt_ids=torch.zeros(256, 3, device="cuda"))
+    assert compare_sdpa_route("Flux 1+2 blocks", model, inputs) == {"served": 3, "passed": 0}
 
 
 def cosine_and_rel_l1(out, ref):
