@@ -13,7 +13,6 @@
 #include "xstage/probe/burst_pattern.hpp"
 #include "xstage/probe/probe.hpp"
 #include "xstage/probe/verify.hpp"
-#include "xstage/testing/stats.hpp"
 
 namespace xstage::probe {
 
@@ -27,8 +26,10 @@ constexpr std::uint64_t kSlotBudgetBytes = 256ull << 20;
 // is too coarse; the pre-run measurement is used instead.
 constexpr double kInRunClockMinNs = 200e3;
 
-// The bench library's median: NaN for an empty set.
-double median_or_nan(const std::vector<double>& v) { return testing::median(v); }
+// The median, NaN for an empty set (never 0, which would read as a measured zero).
+double median_or_nan(const std::vector<double>& v) {
+  return v.empty() ? std::numeric_limits<double>::quiet_NaN() : stats::median(v);
+}
 
 }  // namespace
 
