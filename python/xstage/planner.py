@@ -220,11 +220,13 @@ def plan_moe(*, kernel: PathLike | None = None, shape: str | None = None, hidden
 def simulate(*, producers: Integral | None = None, bytes_per_producer: Real | None = None,
              gap_us: Real | None = None, bursts: Integral | None = None, t_iss0_us: Real | None = None,
              capacity_bytes: Real | None = None, completion_coupled: bool = False, latency_us: Real | None = None,
-             per_burst: bool = False, schedule: PathLike | None = None, trace: PathLike | None = None,
-             force: bool = False, platform: PathLike | None = None) -> Any:
+             per_burst: bool = False, schedule: PathLike | None = None, kernel: PathLike | None = None,
+             trace: PathLike | None = None, force: bool = False, platform: PathLike | None = None) -> Any:
     """`xstage simulate --json`: event simulation of periodic bursts (producers, bytes_per_producer, gap_us,
-    bursts, completion_coupled=True, ...) or of a schedule file (`schedule`, exclusive with the burst shape)."""
+    bursts, completion_coupled=True, ...), of a schedule file (`schedule`) or of a burst-gap kernel description
+    (`kernel`, xstage.kernel/1 kind "burst_gap": per tile kind the stalls and the design test); the three are
+    exclusive."""
     return run_json(["simulate"], producers=producers, bytes_per_producer=bytes_per_producer, gap_us=gap_us,
                     bursts=bursts, t_iss0_us=t_iss0_us, capacity_bytes=capacity_bytes,
                     completion_coupled=completion_coupled, latency_us=latency_us, per_burst=per_burst,
-                    schedule=schedule, trace=trace, force=force, platform=platform)
+                    schedule=schedule, kernel=kernel, trace=trace, force=force, platform=platform)

@@ -54,7 +54,7 @@ BurstGapAudit audit_burst_gap(const Platform& platform, const BurstGapInput& in)
   a.isolated_t_iss_s = isolated_issue_time_ramped_s(t0, v, platform.isolated_drain_rate_at(in.producers),
                                                     a.capacity_bytes, platform.knee_ramp_s);
   a.verdict = design_test(t0, v, r, a.capacity_bytes, g);
-  a.sustained_action = a.verdict.rate_bound_ok ? DesignAction::kPiggyback : DesignAction::kReshape;
+  a.sustained_action = a.verdict.rate_bound_ok ? DesignAction::kKeep : DesignAction::kReshape;
   a.binding_bound = !a.verdict.rate_bound_ok ? "rate" : !a.verdict.capacity_bound_ok ? "capacity (aligned bursts only)" : "none";
   return a;
 }
@@ -165,7 +165,8 @@ MoeAudit audit_moe(const Platform& platform, const MoeInput& in) {
   const Lookup floor = platform.issue_floor_s(in.active_producers, in.tile_bytes);
   a.t_iss0_s = floor.value;
   a.t_iss0_source = floor.source;
-  const double r = platform.drain_rate_bytes_per_s, v = a.volume_bytes, t0 = a.t_iss0_s;
+  const double r = a.drain_rate_bytes_per_s = platform.drain_rate_at(in.active_producers);
+  const double v = a.volume_bytes, t0 = a.t_iss0_s;
   a.wave_gap_s = moe_wave_gap_s(in.t_l2_mma_s);
   a.interleaved_gap_s = moe_interleaved_gap_s(in.t_l1_mma_s, in.t_l2_mma_s, in.n1, in.n2);
   a.wave_issue_overhead_s = issue_overhead_s(t0, v, r, a.wave_gap_s);
@@ -186,6 +187,7 @@ json to_json(const MoeAudit& a) {
   return {{"volume_bytes", a.volume_bytes},
           {"t_iss0_us", s_to_us(a.t_iss0_s)},
           {"t_iss0_source", to_string(a.t_iss0_source)},
+          {"drain_rate_gbps", units::bytes_per_s_to_gbps(a.drain_rate_bytes_per_s)},
           {"wave_gap_us", s_to_us(a.wave_gap_s)},
           {"interleaved_gap_us", s_to_us(a.interleaved_gap_s)},
           {"wave_issue_overhead_us", s_to_us(a.wave_issue_overhead_s)},

@@ -7,6 +7,7 @@
 #include "xstage/model/platform.hpp"
 #include "xstage/model/records.hpp"
 #include "xstage/moe/routing.hpp"
+#include "xstage/sim/burst_gap_kernel.hpp"
 #include "xstage/sim/fidelity.hpp"
 #include "xstage/sim/schedule_file.hpp"
 
@@ -25,6 +26,11 @@ void parse_routing(std::string_view text, const std::string& origin) {
 }
 void parse_kernel(std::string_view text, const std::string& origin) {
   (void)model::moe_kernel_from_json(parse_json_input(text, origin), origin);
+}
+// A burst-gap description: parsed, and its work checked at the embedded platform's producer count.
+void parse_burst_gap_kernel(std::string_view text, const std::string& origin) {
+  const model::BurstGapKernel k = model::burst_gap_kernel_from_json(parse_json_input(text, origin), origin, sim::kMaxScheduleSteps);
+  sim::check_burst_gap_work(k, k.producers > 0 ? k.producers : 132, origin);
 }
 void parse_records(std::string_view text, const std::string& origin) {
   std::istringstream in{std::string(text)};
@@ -48,6 +54,7 @@ const std::vector<InputLoader>& input_loaders() {
       {"raw", "xstage.calibration_raw/1 JSON", "fit/fidelity --raw", parse_raw},
       {"traces", "xstage.moe_bench[_set] JSON with trace entries", "fidelity --traces", parse_traces},
       {"ulysses", "xstage.ulysses_sweep/1 JSON", "fidelity --ulysses", parse_ulysses},
+      {"burst_gap_kernel", "xstage.kernel/1 JSON, kind \"burst_gap\"", "simulate --kernel", parse_burst_gap_kernel},
   };
   return loaders;
 }

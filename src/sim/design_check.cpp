@@ -25,13 +25,18 @@ RecurringBurstCheck recurring_burst_check(const model::Platform& platform, int p
     if (b.index == 0) first[b.producer] = stall;
     else later[b.producer] += stall / (bursts - 1);
   }
+  return classify_recurring_stalls(stats::median(first), stats::median(later), t0, gap_s);
+}
+
+RecurringBurstCheck classify_recurring_stalls(double first_burst_stall_s, double steady_stall_s, double t0,
+                                              double gap_s) {
   RecurringBurstCheck c;
-  c.first_burst_stall_s = stats::median(first);
-  c.steady_stall_s = stats::median(later);
+  c.first_burst_stall_s = first_burst_stall_s;
+  c.steady_stall_s = steady_stall_s;
   const double tolerance = 0.01 * (t0 + gap_s);
   c.tolerance_s = tolerance;
   const bool steady = c.steady_stall_s > tolerance;
-  c.action = steady ? model::DesignAction::kReshape : model::DesignAction::kPiggyback;
+  c.action = steady ? model::DesignAction::kReshape : model::DesignAction::kKeep;
   // The first burst's stall is set against its own floor: a long gap must not hide a stall of microseconds.
   const bool first_stalls = c.first_burst_stall_s > 0.01 * t0;
   c.binding_bound = steady ? "rate" : first_stalls ? "capacity (first aligned burst only)" : "none";

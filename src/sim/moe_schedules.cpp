@@ -10,8 +10,40 @@
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
+#include "xstage/sim/tile_schedules.hpp"
 
 namespace xstage::sim {
+
+namespace {
+
+// One MoE tile as a generic tile (tile_schedules.hpp): a Linear-1 tile signals its row once written; a Linear-2
+// tile waits for its row's Linear-1 tiles and stores its Combine (tile_bytes, 0: every store is local).
+TileStep moe_tile_step(const sched::MoeTile& t, const MoeTileCosts& c, int l1_tiles_per_row) {
+  TileStep s;
+  s.tag = static_cast<int>(t.stage);
+  if (t.stage == sched::MoeStage::kLinear1) {
+    s.mainloop_s = c.t_l1_mma_s;
+    s.k_steps = c.l1_k_steps;
+    if (l1_tiles_per_row > 0) s.signal_counter = t.row;
+  } else {
+    s.mainloop_s = c.t_l2_mma_s;
+    s.k_steps = c.l2_k_steps;
+    if (l1_tiles_per_row > 0) {
+      s.wait_counter = t.row;
+      s.wait_target = l1_tiles_per_row;
+    }
+    s.remote_bytes = c.tile_bytes > 0.0 ? c.tile_bytes : 0.0;
+    s.issue_floor_s = c.issue_floor_s;
+    s.chunk_issue_floor_s = c.chunk_issue_floor_s;
+  }
+  return s;
+}
+
+bool moe_padding(const sched::MoeTile& t, int l2_tiles_per_row) {
+  return t.stage == sched::MoeStage::kLinear2 && l2_tiles_per_row > 0 && t.n >= l2_tiles_per_row;
+}
+
+}  // namespace
 
 ProducerSchedule moe_producer_schedule(const std::vector<sched::MoeTile>& order, const MoeTileCosts& c,
                                        int l1_tiles_per_row, int l2_tiles_per_row) {
@@ -25,48 +57,15 @@ ProducerSchedule moe_producer_schedule(const std::vector<sched::MoeTile>& order,
   const bool piggyback = stores && c.combine_chunks > 0;
   if (piggyback && (c.l1_k_steps <= 0 || c.l2_k_steps <= 0))
     throw InputError("moe schedule: k-steps per tile must be > 0 for a piggybacked Combine");
-  const double chunk_bytes = piggyback ? c.tile_bytes / c.combine_chunks : 0.0;
-  int pending = 0;  // chunks of the last Linear-2 tile not yet issued
-  ProducerSchedule s;
-  s.reserve(order.size() * (piggyback ? 4 + 2 * c.combine_chunks : 3));
-  auto flush = [&] {
-    for (; pending > 0; --pending) s.push_back(Step::burst(chunk_bytes, c.chunk_issue_floor_s));
-  };
-  // A tile's mainloop: with chunks pending, one chunk at each of its first k-steps, the chunk's issue
-  // taking its part of the k-step.
-  auto mainloop = [&](double t, int k_steps) {
-    if (!piggyback || pending == 0) {
-      s.push_back(Step::compute(t));
-      return;
-    }
-    const double step = t / k_steps;
-    int k = 0;
-    for (; k < k_steps && pending > 0; ++k, --pending) {
-      s.push_back(Step::burst(chunk_bytes, c.chunk_issue_floor_s));
-      if (step > c.chunk_issue_floor_s) s.push_back(Step::compute(step - c.chunk_issue_floor_s));
-    }
-    if (k < k_steps) s.push_back(Step::compute(step * (k_steps - k)));
-  };
-  for (const auto& t : order) {
-    if (t.stage == sched::MoeStage::kLinear1) {
-      mainloop(c.t_l1_mma_s, c.l1_k_steps);
-      if (l1_tiles_per_row > 0) s.push_back(Step::signal(t.row));
-    } else {
-      if (l2_tiles_per_row > 0 && t.n >= l2_tiles_per_row) continue;  // padding tile
-      if (l1_tiles_per_row > 0) s.push_back(Step::wait(t.row, l1_tiles_per_row));
-      mainloop(c.t_l2_mma_s, c.l2_k_steps);
-      if (piggyback) {
-        flush();  // the previous tile's chunks, before this tile is staged
-        if (c.staging_s > 0) s.push_back(Step::compute(c.staging_s));
-        pending = c.combine_chunks;
-      } else if (stores) {
-        if (c.staging_s > 0) s.push_back(Step::compute(c.staging_s));
-        s.push_back(Step::burst(c.tile_bytes, c.issue_floor_s));
-      }
-    }
-  }
-  flush();  // the last tile's chunks, before the completion flags
-  return s;
+  std::vector<TileStep> seq;
+  seq.reserve(order.size());
+  for (const auto& t : order)
+    if (!moe_padding(t, l2_tiles_per_row)) seq.push_back(moe_tile_step(t, c, l1_tiles_per_row));
+  TileIssue issue;
+  issue.mode = piggyback ? TileIssueMode::kPiggyback : TileIssueMode::kEpilogue;
+  if (piggyback) issue.chunks = c.combine_chunks;
+  issue.staging_s = c.staging_s;
+  return std::move(tile_schedules({std::move(seq)}, issue).schedules.front());
 }
 
 MoeRoleSchedules moe_role_schedules(const std::vector<std::vector<sched::MoeTile>>& orders, const MoeTileCosts& c,
@@ -74,44 +73,24 @@ MoeRoleSchedules moe_role_schedules(const std::vector<std::vector<sched::MoeTile
   if (c.cover_slots < 1) throw InputError("moe schedule: cover_slots must be >= 1 with an epilogue issuer");
   if (l1_tiles_per_row < 0 || l2_tiles_per_row < 0 || rows < 0)
     throw InputError("moe schedule: tiles per row and rows must be >= 0");
-  const int ctas = static_cast<int>(orders.size());
-  MoeRoleSchedules out;
-  out.schedules.resize(2 * static_cast<std::size_t>(ctas));
-  const bool stores = c.tile_bytes > 0.0;
-  for (int cta = 0; cta < ctas; ++cta) {
-    ProducerSchedule& mma = out.schedules[cta];
-    ProducerSchedule& epi = out.schedules[ctas + cta];
-    const int ready = rows + 2 * cta, freed = ready + 1;
-    int i = 0;  // tiles of this CTA so far
+  std::vector<std::vector<TileStep>> sequences(orders.size());
+  for (std::size_t cta = 0; cta < orders.size(); ++cta)
     for (const auto& t : orders[cta]) {
-      const bool l2 = t.stage == sched::MoeStage::kLinear2;
-      if (l2 && l2_tiles_per_row > 0 && t.n >= l2_tiles_per_row) continue;  // padding tile
+      if (moe_padding(t, l2_tiles_per_row)) continue;
       if (t.row >= rows && l1_tiles_per_row > 0)
         throw InputError("moe schedule: tile row " + std::to_string(t.row) + " beyond the " + std::to_string(rows) + " rows");
-      int slot_wait = -1;
-      if (i >= c.cover_slots) {
-        slot_wait = static_cast<int>(mma.size());
-        mma.push_back(Step::wait(freed, i - c.cover_slots + 1));  // the slot of tile i − cover_slots is free
-      }
-      if (l2 && l1_tiles_per_row > 0) mma.push_back(Step::wait(t.row, l1_tiles_per_row));
-      mma.push_back(Step::compute(l2 ? c.t_l2_mma_s : c.t_l1_mma_s));
-      mma.push_back(Step::signal(ready));
-      epi.push_back(Step::wait(ready, i + 1));
-      if (c.staging_s > 0) epi.push_back(Step::compute(c.staging_s));
-      if (l2) {
-        int burst = -1;
-        if (stores) {
-          burst = static_cast<int>(epi.size());
-          epi.push_back(Step::burst(c.tile_bytes, c.issue_floor_s));
-        }
-        out.l2_tiles.push_back({cta, slot_wait, ctas + cta, burst});
-      } else if (l1_tiles_per_row > 0) {
-        epi.push_back(Step::signal(t.row));  // the row's Linear-1 output is written by the epilogue
-      }
-      epi.push_back(Step::signal(freed));
-      ++i;
+      sequences[cta].push_back(moe_tile_step(t, c, l1_tiles_per_row));
     }
-  }
+  TileIssue issue;
+  issue.mode = TileIssueMode::kEpilogueIssuer;
+  issue.cover_slots = c.cover_slots;
+  issue.staging_s = c.staging_s;
+  TileSchedules built = tile_schedules(sequences, issue, rows);
+  MoeRoleSchedules out;
+  out.schedules = std::move(built.schedules);
+  for (const TileRef& t : built.tiles)
+    if (t.tag == static_cast<int>(sched::MoeStage::kLinear2))
+      out.l2_tiles.push_back({t.producer, t.slot_wait_step, t.issuer, t.burst_step});
   return out;
 }
 

@@ -37,7 +37,7 @@ TEST(Cli, ModelJsonHasEveryKey) {
   EXPECT_NEAR(j["q_peak0_bytes"].get<double>() / 1048576.0, 4.1, 0.01);
   EXPECT_EQ(j["action"], "reshape");
   const CliRun g = run_cli("model --platform " + paper_platform() + " --producers 148 --bytes-per-producer 32768 --gap-us 6.1 --json");
-  EXPECT_EQ(nlohmann::json::parse(g.out)["action"], "piggyback");
+  EXPECT_EQ(nlohmann::json::parse(g.out)["action"], "keep");
 }
 
 TEST(Cli, PlanReproducesThePaper) {

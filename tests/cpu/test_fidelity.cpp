@@ -218,7 +218,7 @@ TEST(Fidelity, VerdictOfTheGapSweepAgreesWithTheRecords) {
   EXPECT_NEAR(a.t_iss_s, 0.579e-6, 0.005e-6);
   EXPECT_FALSE(a.verdict.capacity_bound_ok);
   EXPECT_EQ(a.verdict.action, model::DesignAction::kReshape);  // the aligned worst case, shown as such
-  EXPECT_EQ(a.sustained_action, model::DesignAction::kPiggyback);
+  EXPECT_EQ(a.sustained_action, model::DesignAction::kKeep);
   EXPECT_STREQ(a.binding_bound, "capacity (aligned bursts only)");
   const model::BurstGapAudit b = model::audit_burst_gap(p, {132, 32768, 5e-6, std::nullopt, std::nullopt});
   EXPECT_EQ(b.sustained_action, model::DesignAction::kReshape);
@@ -270,7 +270,7 @@ TEST(Fidelity, AsBuiltVerdictOfRecurringBursts) {
   // The Ulysses epilogue burst (132 x 32 KiB) every Q-loop of M = 8192 (64 KV tiles x 0.79 µs): the
   // aligned first burst stalls on Q, the steady state does not (rate bound: V/R = 11.5 µs < 51 µs).
   const auto a = sim::recurring_burst_check(p, 132, 32768, 64 * 0.79e-6);
-  EXPECT_EQ(a.action, model::DesignAction::kPiggyback);
+  EXPECT_EQ(a.action, model::DesignAction::kKeep);
   EXPECT_STREQ(a.binding_bound, "capacity (first aligned burst only)");
   EXPECT_GT(a.first_burst_stall_s, 1e-6);
   EXPECT_LT(a.steady_stall_s, 0.01e-6);

@@ -133,6 +133,15 @@ const Template kUlysses{
      {"points[0].model.points[0].seq_len", "8192"}, {"points[0].model.points[0].output_bursts", "2"},
      {"points[0].variants.fa-only-tma.iteration_median_us", "202.35"}}};
 
+const Template kBurstGapKernel{
+    R"({"schema": "xstage.kernel/1", "kind": "burst_gap", "producers": @producers@, "issue": "piggyback",
+  "chunks": @chunks@, "staging_us": @staging_us@, "repeat": @repeat@,
+  "tiles": [{"name": "out", "mainloop_us": @tiles[0].mainloop_us@, "bytes": @tiles[0].bytes@,
+             "remote_share": @tiles[0].remote_share@, "count": @tiles[0].count@, "k_steps": @tiles[0].k_steps@}]}
+)",
+    {{"producers", "8"}, {"chunks", "4"}, {"staging_us", "0.5"}, {"repeat", "3"}, {"tiles[0].mainloop_us", "2.5"},
+     {"tiles[0].bytes", "32768"}, {"tiles[0].remote_share", "0.5"}, {"tiles[0].count", "2"}, {"tiles[0].k_steps", "8"}}};
+
 // Values no JSON number field may take.
 std::vector<std::string> bad_json_numbers() {
   return {nested(60000), "1e400", "-1e400", "1e308", "-1", "null", "true", "{}", "[]", "\"7\"",
@@ -276,6 +285,23 @@ TEST_F(LoaderFuzz, RoutingFile) {
   expect_rejected(commands.front(), dir_.string(), {"directory"}, "a folder as the routing file");
 }
 
+TEST_F(LoaderFuzz, BurstGapKernelFile) {
+  const std::vector<std::string> commands = {"simulate --kernel"};
+  fuzz_fields(kBurstGapKernel,
+              {{"producers", plus(bad_json_integers(), "0", "1000001")},
+               {"chunks", plus(bad_json_integers(), "0", "65")},
+               {"staging_us", plus(bad_json_numbers(), "1e6")},
+               {"repeat", plus(bad_json_integers(), "0", "1000001")},
+               {"tiles[0].mainloop_us", plus(bad_json_numbers(), "0", "1e6")},
+               {"tiles[0].bytes", plus(bad_json_numbers(), "1e13")},
+               {"tiles[0].remote_share", plus(bad_json_numbers(), "1.5")},
+               {"tiles[0].count", plus(bad_json_integers(), "0")},
+               {"tiles[0].k_steps", plus(bad_json_integers(), "0", "65537")}},
+              commands, "burst-gap kernel ");
+  fuzz_files(kBurstGapKernel, commands.front(), "tiles[0].bytes");
+  expect_rejected(commands.front(), dir_.string(), {"directory"}, "a folder as the kernel description");
+}
+
 TEST_F(LoaderFuzz, RecordsFile) {
   const std::string out = (dir_ / "out.json").string();
   const std::string command = "fit --out " + out + " --records";
@@ -403,7 +429,8 @@ TEST_F(LoaderFuzz, FifoInputsAreRefusedWithoutBlocking) {
 // --- the loader registry: every file format the tools read --------------------------------------------
 
 // The fuzz cases above, by registry name: a loader registered without one fails here.
-const std::set<std::string> kFuzzedLoaders = {"platform", "schedule", "routing", "kernel", "records", "raw", "traces", "ulysses"};
+const std::set<std::string> kFuzzedLoaders = {"platform", "schedule", "routing", "kernel", "records", "raw", "traces", "ulysses",
+                                               "burst_gap_kernel"};
 
 TEST(LoaderRegistry, EveryLoaderHasFuzzCases) {
   std::set<std::string> names;

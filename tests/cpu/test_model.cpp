@@ -84,12 +84,12 @@ TEST(Equations, DesignTest) {
   EXPECT_EQ(zero_gap.action, DesignAction::kReshape);
   const DesignVerdict enough = design_test(kT0, kV, kR, kQ, 6.1e-6);
   EXPECT_TRUE(enough.rate_bound_ok);
-  EXPECT_EQ(enough.action, DesignAction::kPiggyback);
+  EXPECT_EQ(enough.action, DesignAction::kKeep);
   const DesignVerdict too_big = design_test(kT0, 2 * kV, kR, kQ, 1.0);
   EXPECT_TRUE(too_big.rate_bound_ok);
   EXPECT_FALSE(too_big.capacity_bound_ok);
   EXPECT_EQ(too_big.action, DesignAction::kReshape);
-  EXPECT_STREQ(to_string(DesignAction::kPiggyback), "piggyback");
+  EXPECT_STREQ(to_string(DesignAction::kKeep), "keep");
 }
 
 TEST(Equations, DrainDominatedTradesGapOneForOne) {

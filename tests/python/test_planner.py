@@ -47,6 +47,8 @@ CASES = [  # (binding, kwargs, CLI arguments)
       "--tokens", "1024"]),
     (xp.simulate, dict(producers=148, bytes_per_producer=32768, gap_us=2, bursts=50),
      ["simulate", "--producers", "148", "--bytes-per-producer", "32768", "--gap-us", "2", "--bursts", "50"]),
+    (xp.simulate, dict(kernel=str(REPO / "kernels" / "burst_gap" / "gemm-reduce-scatter.json")),
+     ["simulate", "--kernel", str(REPO / "kernels" / "burst_gap" / "gemm-reduce-scatter.json")]),
     (xp.simulate, dict(producers=132, bytes_per_producer=16384, gap_us=1, bursts=20, completion_coupled=True),
      ["simulate", "--producers", "132", "--bytes-per-producer", "16384", "--gap-us", "1", "--bursts", "20",
       "--completion-coupled"]),
@@ -185,3 +187,35 @@ def test_run_returns_text(cli):
     result = subprocess.run([str(cli), "model", "--producers", "148", "--bytes-per-producer", "32768", "--gap-us",
                              "2"], capture_output=True, text=True, timeout=60)
     assert text == result.stdout
+
+
+# plan_moe's `kernel` keyword: a built-in description by name, a description file, and flags laid over it; each the
+# CLI's --json for the same arguments, and a bad description file's error naming the file and the field.
+@pytest.mark.parametrize("kwargs, args", [
+    (dict(kernel="paper-qwen3.5", platform=PAPER), ["plan", "moe", "--kernel", "paper-qwen3.5", "--platform", PAPER]),
+    (dict(kernel=str(REPO / "kernels" / "moe" / "builtin" / "glm-4.5.json"), t_l1_us=4.0, t_l2_us=3.0),
+     ["plan", "moe", "--kernel", str(REPO / "kernels" / "moe" / "builtin" / "glm-4.5.json"), "--t-l1-us", "4",
+      "--t-l2-us", "3"]),
+    (dict(kernel="dit-moe-g2-16e2a", simulate=True, combine="epilogue_issuer", cover_slots=2, staging_us=0.5,
+          tokens=1024),
+     ["plan", "moe", "--kernel", "dit-moe-g2-16e2a", "--simulate", "--combine", "epilogue_issuer", "--cover-slots",
+      "2", "--staging-us", "0.5", "--tokens", "1024"]),
+])
+def test_plan_moe_kernel_keyword_equals_cli_json(cli, kwargs, args):
+    got = xp.plan_moe(**kwargs)
+    assert got == cli_json(cli, *args)
+    assert got["kernel"]["name"] == (kwargs["kernel"] if "/" not in kwargs["kernel"] else "glm-4.5")
+
+
+def test_plan_moe_kernel_keyword_errors(cli, tmp_path):
+    bad = tmp_path / "k.json"
+    bad.write_text(json.dumps({"schema": "xstage.kernel/1", "hidden": 1024, "h_inter": 512, "experts": 8,
+                               "top_k": 9}))
+    with pytest.raises(ValueError) as info:
+        xp.plan_moe(kernel=str(bad))
+    assert str(bad) in str(info.value) and "top_k" in str(info.value)
+    assert str(info.value) == cli_error(cli, "plan", "moe", "--kernel", str(bad))
+    with pytest.raises(ValueError, match="kernel and shape"):
+        xp.plan_moe(kernel="deepseek-v3", shape="deepseek-v3")
+    with pytest.raises(ValueError, match="^xstage: error: kernel excludes producers"):
+        xp.simulate(kernel=str(REPO / "kernels" / "burst_gap" / "gemm-reduce-scatter.json"), producers=4)

@@ -124,6 +124,7 @@ void add_plan(CLI::App& root) {
       throw InputError("--precision: must be bf16 or fp8, got \"" + *moe->precision + "\"");
     if (moe->combine && *moe->combine != "piggyback" && *moe->combine != "epilogue" && *moe->combine != "epilogue_issuer")
       throw InputError("--combine: must be piggyback, epilogue or epilogue_issuer, got \"" + *moe->combine + "\"");
+    moe->fields = plan::description_fields(*m);
     run_moe(*moe_common, *moe);
   });
 

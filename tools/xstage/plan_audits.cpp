@@ -1,4 +1,5 @@
 // The audits behind `xstage plan` (plan_audits.hpp).
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -21,6 +22,57 @@
 #include "xstage/sim/trace_events.hpp"
 
 namespace xstage::cli::plan {
+
+// ---- the verdict words of `plan` (plan_audits.hpp) ------------------------------------------------
+
+std::string verdict_text(const model::DesignVerdict& v) {
+  const char* why = !v.rate_bound_ok && !v.capacity_bound_ok ? " (rate, capacity)"
+                    : !v.rate_bound_ok                       ? " (rate)"
+                    : !v.capacity_bound_ok                   ? " (capacity)"
+                                                             : "";
+  return std::string(model::to_string(v.action)) + why;
+}
+
+nlohmann::json to_json(const ActOn& a) {
+  return {{"verdict", a.verdict},
+          {"text", a.text},
+          {"first_launch_cost_us", units::s_to_us(a.first_launch_cost_s)},
+          {"steady_stall_us", units::s_to_us(a.steady_stall_s)},
+          {"stall_unit", a.stall_unit},
+          {"datasheet_rate", a.datasheet_rate}};
+}
+
+bool first_burst_stalls(const sim::RecurringBurstCheck& b) {
+  return std::string_view(b.binding_bound) != "none" || b.action == model::DesignAction::kReshape;
+}
+
+std::string launch_cost_clause(double first_s) {
+  return "; each launch pays " + fmt_us(first_s, 2) + " us once (its first, aligned burst)";
+}
+
+ActOn act_on(const sim::RecurringBurstCheck& b, const std::string& unit, const std::string& cover) {
+  ActOn a;
+  a.stall_unit = unit;
+  a.first_launch_cost_s = first_burst_stalls(b) ? b.first_burst_stall_s : 0.0;
+  if (b.action == model::DesignAction::kReshape) {
+    a.verdict = kReshape;
+    a.steady_stall_s = b.steady_stall_s;
+    a.text = "reshape: steady stall " + fmt_us(b.steady_stall_s, 2) + " us per " + unit + " (rate bound)";
+  } else {
+    a.text = "keep: stores drain under " + cover;
+    if (a.first_launch_cost_s > 0.0) a.text += launch_cost_clause(a.first_launch_cost_s);
+  }
+  return a;
+}
+
+nlohmann::json as_built_json(const sim::RecurringBurstCheck& b) {
+  return {{"action", model::to_string(b.action)},
+          {"binding_bound", b.binding_bound},
+          {"first_burst_stall_us", units::s_to_us(b.first_burst_stall_s)},
+          {"steady_stall_us", units::s_to_us(b.steady_stall_s)},
+          {"stall_tolerance_us", units::s_to_us(b.tolerance_s)}};
+}
+
 namespace {
 
 using units::us_to_s;
@@ -51,43 +103,6 @@ model::AttentionInput attention_input(const AttnOptions& o, int producers) {
     in.seq_lens.push_back(m);
   }
   return in;
-}
-
-// ---- the verdict words of `plan` -----------------------------------------------------------------
-// keep: leave the bursts where they are, the next mainloop covers the drain (eq. 10's action when both
-// bounds hold); reshape: the stores stall and the schedule must change. "Piggybacked Combine" names only
-// the fused MoE kernel's issue mode (`--combine piggyback`), never a verdict.
-constexpr const char* kKeep = "keep";
-constexpr const char* kReshape = "reshape";
-const char* verdict_word(model::DesignAction a) { return a == model::DesignAction::kPiggyback ? kKeep : kReshape; }
-
-// Plan JSON carries verdicts in the same two words as its text: eq. 10's action values ("piggyback" in
-// model::to_string, shared with `xstage model`) become "keep" under every verdict key.
-void use_verdict_words(nlohmann::json& j) {
-  if (j.is_array()) {
-    for (auto& x : j) use_verdict_words(x);
-    return;
-  }
-  if (!j.is_object()) return;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& key = it.key();
-    const bool verdict_key = key == "action" || key == "aligned_action" || key == "sustained_action" ||
-                             key == "wave_action" || key == "interleaved_action";
-    if (verdict_key && it->is_string() && it->get<std::string>() == model::to_string(model::DesignAction::kPiggyback))
-      *it = kKeep;
-    else
-      use_verdict_words(*it);
-  }
-}
-
-// Eq. 10's verdict in the plan's words, with the bound(s) that fail, so a reshape is never printed without
-// its reason.
-std::string verdict_text(const model::DesignVerdict& v) {
-  const char* why = !v.rate_bound_ok && !v.capacity_bound_ok ? " (rate, capacity)"
-                    : !v.rate_bound_ok                       ? " (rate)"
-                    : !v.capacity_bound_ok                   ? " (capacity)"
-                                                             : "";
-  return std::string(verdict_word(v.action)) + why;
 }
 
 // One legend line per verdict column: which burst the column models.
@@ -126,33 +141,6 @@ nlohmann::json to_json(const std::vector<LegendLine>& legend) {
   return a;
 }
 
-// What a kernel engineer acts on for one row: the as-built verdict in words, its cost per launch and its
-// stall per recurring unit (an output burst, a Linear-2 tile).
-struct ActOn {
-  const char* verdict = kKeep;
-  std::string text;
-  double first_launch_cost_s = 0.0;
-  double steady_stall_s = 0.0;
-  const char* stall_unit = "";
-  bool datasheet_rate = false;
-};
-nlohmann::json to_json(const ActOn& a) {
-  return {{"verdict", a.verdict},
-          {"text", a.text},
-          {"first_launch_cost_us", units::s_to_us(a.first_launch_cost_s)},
-          {"steady_stall_us", units::s_to_us(a.steady_stall_s)},
-          {"stall_unit", a.stall_unit},
-          {"datasheet_rate", a.datasheet_rate}};
-}
-
-// The first burst stalls beyond the simulator's tolerance (sim::recurring_burst_check's own test).
-bool first_burst_stalls(const sim::RecurringBurstCheck& b) {
-  return std::string_view(b.binding_bound) != "none" || b.action == model::DesignAction::kReshape;
-}
-std::string launch_cost_clause(double first_s) {
-  return "; each launch pays " + fmt_us(first_s, 2) + " us once (its first, aligned burst)";
-}
-
 // Text cells read left to right: pad the given columns and their headers to one width (print_table
 // right-aligns every column but the first, which suits the numbers).
 void left_align(std::vector<std::string>& header, std::vector<std::vector<std::string>>& rows,
@@ -171,33 +159,13 @@ sim::RecurringBurstCheck attention_as_built(const model::Platform& platform, int
   return sim::recurring_burst_check(platform, producers, a.bytes_per_producer, p.qloop_gap_s);
 }
 
-ActOn attention_act_on(const sim::RecurringBurstCheck& b) {
-  ActOn a;
-  a.stall_unit = "output burst";
-  a.first_launch_cost_s = first_burst_stalls(b) ? b.first_burst_stall_s : 0.0;
-  if (b.action == model::DesignAction::kReshape) {
-    a.verdict = kReshape;
-    a.steady_stall_s = b.steady_stall_s;
-    a.text = "reshape: steady stall " + fmt_us(b.steady_stall_s, 2) + " us per output burst (rate bound)";
-  } else {
-    a.text = "keep: stores drain under the next Q-loop";
-    if (a.first_launch_cost_s > 0.0) a.text += launch_cost_clause(a.first_launch_cost_s);
-  }
-  return a;
-}
+ActOn attention_act_on(const sim::RecurringBurstCheck& b) { return act_on(b, "output burst", "the next Q-loop"); }
 
 // Stall figures of one as-built check: "first/steady" (steady scaled to the row's unit).
 std::string stall_pair(const sim::RecurringBurstCheck& b, double steady_scale = 1.0) {
   return fmt_us(b.first_burst_stall_s, 2) + "/" + fmt_us(b.steady_stall_s * steady_scale, 2);
 }
 
-nlohmann::json as_built_json(const sim::RecurringBurstCheck& b) {
-  return {{"action", verdict_word(b.action)},
-          {"binding_bound", b.binding_bound},
-          {"first_burst_stall_us", units::s_to_us(b.first_burst_stall_s)},
-          {"steady_stall_us", units::s_to_us(b.steady_stall_s)},
-          {"stall_tolerance_us", units::s_to_us(b.tolerance_s)}};
-}
 
 // `plan attn --json` and each attention row of `plan --json`: the audit, each point's as-built check and
 // act-on verdict, and at the top level the verdict over the points. The top-level "burst" (kept for
@@ -236,7 +204,6 @@ nlohmann::json attention_json(const model::Platform& platform, const model::Atte
   }
   j["act_on"] = to_json(top);
   j["legend"] = to_json(kAttentionLegend);
-  use_verdict_words(j);
   return j;
 }
 
@@ -314,8 +281,8 @@ ActOn moe_act_on(const sim::RecurringBurstCheck& wave, const sim::RecurringBurst
   a.datasheet_rate = datasheet_rate;
   const double per_tile = moe::kFusedCombineChunks;
   const double w = wave.steady_stall_s * per_tile, i = inter.steady_stall_s * per_tile;
-  const bool w_keep = wave.action == model::DesignAction::kPiggyback;
-  const bool i_keep = inter.action == model::DesignAction::kPiggyback;
+  const bool w_keep = wave.action == model::DesignAction::kKeep;
+  const bool i_keep = inter.action == model::DesignAction::kKeep;
   a.first_launch_cost_s = std::max(first_burst_stalls(wave) ? wave.first_burst_stall_s : 0.0,
                                    first_burst_stalls(inter) ? inter.first_burst_stall_s : 0.0);
   if (w_keep && i_keep) {
@@ -356,33 +323,17 @@ void run_attn(const PlanCommon& c, const AttnOptions& o) {
 
 namespace {
 
-// The flags of a description as (flag, field, value); unset flags are left out.
-std::vector<std::tuple<const char*, const char*, nlohmann::json>> description_flags(const MoeOptions& o) {
-  std::vector<std::tuple<const char*, const char*, nlohmann::json>> f;
-  auto put = [&](const char* flag, const char* key, const auto& v) {
-    if (v) f.emplace_back(flag, key, nlohmann::json(*v));
-  };
-  put("--hidden", "hidden", o.hidden);
-  put("--h-inter", "h_inter", o.h_inter);
-  put("--experts", "experts", o.experts);
-  put("--top-k", "top_k", o.top_k);
-  put("--ranks", "ranks", o.ranks);
-  put("--tokens", "tokens", o.tokens);
-  put("--precision", "precision", o.precision);
-  put("--routing", "routing", o.routing);
-  put("--zipf-s", "zipf_s", o.zipf_s);
-  put("--block-m", "block_m", o.block_m);
-  put("--block-n", "block_n", o.block_n);
-  put("--out-bytes", "out_bytes", o.out_bytes);
-  put("--t-l1-us", "t_l1_us", o.t_l1_us);
-  put("--t-l2-us", "t_l2_us", o.t_l2_us);
-  put("--sm-tflops", "sm_tflops", o.sm_tflops);
-  put("--combine", "combine", o.combine);
-  put("--staging-us", "staging_us", o.staging_us);
-  put("--cover-slots", "cover_slots", o.cover_slots);
-  // 0: the default (as the help says), the same as not given.
-  if (o.lead_rows.value_or(0) > 0) put("--lead-rows", "lead_rows", o.lead_rows);
-  if (o.experts_per_wave.value_or(0) > 0) put("--experts-per-wave", "experts_per_wave", o.experts_per_wave);
+// The flag of a description field: its name with dashes ("h_inter" is --h-inter).
+std::string flag_of(std::string_view field) {
+  std::string flag = "--" + std::string(field);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+// The flags of a description as (flag, field, value), from MoeOptions::fields.
+std::vector<std::tuple<std::string, std::string, nlohmann::json>> description_flags(const MoeOptions& o) {
+  std::vector<std::tuple<std::string, std::string, nlohmann::json>> f;
+  for (const auto& [field, value] : o.fields.items()) f.emplace_back(flag_of(field), field, value);
   return f;
 }
 
@@ -461,6 +412,26 @@ void write_moe_trace(const MoeOptions& o, const model::MoeKernel& k, const nlohm
 }
 
 }  // namespace
+
+nlohmann::json description_fields(const CLI::App& cmd) {
+  nlohmann::json fields = nlohmann::json::object();
+  for (const char* field : model::moe_kernel_fields()) {
+    const CLI::Option* opt = cmd.get_option_no_throw(flag_of(field));
+    if (!opt || opt->count() == 0) continue;
+    const std::string type = opt->get_type_name();
+    nlohmann::json value;
+    if (type.rfind("INT", 0) == 0) {
+      value = opt->as<long long>();
+      if (value == 0) continue;  // 0: the default (--lead-rows, --experts-per-wave), the same as not given
+    } else if (type.rfind("FLOAT", 0) == 0) {
+      value = opt->as<double>();
+    } else {
+      value = opt->as<std::string>();
+    }
+    fields[field] = std::move(value);
+  }
+  return fields;
+}
 
 model::MoeKernel moe_kernel(const MoeOptions& o) {
   model::KernelSource src = !o.shape.empty()
@@ -566,8 +537,8 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
 void run_default(const PlanCommon& c) {
   const model::Platform platform = model::load_platform_or_default(c.platform);
   const int k = producers_or_default(c, platform);
-  // R(K): the rate of every attention figure and every simulation below; the MoE eq. 12-14 columns
-  // (model::audit_moe) use the nominal R.
+  // R(K): the rate of every figure below (attention, MoE eq. 12-14 and the simulations); the nominal R is in the
+  // JSON for reference.
   const double r_k_gbps = units::bytes_per_s_to_gbps(platform.drain_rate_at(k));
   const double r_nominal_gbps = units::bytes_per_s_to_gbps(platform.drain_rate_bytes_per_s);
   nlohmann::json j = {{"producers", k},
@@ -583,8 +554,6 @@ void run_default(const PlanCommon& c) {
   if (!c.json) {
     out_stream() << "xstage plan: design test of built-in workloads on platform " << platform_label(c.platform, platform)
                  << " (K = " << k << ", R(K=" << k << ") = " << fmt_num(r_k_gbps, 1) << " GB/s";
-    if (fmt_num(r_k_gbps, 1) != fmt_num(r_nominal_gbps, 1))
-      out_stream() << "; nominal R = " << fmt_num(r_nominal_gbps, 1) << " GB/s, used only by the MoE eq. 12-14 columns";
     out_stream() << ")\n";
     if (!platform.description.empty()) out_stream() << "  " << platform.description << "\n";
     const model::Lookup t0 = platform.issue_floor_s(k, 32768);
@@ -641,6 +610,7 @@ void run_default(const PlanCommon& c) {
   for (const char* precision : {"bf16", "fp8"}) {
     MoeOptions po;
     po.precision = precision;
+    po.fields["precision"] = precision;
     for (const auto& s : model::builtin_moe_shapes()) {
       po.shape = s.name;
       // The verdict rests on the datasheet Tensor Core rate where a mainloop is estimated at that rate.
@@ -666,7 +636,6 @@ void run_default(const PlanCommon& c) {
       }
       const ActOn act = moe_act_on(wave, inter, datasheet);
       mj["act_on"] = to_json(act);
-      use_verdict_words(mj);
       j["moe"].push_back(mj);
       rows.push_back({std::string(s.name) + " " + precision, fmt_mib(a.volume_bytes, 2),
                       fmt_us(in.t_l1_mma_s, 2) + "/" + fmt_us(in.t_l2_mma_s, 2), fmt_num(in.n1, 0) + "/" + fmt_num(in.n2, 0),

@@ -10,8 +10,41 @@
 #include "xstage/model/kernel_description.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
+#include "xstage/sim/design_check.hpp"
 
 namespace xstage::cli::plan {
+
+// ---- the verdict words of `plan`, shared with `simulate --kernel` ------------------------------------
+// keep: leave the bursts where they are, the next mainloop covers the drain (eq. 10's action when both bounds
+// hold, model::to_string of DesignAction); reshape: the stores stall and the schedule must change. "Piggyback"
+// names only an issue mode (the fused MoE kernel's `--combine piggyback`, a burst-gap description's
+// `issue: "piggyback"`), never a verdict.
+inline constexpr const char* kKeep = "keep";
+inline constexpr const char* kReshape = "reshape";
+// Eq. 10's verdict in these words with the bound(s) that fail ("reshape (rate, capacity)"), so a reshape is never
+// printed without its reason.
+std::string verdict_text(const model::DesignVerdict& v);
+
+// What a kernel engineer acts on: the as-built verdict in words, its cost per launch and its stall per
+// recurring unit (an output burst, a Linear-2 tile, a tile of a burst-gap kernel).
+struct ActOn {
+  const char* verdict = kKeep;
+  std::string text;
+  double first_launch_cost_s = 0.0;
+  double steady_stall_s = 0.0;
+  std::string stall_unit;
+  bool datasheet_rate = false;
+};
+nlohmann::json to_json(const ActOn& a);
+// The first burst stalls beyond the simulator's tolerance (sim::classify_recurring_stalls's own test).
+bool first_burst_stalls(const sim::RecurringBurstCheck& b);
+std::string launch_cost_clause(double first_s);
+// An as-built check in words: "keep: stores drain under <cover>[; each launch pays X us once ...]" or
+// "reshape: steady stall X us per <unit> (rate bound)".
+ActOn act_on(const sim::RecurringBurstCheck& b, const std::string& unit, const std::string& cover);
+// An as-built check's figures under stable keys (action, binding_bound, first_burst_stall_us, steady_stall_us,
+// stall_tolerance_us).
+nlohmann::json as_built_json(const sim::RecurringBurstCheck& b);
 
 struct PlanCommon {
   std::string platform;
@@ -41,11 +74,17 @@ struct MoeOptions {
   bool simulate = false;
   std::string trace;   // --trace FILE (with --simulate): the simulated timelines of both orders
   bool force = false;
+  // The description fields the flags give (field → value): the options named after the parser's fields
+  // (model::moe_kernel_fields(), "h_inter" is --h-inter), as description_fields reads them from the command.
+  nlohmann::json fields = nlohmann::json::object();
   // The description form: --kernel/--shape or any of --hidden, --experts, --top-k.
   bool described() const { return !shape.empty() || hidden || experts || top_k; }
 };
 // The description the options give (described() only): the flags as fields over the named description.
 model::MoeKernel moe_kernel(const MoeOptions& o);
+// MoeOptions::fields of a parsed `plan moe` command: for every field of the parser's key list, the option of the
+// same name with dashes, if given, with its value as the option's type (an integer 0: the default, left out).
+nlohmann::json description_fields(const CLI::App& cmd);
 
 // `plan attn`: one attention kernel's epilogue All-to-All (eq. 17-20).
 void run_attn(const PlanCommon& c, const AttnOptions& o);

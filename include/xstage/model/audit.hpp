@@ -104,6 +104,7 @@ struct MoeAudit {
   double volume_bytes;
   double t_iss0_s;
   LookupSource t_iss0_source;
+  double drain_rate_bytes_per_s;                              // R(K) at the aligned producer count
   double wave_gap_s, interleaved_gap_s;                       // eq. 12
   double wave_issue_overhead_s, interleaved_issue_overhead_s;  // eq. 4 / eq. 13
   bool interleaving_sufficient;                               // eq. 14

@@ -105,14 +105,15 @@ inline double isolated_issue_time_ramped_s(double floor_s, double volume_bytes, 
   return std::max(floor_s, hi);
 }
 
-// Eq. 10: design test for recurring bursts.
-enum class DesignAction { kPiggyback, kReshape };
-constexpr const char* to_string(DesignAction a) { return a == DesignAction::kPiggyback ? "piggyback" : "reshape"; }
+// Eq. 10: design test for recurring bursts. keep: leave the bursts where they are, the gap covers the drain
+// (the paper's "piggyback" regime; the word is kept for the MoE kernel's Combine issue mode); reshape: they stall.
+enum class DesignAction { kKeep, kReshape };
+constexpr const char* to_string(DesignAction a) { return a == DesignAction::kKeep ? "keep" : "reshape"; }
 
 struct DesignVerdict {
   bool rate_bound_ok;      // V/R ≤ T_iss0 + G
   bool capacity_bound_ok;  // [V − R·T_iss0]_+ ≤ Q
-  DesignAction action;     // both hold → piggyback, else reshape
+  DesignAction action;     // both hold → keep, else reshape
 };
 constexpr bool rate_bound_ok(double t_iss0_s, double volume_bytes, double drain_rate_bytes_per_s,
                              double gap_s) {
@@ -126,7 +127,7 @@ constexpr DesignVerdict design_test(double t_iss0_s, double volume_bytes, double
                                     double capacity_bytes, double gap_s) {
   const bool rate = rate_bound_ok(t_iss0_s, volume_bytes, drain_rate_bytes_per_s, gap_s);
   const bool cap = capacity_bound_ok(t_iss0_s, volume_bytes, drain_rate_bytes_per_s, capacity_bytes);
-  return {rate, cap, (rate && cap) ? DesignAction::kPiggyback : DesignAction::kReshape};
+  return {rate, cap, (rate && cap) ? DesignAction::kKeep : DesignAction::kReshape};
 }
 
 // Eq. 11: in the drain-dominated regime T_iss + G = V/R, so useful work moved into the gap reduces

@@ -46,6 +46,49 @@ struct MoeKernel {
   bool mainloops_given() const { return t_l1_us > 0 && t_l2_us > 0; }
 };
 
+// A burst–gap kernel (kind "burst_gap"): `producers` CTAs each run the same tiles in order, `repeat` times.
+// A tile kind has a mainloop, `bytes` of output per tile of which `remote_share` is stored to other GPUs, and
+// `count` consecutive tiles of it. The roles (`issue`): "epilogue" — the producer stages the tile and stores its
+// remote bytes in one burst after its mainloop; "piggyback" — they leave in `chunks` chunks at the k-steps of
+// the following tile's mainloop (`k_steps` per tile kind, default `chunks`); "epilogue_issuer" — a separate
+// epilogue issuer stages each tile and stores it in one burst while the producer runs ahead by at most
+// cover_slots − 1 tiles (eq. 15's cover window with 2 slots).
+struct BurstGapTile {
+  std::string name;
+  double mainloop_us = 0;
+  double bytes = 0;            // output bytes of one tile (one producer)
+  double remote_share = 1.0;   // the part of them stored to other GPUs, in [0, 1]
+  long long count = 1;         // consecutive tiles of this kind
+  int k_steps = 0;             // 0: the kernel's chunks (piggyback only)
+  double remote_bytes() const { return bytes * remote_share; }
+};
+struct BurstGapKernel {
+  std::string name = "custom";
+  std::string description, source;
+  std::vector<std::string> assumptions;
+  int producers = 0;  // 0: the platform's largest measured producer count
+  std::string issue = "epilogue";  // "epilogue", "piggyback" or "epilogue_issuer"
+  int chunks = 8;                  // piggyback: chunks per tile
+  int cover_slots = 2;             // epilogue_issuer: accumulator slots
+  double staging_us = 0;           // per storing tile (per tile with an epilogue issuer), before its stores
+  long long repeat = 1;            // the tile list, this many times per producer
+  std::vector<BurstGapTile> tiles;
+  long long tiles_per_producer() const;  // repeat × Σ count
+};
+
+// The kind of a description ("moe" or "burst_gap"), its schema checked; an InputError names `origin`.
+std::string kernel_kind(const nlohmann::json& j, std::string_view origin);
+// The field names each kind accepts (the parser's key lists: one source for the flags of `plan moe`).
+std::span<const char* const> moe_kernel_fields();
+std::span<const char* const> burst_gap_kernel_fields();
+std::span<const char* const> burst_gap_tile_fields();
+
+// Parses and validates a kind "burst_gap" description; an InputError names `origin` and the field. The tiles
+// per producer (repeat × Σ count) are bounded by `max_tiles_per_producer`.
+BurstGapKernel burst_gap_kernel_from_json(const nlohmann::json& j, std::string_view origin,
+                                          long long max_tiles_per_producer = 10'000'000);
+nlohmann::json to_json(const BurstGapKernel& k);
+
 // Parses and validates; an InputError names `origin` and the field. `base_dir`: where a relative routing file
 // of a description file is found (empty: as given).
 MoeKernel moe_kernel_from_json(const nlohmann::json& j, std::string_view origin, const std::string& base_dir = "");

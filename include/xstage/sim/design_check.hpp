@@ -20,6 +20,10 @@ struct RecurringBurstCheck {
 };
 
 // A stall counts when it exceeds 1 % of T_iss0 + G (below that it is the simulator's tolerance).
+// The verdict of simulated stalls (the first burst's, and the mean per burst after it) for bursts with issue
+// floor T_iss0 and gap G: recurring_burst_check's rule, for any simulated schedule.
+RecurringBurstCheck classify_recurring_stalls(double first_burst_stall_s, double steady_stall_s, double t_iss0_s,
+                                              double gap_s);
 RecurringBurstCheck recurring_burst_check(const model::Platform& platform, int producers, double bytes_per_producer,
                                           double gap_s, int bursts = 12);
 

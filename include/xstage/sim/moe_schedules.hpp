@@ -1,5 +1,6 @@
 // Turns MoE tile orders (include/xstage/sched/moe_schedule.hpp) into simulator schedules, so the
-// expert-wave and interleaved orders can be compared on a platform before a kernel runs.
+// expert-wave and interleaved orders can be compared on a platform before a kernel runs. The schedules are
+// built by the generic tile builder (sim::tile_schedules, tile_schedules.hpp) from the orders as tile sequences.
 #pragma once
 
 #include <string>
