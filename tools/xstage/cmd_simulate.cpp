@@ -221,6 +221,7 @@ void run_kernel(const SimOptions& o) {
   if (roles) header.push_back("slot wait med/max, T_RS us");
   header.push_back("aligned (eq. 10)");
   header.push_back("act on");
+  plan::left_align(header, rows, {header.size() - 2, header.size() - 1});
   print_table(header, rows);
   out_stream() << "  burst: one producer's burst (a chunk when piggybacked); G: eq. 10's gap after it with no stall\n"
                   "  burst stall: per tile, its bursts' issue time beyond T_iss0 (simulated, all producers)\n";

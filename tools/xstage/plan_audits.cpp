@@ -65,6 +65,16 @@ ActOn act_on(const sim::RecurringBurstCheck& b, const std::string& unit, const s
   return a;
 }
 
+void left_align(std::vector<std::string>& header, std::vector<std::vector<std::string>>& rows,
+                std::initializer_list<std::size_t> columns) {
+  for (std::size_t c : columns) {
+    std::size_t w = header[c].size();
+    for (const auto& r : rows) w = std::max(w, r[c].size());
+    header[c].resize(w, ' ');
+    for (auto& r : rows) r[c].resize(w, ' ');
+  }
+}
+
 nlohmann::json as_built_json(const sim::RecurringBurstCheck& b) {
   return {{"action", model::to_string(b.action)},
           {"binding_bound", b.binding_bound},
@@ -139,18 +149,6 @@ nlohmann::json to_json(const std::vector<LegendLine>& legend) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& l : legend) a.push_back({{"column", l.column}, {"models", l.models}});
   return a;
-}
-
-// Text cells read left to right: pad the given columns and their headers to one width (print_table
-// right-aligns every column but the first, which suits the numbers).
-void left_align(std::vector<std::string>& header, std::vector<std::vector<std::string>>& rows,
-                std::initializer_list<std::size_t> columns) {
-  for (std::size_t c : columns) {
-    std::size_t w = header[c].size();
-    for (const auto& r : rows) w = std::max(w, r[c].size());
-    header[c].resize(w, ' ');
-    for (auto& r : rows) r[c].resize(w, ' ');
-  }
 }
 
 // As built, attention: the output bursts recur every Q-loop; the simulator says what binds in steady state.

@@ -45,6 +45,10 @@ ActOn act_on(const sim::RecurringBurstCheck& b, const std::string& unit, const s
 // An as-built check's figures under stable keys (action, binding_bound, first_burst_stall_us, steady_stall_us,
 // stall_tolerance_us).
 nlohmann::json as_built_json(const sim::RecurringBurstCheck& b);
+// Text cells read left to right: pad the given columns and their headers to one width (print_table right-aligns
+// every column but the first, which suits the numbers).
+void left_align(std::vector<std::string>& header, std::vector<std::vector<std::string>>& rows,
+                std::initializer_list<std::size_t> columns);
 
 struct PlanCommon {
   std::string platform;
