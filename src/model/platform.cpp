@@ -110,8 +110,23 @@ Lookup Platform::capacity_bytes(int producers) const {
   std::sort(pts.begin(), pts.end());
   for (const auto& [k, q] : pts)
     if (k == producers) return {q, LookupSource::kMeasured};
-  if (producers <= pts.front().first) return {pts.front().second, LookupSource::kExtrapolated};
-  if (producers >= pts.back().first) return {pts.back().second, LookupSource::kExtrapolated};
+  const bool below = producers < pts.front().first, above = producers > pts.back().first;
+  if (below || above) {
+    // Outside the measured K: with one point, Q is held (nothing says how it scales). With two or more,
+    // the per-producer capacity q(K) = Q(K)/K follows the end segment's line (each producer's share of the
+    // outstanding stores, which the knees of every K put near the same B), and the aggregate stays
+    // monotone: more producers never hold less in all than the largest K measured, fewer never more than
+    // the smallest (docs/platform.md).
+    if (pts.size() == 1) return {pts.front().second, LookupSource::kExtrapolated};
+    const auto& a = below ? pts[0] : pts[pts.size() - 2];
+    const auto& c = below ? pts[1] : pts[pts.size() - 1];
+    const double qa = a.second / a.first, qc = c.second / c.first;
+    const auto& e = below ? pts.front() : pts.back();
+    const double end = e.second;
+    double q = lerp(a.first, qa, c.first, qc, producers) * producers;
+    if (!(q > 0.0)) q = end / e.first * producers;  // a line that crosses zero: the end point's share
+    return {below ? std::min(q, end) : std::max(q, end), LookupSource::kExtrapolated};
+  }
   auto hi = std::upper_bound(pts.begin(), pts.end(), std::make_pair(producers, -1.0));
   auto lo = hi - 1;
   return {lerp(lo->first, lo->second, hi->first, hi->second, producers), LookupSource::kInterpolated};

@@ -84,9 +84,31 @@ TEST(Platform, CapacityLookup) {
   EXPECT_DOUBLE_EQ(p.capacity_bytes(16).value, 1e6);
   EXPECT_NEAR(p.capacity_bytes(72).value, 2.5e6, 1e-6);
   EXPECT_EQ(p.capacity_bytes(72).source, LookupSource::kInterpolated);
-  EXPECT_DOUBLE_EQ(p.capacity_bytes(8).value, 1e6);
+  // Outside the measured K the per-producer capacity Q/K follows the end segment's line (62 500 B at K = 16,
+  // 31 250 B at 128): K = 8 holds 8 x (62 500 + 8 x 31 250 / 112) B, below the smallest K's Q.
+  EXPECT_NEAR(p.capacity_bytes(8).value, 8 * (62500.0 + 8 * 31250.0 / 112), 1e-6);
+  EXPECT_EQ(p.capacity_bytes(8).source, LookupSource::kExtrapolated);
+  // Above: the line gives 200 x 11 161 B = 2.2 MB, less than K = 128 holds; the aggregate never falls with K.
   EXPECT_DOUBLE_EQ(p.capacity_bytes(200).value, 4e6);
   EXPECT_EQ(p.capacity_bytes(200).source, LookupSource::kExtrapolated);
+  // One point: held at every K (nothing says how it scales).
+  json one = valid();
+  one["capacity"] = json::array({{{"producers", 16}, {"bytes", 1000000}}});
+  const Platform p1 = platform_from_json(one, "t");
+  EXPECT_DOUBLE_EQ(p1.capacity_bytes(8).value, 1e6);
+  EXPECT_DOUBLE_EQ(p1.capacity_bytes(200).value, 1e6);
+}
+
+TEST(Platform, CapacityOutsideTheMeasuredKFollowsThePerProducerShare) {
+  // The 2 x H200 knees: Q/K = 19.0, 17.9, 15.9 KiB at K = 33, 66, 132. Without K = 132, its Q from K = 33 and 66
+  // is 132 x 15.6 KiB = 2.01 MiB (2.04 fitted); holding Q(66), as before, said 1.15 MiB.
+  const Platform h = load_platform_file(std::string(XSTAGE_SOURCE_DIR) + "/platforms/h200_x2_measured.json");
+  Platform cut = h;
+  cut.capacity.erase(cut.capacity.begin() + 2);
+  EXPECT_NEAR(cut.capacity_bytes(132).value / h.capacity_bytes(132).value, 1.0, 0.03);
+  cut = h;
+  cut.capacity.erase(cut.capacity.begin());
+  EXPECT_NEAR(cut.capacity_bytes(33).value / h.capacity_bytes(33).value, 1.0, 0.05);
 }
 
 TEST(PlatformBadInput, EveryFieldIsChecked) {

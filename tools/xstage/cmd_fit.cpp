@@ -20,6 +20,11 @@ struct FitCliOptions {
   std::string name = "fitted";
   bool force = false;
   bool json = false;
+  // physical_bounds written into the platform; the fit runs under the link's rate (0: unbounded).
+  double link_gbps = 0.0;
+  std::string link_source;
+  double copy_engine_gbps = 0.0;
+  int sms = 0;
 };
 
 void run_fit(const FitCliOptions& o) {
@@ -39,6 +44,11 @@ void run_fit(const FitCliOptions& o) {
   model::FitOptions fo;
   if (!o.raw.empty()) fo.zero_gap_loops = model::load_zero_gap_loops(o.raw);
   fo.isolated_simulator = sim::isolated_issue_time_s;  // the knee is fitted for the simulator too
+  if (o.link_gbps > 0.0 && o.link_source.empty())
+    throw InputError("--link-source: required with --link-gbps (where the link's rate per direction comes from)");
+  if (o.link_gbps <= 0.0 && (!o.link_source.empty() || o.copy_engine_gbps > 0.0 || o.sms > 0))
+    throw InputError("--link-source, --copy-engine-gbps, --sms: only with --link-gbps");
+  fo.max_rate_bytes_per_s = units::gbps_to_bytes_per_s(o.link_gbps);
   model::FitResult fit;
   try {
     fit = model::fit_platform(records, fo);
@@ -51,6 +61,12 @@ void run_fit(const FitCliOptions& o) {
     throw InputError(bounded_text(o.records, 240) +
                      ": no periodic gap sweep with gap > 0 and no isolated points: cannot fit T_iss0");
   fit.platform.name = o.name;
+  if (o.link_gbps > 0.0) {
+    fit.platform.bounds.link_rate_bytes_per_s = units::gbps_to_bytes_per_s(o.link_gbps);
+    fit.platform.bounds.link_source = o.link_source;
+    fit.platform.bounds.copy_engine_bytes_per_s = units::gbps_to_bytes_per_s(o.copy_engine_gbps);
+    fit.platform.bounds.sms = o.sms;
+  }
   fit.platform.provenance["records_file"] = o.records;
   if (!o.raw.empty()) fit.platform.provenance["raw_file"] = o.raw;
   const nlohmann::json platform_json = model::platform_to_json(fit.platform);
@@ -92,6 +108,14 @@ void run_fit(const FitCliOptions& o) {
                           {"ramped_drain_rate_gbps", units::bytes_per_s_to_gbps(k.ramped_drain_rate_bytes_per_s)},
                           {"ramped_max_rel_residual", k.ramped_max_rel_residual},
                           {"simulated_max_rel_residual", k.simulated_max_rel_residual}});
+  j["bounded"] = nlohmann::json::array();
+  for (const auto& b : fit.bounded)
+    j["bounded"].push_back({{"parameter", b.parameter},
+                            {"wanted_gbps", units::bytes_per_s_to_gbps(b.unbounded_bytes_per_s)},
+                            {"written_gbps", units::bytes_per_s_to_gbps(b.written_bytes_per_s)},
+                            {"max_rel_error_wanted", b.max_rel_error_unbounded},
+                            {"max_rel_error_written", b.max_rel_error_bounded}});
+  j["link_rate_gbps"] = o.link_gbps > 0.0 ? nlohmann::json(o.link_gbps) : nlohmann::json(nullptr);
   j["warnings"] = fit.warnings;
   for (const auto& w : fit.warnings) err_stream() << "xstage: warning: fit: " << w << '\n';
   if (o.json) {
@@ -110,8 +134,22 @@ void run_fit(const FitCliOptions& o) {
   rows.clear();
   for (const auto& k : fit.knees)
     rows.push_back({std::to_string(k.producers), k.knee_found ? "yes" : "no (lower bound)",
-                    fmt_mib(k.knee_volume_bytes, 3), fmt_mib(k.capacity_bytes, 3)});
-  if (!rows.empty()) print_table({"K", "knee", "V_knee (MiB)", "Q (MiB)"}, rows);
+                    fmt_mib(k.knee_volume_bytes, 3), fmt_mib(k.capacity_bytes, 3),
+                    k.ramped_drain_rate_bytes_per_s > 0.0 ? fmt_mib(k.ramped_capacity_bytes, 3) : fmt_mib(k.capacity_bytes, 3),
+                    k.ramped_drain_rate_bytes_per_s > 0.0 ? fmt_num(k.ramped_drain_rate_bytes_per_s / 1e9, 1) : "-"});
+  if (!rows.empty()) print_table({"K", "knee", "V_knee (MiB)", "Q corner (MiB)", "Q written (MiB)", "R_iso written (GB/s)"}, rows);
+  out_stream() << "Q written: the smooth knee's capacity (docs/model.md, refinement 3), the one the platform file holds; "
+                  "Q corner: eq. 7's two-segment fit, printed for comparison only\n";
+  rows.clear();
+  for (const auto& rp : fit.rate_by_producers)
+    rows.push_back({std::to_string(rp.producers), fmt_num(rp.bytes_per_s / 1e9, 1), fmt_num(rp.fit.drain_rate_bytes_per_s / 1e9, 1),
+                    fmt_num(100 * rp.max_rel_error, 1) + " %"});
+  if (!rows.empty()) print_table({"K", "R(K) written (GB/s)", "robust slope (GB/s)", "max |err| at K"}, rows);
+  for (const auto& b : fit.bounded)
+    out_stream() << "misfit: " << b.parameter << " wants " << fmt_num(b.unbounded_bytes_per_s / 1e9, 1) << " GB/s, above the link's "
+                 << fmt_num(o.link_gbps, 1) << " GB/s; written at " << fmt_num(b.written_bytes_per_s / 1e9, 1)
+                 << " GB/s (largest error of the records it governs " << fmt_num(100 * b.max_rel_error_unbounded, 1) << " % -> "
+                 << fmt_num(100 * b.max_rel_error_bounded, 1) << " %): the model's structure does not explain them\n";
 }
 
 void add_fit(CLI::App& root) {
@@ -123,6 +161,14 @@ void add_fit(CLI::App& root) {
       ->check(CLI::ExistingFile);
   add_out_option(cmd, o->out, "Platform JSON to write")->required();
   cmd->add_option("--name", o->name, "Platform name written into the file")->capture_default_str();
+  cmd->add_option("--link-gbps", o->link_gbps,
+                  "Physical bound: the link's rate per direction, GB/s; no fitted rate exceeds it, a rate the records want "
+                  "above it is written at the bound and reported as a misfit; written to physical_bounds")
+      ->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--link-source", o->link_source, "Where --link-gbps comes from (required with it)");
+  cmd->add_option("--copy-engine-gbps", o->copy_engine_gbps, "Measured copy-engine peer rate, GB/s (physical_bounds)")
+      ->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--sms", o->sms, "SM count (physical_bounds)")->check(CLI::Range(1, 1000000));
   add_force_option(cmd, o->force);
   add_json_option(cmd, o->json, "Fit summary as JSON on stdout");
   cmd->callback([o] { run_fit(*o); });

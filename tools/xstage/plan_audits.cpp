@@ -558,7 +558,20 @@ void run_default(const PlanCommon& c) {
     out_stream() << "  " << platform.issue_floor.size() << " measured issue floors; T_iss0(K=" << k
               << ", B=32 KiB) = " << fmt_us(t0.value, 3) << " us (" << model::to_string(t0.source) << ")\n";
     for (const auto& q : platform.capacity)
-      out_stream() << "  Q(K=" << q.producers << ") = " << fmt_mib(q.bytes, 3) << " MiB\n";
+      out_stream() << "  Q(K=" << q.producers << ") = " << fmt_mib(q.bytes, 3) << " MiB"
+                   << (q.isolated_drain_rate_bytes_per_s > 0.0
+                           ? " (smooth knee, R_iso = " + fmt_num(units::bytes_per_s_to_gbps(q.isolated_drain_rate_bytes_per_s), 1) + " GB/s)"
+                           : std::string())
+                   << "\n";
+    if (!platform.drain_rate_by_producers.empty()) {
+      out_stream() << "  R(K) =";
+      for (const auto& d : platform.drain_rate_by_producers)
+        out_stream() << " " << fmt_num(units::bytes_per_s_to_gbps(d.bytes_per_s), 1) << " (K=" << d.producers << ")";
+      out_stream() << " GB/s\n";
+    }
+    if (platform.bounds.link_rate_bytes_per_s > 0.0)
+      out_stream() << "  fitted under physical bounds: link " << fmt_num(units::bytes_per_s_to_gbps(platform.bounds.link_rate_bytes_per_s), 1)
+                   << " GB/s per direction (" << one_line(platform.bounds.link_source, 200) << "); no rate above it\n";
     out_stream() << "  verdicts: keep = leave the bursts where they are, the next mainloop covers the drain; reshape = "
                     "the stores stall, change the order, the tile or the gap\n";
     out_stream() << "\nDiT attention, post-attention All-to-All from the FlashAttention epilogue (bf16, 128x128 tiles, sigma = "

@@ -100,7 +100,9 @@ struct Platform {
   //     extrapolate the nearest segment's line (below the range never under T_min·B/B_min);
   //     with one point only, scale in proportion to B (constant per-producer issue rate).
   Lookup issue_floor_s(int producers, double bytes_per_producer) const;
-  // Q(K): linear interpolation in K between measured points, clamped to the end points outside.
+  // Q(K): linear interpolation in K between measured points. Outside them, with two or more points, the
+  // per-producer capacity Q/K extrapolated along the end segment's line (never less in all than the largest
+  // K's Q above the range, never more than the smallest K's below it); with one point, that point's Q.
   Lookup capacity_bytes(int producers) const;
   // R(K): linear in K between the points of drain_rate_by_producers, clamped outside; without the
   // table, drain_rate_bytes_per_s.
