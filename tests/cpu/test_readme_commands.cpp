@@ -70,7 +70,7 @@ void write_inputs(const fs::path& dir) {
 }
 
 void run_every_cpu_line(const std::string& doc, int at_least) {
-  const std::set<std::string> cpu_only = {"model", "plan", "simulate", "fit", "fidelity", "--version", "--help"};
+  const std::set<std::string> cpu_only = {"model", "plan", "simulate", "fit", "fidelity", "paper", "--version", "--help"};
   const fs::path dir = fs::path(testing::TempDir()) / ("xstage_readme_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);

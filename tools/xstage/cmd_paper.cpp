@@ -23,6 +23,8 @@ struct PaperCliOptions {
   int heads_per_gpu = 0;
   std::string out, text_out;
   bool force = false, json = false;
+  std::string own;  // --own DIR: xstage's own two-GPU results instead of the paper
+  std::vector<const CLI::Option*> paper_only;  // the paper mode's options, refused with --own
 };
 
 
@@ -48,7 +50,35 @@ planner::PaperOptions paper_options(const PaperCliOptions& c) {
   return o;
 }
 
+// --own DIR: the MoE matrices' interleaved/wave ratios and the Ulysses sweep's hiding ratios, predicted from the
+// platform file (planner::own_report).
+void run_own(const PaperCliOptions& c) {
+  for (const CLI::Option* opt : c.paper_only)
+    if (opt->count() > 0) throw InputError(opt->get_name() + ": applies to the paper's tables, not to --own");
+  const std::vector<std::string> inputs = {c.platform, c.own + "/moe/moe_matrix.json", c.own + "/moe/moe_matrix_fp8.json",
+                                           c.own + "/ulysses/ulysses.json"};
+  if (!c.out.empty()) check_output_path("--out", c.out, c.force, inputs);
+  if (!c.text_out.empty()) check_output_path("--text-out", c.text_out, c.force, inputs);
+  if (!c.out.empty() && c.out == c.text_out) throw InputError("--out and --text-out: give two different files");
+  const model::Platform platform = model::load_platform_or_default(c.platform);
+  const planner::OwnReport rep = planner::own_report(platform, c.own);
+  nlohmann::json j = planner::to_json(rep);
+  stamp_json(j, "xstage.paper_own/1", c.platform, platform);
+  const std::string text = planner::to_text(rep);
+  if (!c.out.empty()) write_file_atomically(c.out, j.dump(2) + "\n", c.force, inputs);
+  if (!c.text_out.empty()) write_file_atomically(c.text_out, text, c.force, inputs, "--text-out");
+  if (c.json) {
+    print_json(j);
+    return;
+  }
+  out_stream() << "platform " << platform_label(c.platform, platform) << "\n" << text;
+}
+
 void run_paper(const PaperCliOptions& c) {
+  if (!c.own.empty()) {
+    run_own(c);
+    return;
+  }
   const std::vector<std::string> inputs = {c.platform};
   if (!c.out.empty()) check_output_path("--out", c.out, c.force, inputs);
   if (!c.text_out.empty()) check_output_path("--text-out", c.text_out, c.force, inputs);
@@ -75,23 +105,29 @@ void add_paper(CLI::App& root) {
   auto o = std::make_shared<PaperCliOptions>();
   CLI::App* cmd = root.add_subcommand(
       "paper", "The X-Stage paper as a test set: its tables predicted from its published inputs (give --platform "
-               "platforms/paper_8gpu_148sm.json), published vs predicted per row");
+               "platforms/paper_8gpu_148sm.json), published vs predicted per row; with --own, xstage's own two-GPU "
+               "results predicted from the platform file");
   add_platform_option(cmd, o->platform)->required();
-  cmd->add_option("--only", o->only,
+  cmd->add_option("--own", o->own,
+                  "Predict xstage's own results in this folder instead (moe/moe_matrix.json, moe/moe_matrix_fp8.json, "
+                  "ulysses/ulysses.json, e.g. results/h200-x2): interleaved/wave ratios and hiding ratios, measured vs "
+                  "predicted per configuration")
+      ->check(CLI::ExistingDirectory);
+  o->paper_only.push_back(cmd->add_option("--only", o->only,
                   "parts to build (default all): knee (§3/§4.3 audit), table2 (spans and stalls), ecc (eq. 17, §2.3), "
                   "moe84 (the 84-configuration distribution, 42 simulated layers), table3 (FA-A2A speedups)")
-      ->delimiter(',');
-  cmd->add_option("--tokens", o->tokens, "moe84: tokens per rank of the distribution (default 1744,3488,6976)")
-      ->delimiter(',')->check(in_range(1, 65536));
-  cmd->add_option("--a2a-rate-gbps", o->a2a_rate_gbps,
+      ->delimiter(','));
+  o->paper_only.push_back(cmd->add_option("--tokens", o->tokens, "moe84: tokens per rank of the distribution (default 1744,3488,6976)")
+      ->delimiter(',')->check(in_range(1, 65536)));
+  o->paper_only.push_back(cmd->add_option("--a2a-rate-gbps", o->a2a_rate_gbps,
                   "table3: serial All-to-All rate (GB/s; default 183.7, the H200 pair's NCCL line)")
-      ->check(in_range(0.001, 1e5));
-  cmd->add_option("--a2a-fixed-us", o->a2a_fixed_us, "table3: serial All-to-All fixed time (us; default 26.6)")
-      ->check(in_range(0, 1e6));
-  cmd->add_option("--latency-us", o->latency_us, "ecc: T_lat of eq. 17 (us; default 0, not published)")
-      ->check(in_range(0, 1e6));
-  cmd->add_option("--heads-per-gpu", o->heads_per_gpu, "ecc, table3: attention heads per GPU (default 4)")
-      ->check(in_range(1, 1024));
+      ->check(in_range(0.001, 1e5)));
+  o->paper_only.push_back(cmd->add_option("--a2a-fixed-us", o->a2a_fixed_us, "table3: serial All-to-All fixed time (us; default 26.6)")
+      ->check(in_range(0, 1e6)));
+  o->paper_only.push_back(cmd->add_option("--latency-us", o->latency_us, "ecc: T_lat of eq. 17 (us; default 0, not published)")
+      ->check(in_range(0, 1e6)));
+  o->paper_only.push_back(cmd->add_option("--heads-per-gpu", o->heads_per_gpu, "ecc, table3: attention heads per GPU (default 4)")
+      ->check(in_range(1, 1024)));
   add_out_option(cmd, o->out, "Also write the JSON report to this file");
   cmd->add_option("--text-out", o->text_out, "Also write the text report to this file")->check(kOutputPath);
   add_force_option(cmd, o->force, "Replace --out / --text-out if they exist");

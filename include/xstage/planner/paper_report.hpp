@@ -6,6 +6,7 @@
 // the `paper_time` functions below (one home each).
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -101,5 +102,98 @@ PaperReport paper_report(const model::Platform& platform, const PaperOptions& op
 nlohmann::json to_json(const PaperRow& row);
 nlohmann::json to_json(const PaperReport& report);  // rows, assumptions, summary counts, details
 std::string to_text(const PaperReport& report);     // the human report (report.txt)
+
+// ---- xstage's own two-GPU results as a test set (`xstage paper --own DIR`, docs/paper_report.md) --------------
+// The measured interleaved/wave ratios of the fused-MoE matrices (DIR/moe/moe_matrix.json, bf16, and
+// moe_matrix_fp8.json) and the hiding ratios of the Ulysses sweep (DIR/ulysses/ulysses.json), each predicted from
+// the platform file by the code `plan` and `moe bench --schedule auto` use (sim::predict_moe_schedule;
+// fused_attention_time above), nothing fitted to these results.
+
+// One configuration of a matrix that the matrix counts in its summary, as its run recorded it.
+struct OwnMoeConfig {
+  std::string shape, precision, routing;  // routing: "balanced" or "skewed"
+  int run = 0;
+  int hidden = 0, h_inter = 0, experts = 0, top_k = 0, ranks = 0;
+  long long tokens_per_rank = 0;
+  double zipf_s = 0;        // skewed only
+  std::uint64_t seed = 0;   // the bench's seed (its check records it); the routing is regenerated from it
+  int grid = 0, lead_rows = 0, experts_per_wave = 0;
+  std::string combine;      // the Combine issue the timed runs used
+  double wave_ms = 0, interleaved_ms = 0;  // measured medians (slower rank)
+  // Recorded by the run; the regenerated routing must reproduce them.
+  long long max_expert_rows = 0, experts_without_rows = 0;
+  std::vector<long long> rows_received_per_rank;
+  double measured_ratio() const { return wave_ms / interleaved_ms; }
+};
+// `j` a matrix file (schema "xstage.moe_matrix"); `origin` names it in errors. Refuses (InputError naming the file
+// and field) a wrong schema, a configuration counted in the summary without its run or with a missing or
+// out-of-range field.
+std::vector<OwnMoeConfig> own_moe_configs_from_json(const nlohmann::json& j, const std::string& origin);
+// Tokens per global expert over all ranks: the bench's per-rank routing regenerated from the recorded seed
+// (balanced or Zipf-skewed). Throws InputError when it does not reproduce the run's recorded maximum rows,
+// empty experts or rows received per rank.
+std::vector<long long> own_moe_expert_load(const OwnMoeConfig& c);
+
+// One point of the Ulysses sweep in the kernel's default tile order ("own-last"), sender-side medians (us), for the
+// two piggyback epilogues the sweep times like for like: TMA bulk stores (fused-tma against fa-only-tma and
+// serial-tma, the kernel as built) and the staged epilogue (fused against fa-only and serial-ours, pruned since).
+struct OwnUlyssesPoint {
+  std::string label;  // "8192 x 4", "32400 (+256) x 12"
+  long long seq_image = 0, seq_text = 0, seq_total = 0;
+  int heads_per_gpu = 0, head_dim = 0, grid = 0, world = 0;
+  double a2a_us = 0;  // a2a-ours, standalone
+  struct Pair {
+    double fa_us = 0, serial_us = 0, fused_us = 0;
+    double measured_hiding_ratio() const;  // 1 − (fused − fa)/(serial − fa)
+  } tma, staged;
+};
+std::vector<OwnUlyssesPoint> own_ulysses_points_from_json(const nlohmann::json& j, const std::string& origin);
+
+struct OwnMoeRow {
+  OwnMoeConfig config;
+  double measured = 0, predicted = 0;  // interleaved/wave time ratio = t_wave / t_interleaved
+  double wave_makespan_us = 0, interleaved_makespan_us = 0;
+  double sm_tflops = 0;
+  std::string rate_source;
+  double error() const { return predicted - measured; }
+};
+// sim::predict_moe_schedule with the run's dimensions, grid, lead, experts per wave and Combine issue, the
+// platform's GEMM rate at the run's precision, and the regenerated routing.
+OwnMoeRow own_moe_row(const model::Platform& platform, const OwnMoeConfig& c);
+
+struct OwnUlyssesRow {
+  OwnUlyssesPoint point;
+  bool tma = true;           // which pair (OwnUlyssesPoint::tma or ::staged)
+  FusedAttentionTime fused;  // predicted from the pair's measured FA-only time
+  double predicted_hiding_ratio = 0;
+  double measured_hiding_ratio = 0;
+  const OwnUlyssesPoint::Pair& pair() const { return tma ? point.tma : point.staged; }
+  double error() const { return predicted_hiding_ratio - measured_hiding_ratio; }
+};
+// fused_attention_time(the pair's FA-only, M, heads, K = the fused grid); H = 1 − (T_fused − T_FA)/T_A2A with T_A2A
+// the measured standalone All-to-All.
+OwnUlyssesRow own_ulysses_row(const model::Platform& platform, const OwnUlyssesPoint& p, bool tma);
+
+// Median and maximum |error|, and whether the predictions order the configurations as the measurements do.
+struct OwnSummary {
+  int n = 0;
+  double median_abs_error = 0, max_abs_error = 0;
+  std::string max_at;
+  double spearman = 0;      // rank correlation of predicted and measured over the configurations
+  int side_agrees = 0;      // MoE: the same order predicted faster (ratio above/below 1); Ulysses: sign of H
+};
+
+struct OwnReport {
+  std::string platform_name, results_dir;
+  std::vector<OwnMoeRow> moe_bf16, moe_fp8;
+  std::vector<OwnUlyssesRow> ulysses_tma, ulysses_staged;
+  OwnSummary bf16, fp8, moe_all, uly_tma, uly_staged;
+  std::vector<PaperAssumption> assumptions;
+  std::vector<std::string> missing;  // mechanisms and inputs the predictions lack, where they are off
+};
+// Reads DIR/moe/moe_matrix.json, DIR/moe/moe_matrix_fp8.json and DIR/ulysses/ulysses.json.
+OwnReport own_report(const model::Platform& platform, const std::string& results_dir);
+nlohmann::json to_json(const OwnReport& report);
+std::string to_text(const OwnReport& report);
 
 }  // namespace xstage::planner
