@@ -45,14 +45,21 @@ def compare(name, model32, inputs32):
         with xd.enabled(model16, strict=True):
             ours = model16(**inputs16).sample
             s = xd.stats(model16)
+    max_d, mean_d = errors(ours, native)
+    assert_within_rule(name, ours, native, ref, f"|xstage - native bf16| max {max_d:.3e} mean {mean_d:.3e}; "
+                                                f"routed {s['routed']}")
+    return s
+
+
+def assert_within_rule(name, ours, native, ref, note):
+    """The tolerance above: xstage's errors against the fp32 reference at most MAX_RATIO (max) and MEAN_RATIO
+    (mean) times native bf16's; prints both and `note`."""
     assert torch.isfinite(ours).all()
     (max_n, mean_n), (max_x, mean_x) = errors(native, ref), errors(ours, ref)
-    max_d, mean_d = errors(ours, native)
     print(f"\n{name}: |native bf16 - fp32| max {max_n:.3e} mean {mean_n:.3e}; |xstage - fp32| max {max_x:.3e} "
-          f"mean {mean_x:.3e}; |xstage - native bf16| max {max_d:.3e} mean {mean_d:.3e}; routed {s['routed']}")
+          f"mean {mean_x:.3e}; {note}")
     assert max_x <= MAX_RATIO * max_n, (max_x, max_n)
     assert mean_x <= MEAN_RATIO * mean_n, (mean_x, mean_n)
-    return s
 
 
 def shapes(s):
@@ -128,12 +135,7 @@ def compare_sdpa_route(name, model32, inputs32):
         after = _torch_sdpa.counts()
         again = model16(**inputs16).sample   # restored: PyTorch's own kernel again
     counts = {k: after[k] - before[k] for k in after}
-    assert torch.isfinite(ours).all()
-    (max_n, mean_n), (max_x, mean_x) = errors(native, ref), errors(ours, ref)
-    print(f"\n{name} via SDPA: |native bf16 - fp32| max {max_n:.3e} mean {mean_n:.3e}; |xstage - fp32| max "
-          f"{max_x:.3e} mean {mean_x:.3e}; {counts}")
-    assert max_x <= MAX_RATIO * max_n, (max_x, max_n)
-    assert mean_x <= MEAN_RATIO * mean_n, (mean_x, mean_n)
+    assert_within_rule(f"{name} via SDPA", ours, native, ref, str(counts))
     assert torch.equal(again, native)
     return counts
 
