@@ -13,9 +13,8 @@ from typing import Any, Optional
 import torch
 
 from . import _torch_moe
-from .moe import PRECISIONS, SCHEDULES, _choice, _int_arg, _Layer, _register
-
-DEFAULT_WAIT_TIMEOUT_S = 10.0
+from ._dist_team import DEFAULT_WAIT_TIMEOUT_S, Team, _resolve_group, _timeout_arg
+from ._moe_abi import PRECISIONS, SCHEDULES, _choice, _int_arg, _Layer, _register
 
 
 class FusedMoE(torch.nn.Module):
@@ -42,16 +41,15 @@ class FusedMoE(torch.nn.Module):
                  lead_rows: int = 0, experts_per_wave: int = 0, timeout: float = 60.0,
                  wait_timeout: float = DEFAULT_WAIT_TIMEOUT_S) -> None:
         super().__init__()
-        from . import distributed as xd
         where = "xstage.distributed.FusedMoE"
         # Scalars first, then the tensors, then the group: each bad argument is named the same way on any machine.
         if precision is not None:
             _choice(precision, PRECISIONS, "precision", where)
-        wait_timeout = xd._timeout_arg(wait_timeout, "wait_timeout", where)
+        wait_timeout = _timeout_arg(wait_timeout, "wait_timeout", where)
         if wait_timeout > 10.0:
             raise ValueError(f"{where}: wait_timeout {wait_timeout!r}; accepted: at most 10 seconds (the kernel's "
                              "bound)")
-        timeout = xd._timeout_arg(timeout, "timeout", where)
+        timeout = _timeout_arg(timeout, "timeout", where)
         _int_arg(top_k, "top_k", where, 1)
         _int_arg(max_tokens, "max_tokens", where, 1)
         _choice(schedule, SCHEDULES, "schedule", where)
@@ -59,8 +57,8 @@ class FusedMoE(torch.nn.Module):
         _int_arg(experts_per_wave, "experts_per_wave", where, 0)
         local_experts, hidden, h_inter, precision = _torch_moe._module_weights(w1, w2, precision, w1_scale, w2_scale,
                                                                                where)
-        group = xd._resolve_group(group, where)
-        team = xd.Team(group, timeout=timeout)
+        group = _resolve_group(group, where)
+        team = Team(group, timeout=timeout)
         if w1.get_device() != team.device:
             raise ValueError(f"{where}: w1 is on {w1.device}; the group's team runs on cuda:{team.device} (the "
                              "current device when the team was made)")

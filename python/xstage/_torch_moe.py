@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from . import _native
-from .moe import PRECISIONS, _choice, _Layer, _layers, _lib, _register
+from ._moe_abi import PRECISIONS, _choice, _Layer, _layers, _lib, _register
 
 _MAX_NDIM = _native.TensorSlot.MAX_NDIM
 _BF16, _F32, _I32, _U8 = torch.bfloat16, torch.float32, torch.int32, torch.uint8

@@ -165,6 +165,7 @@ def bf16(torch, *shape):
     (dict(), ValueError, "q: device cpu; accepted: a CUDA device"),   # every other check passes on CPU tensors
 ])
 def test_input_checks_name_the_argument(torch_mod, xdist, change, exc, needle):
+    from xstage import _dist_ulysses
     torch = torch_mod
     args = {"q": (1, 8, 4, 128), "k": (1, 8, 4, 128), "v": (1, 8, 4, 128), "joint_q": None, "joint_k": None,
             "joint_v": None, "joint_strategy": "rear", "world": 2}
@@ -179,7 +180,7 @@ def test_input_checks_name_the_argument(torch_mod, xdist, change, exc, needle):
 
     tensors = {n: make(args[n]) for n in ("q", "k", "v", "joint_q", "joint_k", "joint_v")}
     with pytest.raises(exc, match=needle):
-        xdist._check_inputs(tensors["q"], tensors["k"], tensors["v"], tensors["joint_q"], tensors["joint_k"],
+        _dist_ulysses._check_inputs(tensors["q"], tensors["k"], tensors["v"], tensors["joint_q"], tensors["joint_k"],
                             tensors["joint_v"], args["joint_strategy"], args["world"], 0, "xstage.distributed.t")
 
 
@@ -300,13 +301,15 @@ def test_diffusers_context_parallel_fallbacks_keep_the_config(torch_mod, config,
 
 def test_id_exchange_names_the_ranks_that_did_not_arrive(torch_mod, xdist):
     import torch.distributed as dist
+
+    from xstage import _dist_team
     store = dist.HashStore()
     # Rank 2 of 3 arrives alone: ranks 0 and 1 are named, within the timeout.
     with pytest.raises(TimeoutError, match=r"rank 2 of 3: step 'unique id exchange'.*ranks \[0, 1\].*0.5 s"):
-        xdist._store_exchange(store, "t", 2, 3, 0.5)
+        _dist_team._store_exchange(store, "t", 2, 3, 0.5)
     # A one-rank group: rank 0 publishes the id and reads it back.
     store2 = dist.HashStore()
-    assert xdist._store_exchange(store2, "u", 0, 1, 5.0, make_id=lambda: b"ID") == b"ID"
+    assert _dist_team._store_exchange(store2, "u", 0, 1, 5.0, make_id=lambda: b"ID") == b"ID"
 
 
 # --- xstage.distributed.FusedMoE: arguments, and the bounded wait's errors ------------------------------------
@@ -367,8 +370,9 @@ def _fake_team(xdist, monkeypatch, failure):
     team._ulysses = {}
     layer = _FakeLayer(failure)
     team._adopt(layer)
-    monkeypatch.setattr(xdist.torch.cuda, "Event", _FakeEvent)
-    monkeypatch.setattr(xdist.torch.cuda, "current_stream", lambda device=None: None)
+    import torch
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
     return team, layer
 
 
@@ -400,7 +404,7 @@ def test_team_failures_name_an_expired_ulysses_wait(torch_mod, xdist, monkeypatc
     team, _ = _fake_team(xdist, monkeypatch, "")
     records = {11: b"", 12: record.encode()}
     fake = types.SimpleNamespace(xstage_ulysses_last_failure=lambda handle: records[handle.value])
-    monkeypatch.setattr(xdist._dist_abi, "lib", lambda: fake)
+    monkeypatch.setattr(_dist_abi, "lib", lambda: fake)
     team._ulysses = {(4, 128, 10.0): [ctypes.c_void_p(11), 64, 0, False],
                      (8, 128, 10.0): [ctypes.c_void_p(12), 64, 0, False]}
     assert team.failures() == [record]

@@ -176,9 +176,9 @@ def test_nccl_init_of_a_missing_rank_times_out_naming_rank_and_step():
     import subprocess
     import sys
     code = (
-        "import ctypes, torch, xstage.distributed as xd\n"
-        "from xstage import _dist_abi\n"
-        "uid = xd._new_unique_id()\n"
+        "import ctypes, torch\n"
+        "from xstage import _dist_abi, _dist_team\n"
+        "uid = _dist_team._new_unique_id()\n"
         "h = ctypes.c_void_p()\n"
         "s = _dist_abi.lib().xstage_team_create(uid, len(uid), 0, 2, 0, 3.0, ctypes.byref(h))\n"
         "try:\n"
@@ -248,7 +248,7 @@ def _expired_wait_child(setup: str, launch: str, sync: str):
     import time
     code = ("import os, time, torch, torch.distributed as dist\n"
             "import xstage.distributed as xd\n"
-            "from xstage import moe\n"
+            "from xstage import _dist_abi, _moe_abi\n"
             "torch.cuda.set_device(0)\n"
             "dist.init_process_group('nccl', init_method='tcp://127.0.0.1:PORT', rank=0, world_size=1)\n"
             + setup +
@@ -289,7 +289,7 @@ def test_fused_moe_wait_for_a_rank_that_does_not_arrive_raises_naming_rank_and_s
         "wts = torch.full((64, 2), 0.5, device='cuda')\n"
         "layer = xd.FusedMoE(w1, w2, top_k=2, max_tokens=64, wait_timeout=1.0)\n"
         "layer(x, ids, wts); layer.synchronize()\n"
-        "assert moe._lib().xstage_testing_moe_withhold_rows(layer._layer.handle('t'), 1) == 0\n",
+        "assert _moe_abi._lib().xstage_testing_moe_withhold_rows(layer._layer.handle('t'), 1) == 0\n",
         "layer(x, ids, wts)", "layer.synchronize(timeout=30)")
     assert "Team.synchronize: rank 0 of 1: an in-kernel wait expired: rank 0 " in line, line
     # The first wait to expire is recorded: the producers' wait for the withheld rows, or the consumers' wait for
@@ -311,7 +311,7 @@ def test_ulysses_wait_for_a_rank_that_does_not_arrive_raises_naming_rank_and_ste
         "xd.ulysses_attention(q, k, v, wait_timeout=1.0); team = xd.Team(); team.synchronize()\n"
         "assert team.failures() == []\n"
         "handle = team.ulysses(2, 128, 512, 0, 1.0)\n"
-        "assert xd._dist_abi.lib().xstage_testing_ulysses_withhold_flags(handle, 1) == 0\n",
+        "assert _dist_abi.lib().xstage_testing_ulysses_withhold_flags(handle, 1) == 0\n",
         "xd.ulysses_attention(q, k, v, wait_timeout=1.0)", "team.synchronize(timeout=30)")
     assert "Team.synchronize: rank 0 of 1: an in-kernel wait expired: rank 0 timed out after " in line, line
     assert "waiting for the post-attention All-to-All (Ulysses attention: the owner's wait for source rank 0" in line
