@@ -1,6 +1,8 @@
 // The model, the simulator and the fit against the committed H200-pair calibration
 // (results/h200-x2/calibration/) and the paper's platform file.
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <unistd.h>
 
 #include <cstdio>
@@ -223,6 +225,21 @@ TEST(Fidelity, FitCommandWritesTheCommittedKnee) {
   ASSERT_EQ(knees.size(), p.capacity.size()) << "one fitted knee per committed capacity point";
   for (const auto& k : knees) EXPECT_LE(k.at("simulated_max_rel_residual").get<double>(), 0.15);
   std::remove(out.c_str());
+}
+
+TEST(Fidelity, ReportCarriesItsProvenance) {
+  // The report names the build's revision, the command and every input with its size.
+  const std::string records = src(kCalib + "records.csv"), raw = src(kCalib + "raw.json");
+  const xstage::test::CliRun r = xstage::test::run_cli("fidelity --records " + records + " --raw " + raw + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& prov = j.at("provenance");
+  EXPECT_FALSE(prov.at("git_revision").get<std::string>().empty());
+  EXPECT_EQ(prov.at("command"), nlohmann::json({"xstage", "fidelity", "--records", records, "--raw", raw, "--json"}));
+  ASSERT_EQ(prov.at("inputs").size(), 2u);
+  EXPECT_EQ(prov["inputs"][0]["path"], records);
+  EXPECT_EQ(prov["inputs"][1]["path"], raw);
+  EXPECT_EQ(prov["inputs"][1]["bytes"], std::filesystem::file_size(raw));
 }
 
 TEST(Fidelity, VerdictOfTheGapSweepAgreesWithTheRecords) {

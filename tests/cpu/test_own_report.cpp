@@ -251,6 +251,16 @@ TEST(PaperCli, OwnModeRefusesBadInputAndWrites) {
   EXPECT_EQ(j["moe_fp8"].size(), 14u);
   EXPECT_EQ(j["ulysses_tma"].size(), 7u);
   EXPECT_EQ(j["ulysses_staged"].size(), 7u);
+  // The provenance ties the file to the build's revision, the command and its inputs.
+  const json& prov = j.at("provenance");
+  EXPECT_FALSE(prov.at("git_revision").get<std::string>().empty());
+  EXPECT_EQ(prov.at("command").at(0), "xstage");
+  EXPECT_EQ(prov.at("command").at(1), "paper");
+  EXPECT_EQ(prov.at("command").back(), txt);
+  ASSERT_EQ(prov.at("inputs").size(), 4u);
+  EXPECT_EQ(prov["inputs"][0]["path"], src("platforms/h200_x2_measured.json"));
+  EXPECT_EQ(prov["inputs"][0]["bytes"], fs::file_size(src("platforms/h200_x2_measured.json")));
+  EXPECT_EQ(json::parse(std::ifstream(out)).at("provenance"), prov);
   EXPECT_TRUE(fs::exists(out));
   EXPECT_TRUE(fs::exists(txt));
   r = test::run_cli("paper " + plat + " --own " + src("results/h200-x2") + " --out " + out);

@@ -32,6 +32,7 @@ namespace {
 thread_local std::ostream* t_out = &std::cout;
 thread_local std::ostream* t_err = &std::cerr;
 thread_local bool t_interactive = true;
+thread_local const std::vector<std::string>* t_args = nullptr;
 
 void vprint(std::ostream& os, const char* format, va_list args) { testing::vprint_to(os, format, args); }
 }  // namespace
@@ -262,6 +263,26 @@ void stamp_json(nlohmann::json& j, const std::string& schema, const std::string&
   stamp_json(j, schema);
   j["platform"] = {{"source", platform_source(platform_path)}, {"name", platform.name}};
 }
+CommandLineScope::CommandLineScope(const std::vector<std::string>& args) : prev_(t_args) { t_args = &args; }
+CommandLineScope::~CommandLineScope() { t_args = prev_; }
+
+void stamp_provenance(nlohmann::json& j, const std::vector<std::string>& inputs) {
+  nlohmann::json command = nlohmann::json::array({"xstage"});
+  if (t_args != nullptr)
+    for (const auto& a : *t_args) command.push_back(a);
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& path : inputs) {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(path, ec);
+    files.push_back({{"path", path}, {"bytes", ec ? nlohmann::json(nullptr) : nlohmann::json(bytes)}});
+  }
+  j["provenance"] = {{"git_revision", kXstageGitRevision},
+                     {"git_describe", kXstageGitDescribe},
+                     {"xstage_version", kBuildInfo.version},
+                     {"command", std::move(command)},
+                     {"inputs", std::move(files)}};
+}
+
 std::string platform_label(const std::string& platform_path, const model::Platform& platform) {
   return "'" + shown_text(platform.name, 80) + "' (" + shown_text(platform_source(platform_path), 240) + ")";
 }

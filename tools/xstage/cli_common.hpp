@@ -113,6 +113,21 @@ void print_json(const nlohmann::json& j);
 void stamp_json(nlohmann::json& j, const std::string& schema, const std::string& platform_path,
                 const model::Platform& platform);
 void stamp_json(nlohmann::json& j, const std::string& schema);  // outputs without a platform
+// "provenance": what produced a result file: the build's git revision ("<sha>-dirty" when the build's tree was),
+// `git describe`, the command line ("xstage" and the arguments of the running command) and the input files with
+// their sizes in bytes. Files under results/ carry it so that every committed figure ties to code.
+void stamp_provenance(nlohmann::json& j, const std::vector<std::string>& inputs);
+// The arguments of the command running on this thread (set by run_cli for its lifetime).
+class CommandLineScope {
+ public:
+  explicit CommandLineScope(const std::vector<std::string>& args);
+  ~CommandLineScope();
+  CommandLineScope(const CommandLineScope&) = delete;
+  CommandLineScope& operator=(const CommandLineScope&) = delete;
+
+ private:
+  const std::vector<std::string>* prev_;
+};
 // "'h200-x2' (embedded)" or "'mine' (/abs/mine.json)": how human output names the platform.
 std::string platform_label(const std::string& platform_path, const model::Platform& platform);
 

@@ -114,6 +114,7 @@ int run_parsed(const std::vector<std::string>& args, std::ostream& out, std::ost
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool interactive) {
   OutputScope scope(out, err, interactive);
+  CommandLineScope command_line(args);
   int code = 1;
   try {
     code = run_parsed(args, out, err);

@@ -42,6 +42,7 @@ void run_fidelity(const FidelityOptions& o) {
   const sim::FidelityReport rep = sim::fidelity_report(platform, records, fo);
   nlohmann::json j = sim::to_json(rep);
   stamp_json(j, "xstage.fidelity/1", o.platform, platform);
+  stamp_provenance(j, inputs);
   j["records_file"] = o.records;
   if (!o.raw.empty()) j["raw_file"] = o.raw;
   std::vector<sim::TileStallRow> stalls;

@@ -50,6 +50,22 @@ planner::PaperOptions paper_options(const PaperCliOptions& c) {
   return o;
 }
 
+// Both reports: the provenance stamped, then --out (JSON), --text-out, and stdout (JSON with --json, else text).
+void write_outputs(const PaperCliOptions& c, nlohmann::json& j, const std::string& text,
+                   const std::vector<std::string>& inputs, const model::Platform& platform) {
+  std::vector<std::string> files;
+  for (const auto& f : inputs)
+    if (!f.empty()) files.push_back(f);  // an empty --platform is the embedded one
+  stamp_provenance(j, files);
+  if (!c.out.empty()) write_file_atomically(c.out, j.dump(2) + "\n", c.force, inputs);
+  if (!c.text_out.empty()) write_file_atomically(c.text_out, text, c.force, inputs, "--text-out");
+  if (c.json) {
+    print_json(j);
+    return;
+  }
+  out_stream() << "platform " << platform_label(c.platform, platform) << "\n" << text;
+}
+
 // --own DIR: the MoE matrices' interleaved/wave ratios and the Ulysses sweep's hiding ratios, predicted from the
 // platform file (planner::own_report).
 void run_own(const PaperCliOptions& c) {
@@ -64,14 +80,7 @@ void run_own(const PaperCliOptions& c) {
   const planner::OwnReport rep = planner::own_report(platform, c.own);
   nlohmann::json j = planner::to_json(rep);
   stamp_json(j, "xstage.paper_own/1", c.platform, platform);
-  const std::string text = planner::to_text(rep);
-  if (!c.out.empty()) write_file_atomically(c.out, j.dump(2) + "\n", c.force, inputs);
-  if (!c.text_out.empty()) write_file_atomically(c.text_out, text, c.force, inputs, "--text-out");
-  if (c.json) {
-    print_json(j);
-    return;
-  }
-  out_stream() << "platform " << platform_label(c.platform, platform) << "\n" << text;
+  write_outputs(c, j, planner::to_text(rep), inputs, platform);
 }
 
 void run_paper(const PaperCliOptions& c) {
@@ -92,13 +101,7 @@ void run_paper(const PaperCliOptions& c) {
   if (platform.name != "paper-8gpu-148sm")
     text = "note: platform '" + bounded_text(platform.name) +
            "' is not the paper's (platforms/paper_8gpu_148sm.json); the published values are the paper's\n" + text;
-  if (!c.out.empty()) write_file_atomically(c.out, j.dump(2) + "\n", c.force, inputs);
-  if (!c.text_out.empty()) write_file_atomically(c.text_out, text, c.force, inputs, "--text-out");
-  if (c.json) {
-    print_json(j);
-    return;
-  }
-  out_stream() << "platform " << platform_label(c.platform, platform) << "\n" << text;
+  write_outputs(c, j, text, inputs, platform);
 }
 
 void add_paper(CLI::App& root) {
