@@ -18,16 +18,15 @@ and the native library (libxstage_capi.so) is loaded on first use. Where torch h
 registry, "xstage" is registered with it (never activated) when torch.nn.attention is imported.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import typing as _typing
 
 from . import _sdpa_registration
-from ._dlpack import _describe, attention_dlpack, attention_workspace_bytes
+from ._attention_api import attention_without_torch as _attention_without_torch
+from ._dlpack import attention_dlpack, attention_workspace_bytes
 from ._native import XstageLoadError, build_info, has_cuda
 
-if TYPE_CHECKING:  # the lazy attributes, for type checkers
+if _typing.TYPE_CHECKING:  # the lazy attributes, for type checkers
     from . import distributed, moe, planner
     from .distributed import ulysses_attention
     from .moe import FusedMoE, fused_moe, quantize_fp8_blocks
@@ -48,49 +47,8 @@ _LAZY = {  # attribute -> (module, attribute in it, or None for the module itsel
     "quantize_fp8_blocks": (".moe", "quantize_fp8_blocks"),
 }
 
-ATTENTION_DOC = """FlashAttention forward (non-causal, no dropout, forward only) on bfloat16 CUDA tensors of a Hopper GPU.
 
-    out = xstage.attention(q, k, v)                   # [B, S, H, D] (layout="bshd", the default)
-    out = xstage.attention(q, k, v, layout="bhsd")    # [B, H, S, D], as scaled_dot_product_attention takes
-
-q [B, Sq, H, D], k and v [B, Skv, H, D] (layout "bshd"; "bhsd": q [B, H, Sq, D], k and v [B, H, Skv, D]) with
-D in {64, 128}; Sq and Skv independent (cross attention), any B. Returns out in q's layout, bfloat16, and with
-return_lse=True also lse [B, H, Sq] float32 (natural-log log-sum-exp of each query row). Runs on the current CUDA
-stream of q's device and never synchronizes. Strided views the kernel cannot read are copied
-(xstage.attention_copy_count() counts them).
-
-softmax_scale (or its alias scale, as SDPA names it): None (1/sqrt(D)) or a positive finite number; giving both
-with different values is refused. The arguments of other attention functions are accepted at the values the kernel
-computes: causal / is_causal False and dropout_p 0.0. causal=True, dropout_p > 0 and inputs that require grad
-(with grad mode on) are refused with ValueError naming the argument: use torch.nn.functional.
-scaled_dot_product_attention for those (training, causal masks, dropout).
-
-precision: "bf16" (bf16 matrix products, fp32 accumulation) or "fp8" (D 128 only): a pre-pass on the same stream
-quantizes q, k and v to 8 bits (docs/attn_fp8.md: the formats and scales), then the matrix products run on 8-bit
-tensor cores; inputs and output stay bfloat16. "fp8" takes a scratch buffer (xstage.attention_workspace_bytes bytes,
-about one byte per element of q, k and v) from torch's caching allocator for the duration of each call. Its error is
-larger than bf16's (docs/attn_fp8.md).
-
-Meta tensors are refused (they have no data); torch.compile traces the call through the custom op
-torch.ops.xstage.attention and its fake kernel. Without torch installed, a TypeError says so (use
-xstage.attention_dlpack for other DLPack tensors).
-"""
-
-
-def _attention_without_torch(q: Any, k: Any, v: Any, *, softmax_scale: float | None = None,
-                             return_lse: bool = False, precision: str = "bf16", layout: str = "bshd",
-                             scale: float | None = None, causal: bool = False, is_causal: bool = False,
-                             dropout_p: float = 0.0) -> Any:
-    raise TypeError(f"xstage.attention: q is a {_describe(q)}; accepted: a torch.Tensor "
-                    "(torch is not installed: pip install torch); for other DLPack tensors use "
-                    "xstage.attention_dlpack")
-
-
-_attention_without_torch.__doc__ = ATTENTION_DOC
-_attention_without_torch.__name__ = _attention_without_torch.__qualname__ = "attention"
-
-
-def _torch_layer() -> Any:
+def _torch_layer() -> _typing.Any:
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -105,13 +63,13 @@ def attention_copy_count() -> int:
     return layer.copy_count() if layer else 0
 
 
-if TYPE_CHECKING:
-    def attention(q: Any, k: Any, v: Any, *, softmax_scale: float | None = None, return_lse: bool = False,
-                  precision: str = "bf16", layout: str = "bshd", scale: float | None = None, causal: bool = False,
-                  is_causal: bool = False, dropout_p: float = 0.0) -> Any: ...
+if _typing.TYPE_CHECKING:
+    def attention(q: _typing.Any, k: _typing.Any, v: _typing.Any, *, softmax_scale: float | None = None,
+                  return_lse: bool = False, precision: str = "bf16", layout: str = "bshd", scale: float | None = None,
+                  causal: bool = False, is_causal: bool = False, dropout_p: float = 0.0) -> _typing.Any: ...
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     # Lazy: the first access to `attention` imports torch and registers the xstage::attention custom op.
     if name == "attention":
         layer = _torch_layer()
@@ -120,7 +78,7 @@ def __getattr__(name: str) -> Any:
         return fn
     lazy = _LAZY.get(name)
     if lazy is not None:
-        module = importlib.import_module(lazy[0], __name__)  # `from . import` would recurse here
+        module = _importlib.import_module(lazy[0], __name__)  # `from . import` would recurse here
         return module if lazy[1] is None else getattr(module, lazy[1])
     raise AttributeError(f"module 'xstage' has no attribute {name!r}")
 

@@ -2,30 +2,30 @@
 run the CLI's commands (model, plan, simulate, calibrate, ...) in process through the C ABI's xstage_cli_run:
 the same commands, output and exit codes as the CLI built by scripts/build.sh."""
 
-from __future__ import annotations
+import sys as _sys
+import typing as _typing
 
-import sys
-from typing import Sequence
+__all__ = ["main"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: _typing.Sequence[str] | None = None) -> int:
     """Runs `xstage ARGS...` (ARGS: `argv`, default sys.argv[1:]); prints its output and returns its exit code."""
     from . import _native, planner
 
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = list(_sys.argv[1:] if argv is None else argv)
     try:
         code, out, err = planner._run_raw(args)
     except _native.XstageLoadError as e:
-        print(e, file=sys.stderr)
+        print(e, file=_sys.stderr)
         return 1
-    sys.stdout.write(out)
-    sys.stdout.flush()
-    sys.stderr.write(err)
+    _sys.stdout.write(out)
+    _sys.stdout.flush()
+    _sys.stderr.write(err)
     if code == -1 and not out and not err:
-        print(f"xstage: {_native.last_error()}", file=sys.stderr)
+        print(f"xstage: {_native.last_error()}", file=_sys.stderr)
         return 1
     return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _sys.exit(main())

@@ -13,8 +13,8 @@ from typing import Any, Callable
 import torch
 
 from . import _native
+from ._attention_api import ATTENTION_DOC
 from ._dlpack import _describe, _precision_arg, _scale_arg
-from . import ATTENTION_DOC
 
 _WHERE = "xstage.attention"
 _BF16 = torch.bfloat16
@@ -58,12 +58,6 @@ _raw_stream: Callable[[int], int] = getattr(torch._C, "_cuda_getCurrentRawStream
 def copy_count() -> int:
     """How many q/k/v inputs were copied because the kernel cannot read their strided view in place."""
     return _copies
-
-
-def reset_copy_count() -> None:
-    global _copies
-    with _copies_lock:
-        _copies = 0
 
 
 def _slots():

@@ -12,6 +12,7 @@ diffusers = pytest.importorskip("diffusers")
 
 import xstage.integrations.diffusers as xd  # noqa: E402
 from diffusers.models import attention_dispatch  # noqa: E402
+from xstage.integrations import _diffusers_backend as xdb  # noqa: E402 - the implementation's private parts
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -23,7 +24,7 @@ def keep_active_backend():
     saved = _AttentionBackendRegistry._active_backend
     yield
     _AttentionBackendRegistry._active_backend = saved
-    for backend in xd._BACKENDS.values():
+    for backend in xdb._BACKENDS.values():
         backend.configure()
 
 
@@ -179,7 +180,7 @@ def test_hunyuan_video_routed_under_inference_mode():
 
 
 def test_mask_cache_sees_in_place_changes_of_inference_masks():
-    cache = xd._MaskCache()
+    cache = xdb._MaskCache()
     with torch.inference_mode():
         mask = torch.ones(2, 1, 1, 6, dtype=torch.bool)
         mask[0, ..., 4:] = False
@@ -207,17 +208,17 @@ def routed_call(kernel=None, **call_kw):
     """One call of a registered backend's function with a recording fallback; returns (result, stats, fallback
     kwargs)."""
     inner = Recorder()
-    backend = xd._Backend(kernel or cpu_kernel())
+    backend = xdb._Backend(kernel or cpu_kernel())
     accepted = set(inspect.signature(attention_dispatch._native_attention).parameters)
     q = call_kw.pop("query", torch.randn(1, 8, 2, 16))
     k = call_kw.pop("key", torch.randn(1, 6, 2, 16))
     v = call_kw.pop("value", torch.randn(*k.shape))
-    original = xd._fallback_target
-    xd._fallback_target = lambda b: ("PREV", inner, accepted)
+    original = xdb._fallback_target
+    xdb._fallback_target = lambda b: ("PREV", inner, accepted)
     try:
-        out = xd._call_backend(backend, dict(query=q, key=k, value=v, **call_kw))
+        out = xdb._call_backend(backend, dict(query=q, key=k, value=v, **call_kw))
     finally:
-        xd._fallback_target = original
+        xdb._fallback_target = original
     return out, backend.stats.as_dict([]), inner.calls
 
 
@@ -359,7 +360,7 @@ def test_enable_after_set_attention_backend_keeps_it_as_fallback():
     assert xd.is_enabled(model)
     out = run(model, inputs)
     assert torch.equal(out, ref) and xd.stats(model)["fallback"] == {"head_dim": 2}
-    assert xd._BACKENDS["cpu_reference"].fallback is AttentionBackendName._NATIVE_MATH
+    assert xdb._BACKENDS["cpu_reference"].fallback is AttentionBackendName._NATIVE_MATH
     xd.disable(model)
     assert not xd.is_enabled(model)
     assert set(backends(model)) == {AttentionBackendName._NATIVE_MATH}
@@ -403,7 +404,7 @@ def test_explicit_fallback_backend():
         out = run(model, inputs)
         assert xd.stats(model)["fallback"] == {"device": 2}
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
-    assert xd._BACKENDS["xstage"].fallback is None   # disable restores the default configuration
+    assert xdb._BACKENDS["xstage"].fallback is None   # disable restores the default configuration
 
 
 def test_a_model_without_routable_processors_is_refused():
@@ -525,7 +526,7 @@ def test_fp8_falls_back_on_head_dims_other_than_128(head_dim, reason):
 def test_fp8_context_parallel_calls_fall_back():
     kernel = xd.xstage_kernel("fp8")
     q = torch.randn(1, 8, 2, 128, dtype=torch.bfloat16)
-    assert xd._ulysses_plan(kernel, object(), q, q)[0] == "context_parallel"
+    assert xdb._ulysses_plan(kernel, object(), q, q)[0] == "context_parallel"
     out, s, _ = routed_call(kernel, query=q, key=q, value=q, _parallel_config=object())
     assert out == "previous" and s["fallback"] == {"context_parallel": 1}
 

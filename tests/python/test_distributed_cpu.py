@@ -238,6 +238,7 @@ def _cp_config(degree=2, ring=1, anything=False, group="GROUP"):
 
 def _routed(torch, parallel_config, q_shape=(1, 8, 2, 16), k_shape=None, **kw):
     import xstage.integrations.diffusers as xd
+    from xstage.integrations import _diffusers_backend as xdb
     seen = []
 
     def fn(q, k, v, scale):
@@ -254,17 +255,17 @@ def _routed(torch, parallel_config, q_shape=(1, 8, 2, 16), k_shape=None, **kw):
         inner_calls.append(kwargs)
         return "previous"
 
-    backend = xd._Backend(kernel)
+    backend = xdb._Backend(kernel)
     q = torch.randn(*q_shape)
     k = torch.randn(*(k_shape or q_shape))
-    original = xd._fallback_target
-    xd._fallback_target = lambda b: ("PREV", inner, {"query", "key", "value", "attn_mask", "dropout_p", "is_causal",
-                                                      "scale", "enable_gqa", "return_lse", "_parallel_config"})
+    original = xdb._fallback_target
+    xdb._fallback_target = lambda b: ("PREV", inner, {"query", "key", "value", "attn_mask", "dropout_p", "is_causal",
+                                                       "scale", "enable_gqa", "return_lse", "_parallel_config"})
     try:
-        out = xd._call_backend(backend, dict(query=q, key=k, value=torch.randn(*k.shape),
-                                             _parallel_config=parallel_config, **kw))
+        out = xdb._call_backend(backend, dict(query=q, key=k, value=torch.randn(*k.shape),
+                                              _parallel_config=parallel_config, **kw))
     finally:
-        xd._fallback_target = original
+        xdb._fallback_target = original
     return out, q, seen, inner_calls, backend.stats.as_dict([])
 
 

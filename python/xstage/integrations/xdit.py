@@ -18,31 +18,31 @@ Joint tokens follow xfuser's "rear" strategy: the output is this rank's rows fol
 as xfuser's layer returns them. Not taken (ValueError naming the argument): joint_strategy "front", causal, dropout,
 attention-probability outputs, sliding windows, ALiBi. This module needs no xfuser import.
 """
-from __future__ import annotations
+import typing as _typing
 
-from typing import Any
-
-import torch
+import torch as _torch
 
 from .. import distributed as _xdist
 
+__all__ = ["UlyssesAttention"]
 
-class UlyssesAttention(torch.nn.Module):
+
+class UlyssesAttention(_torch.nn.Module):
     """Drop-in for xfuser's `xFuserLongContextAttention` (Ulysses only) over `group` (an NCCL ProcessGroup)."""
 
-    def __init__(self, group: Any = None, *, timeout: float = _xdist.DEFAULT_TIMEOUT_S,
+    def __init__(self, group: _typing.Any = None, *, timeout: float = _xdist.DEFAULT_TIMEOUT_S,
                  wait_timeout: float = _xdist.DEFAULT_WAIT_TIMEOUT_S) -> None:
         super().__init__()
         self.group = group
         self.timeout = timeout
         self.wait_timeout = wait_timeout
 
-    def forward(self, attn: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
-                joint_tensor_query: torch.Tensor | None = None, joint_tensor_key: torch.Tensor | None = None,
-                joint_tensor_value: torch.Tensor | None = None, dropout_p: float = 0.0,
+    def forward(self, attn: _typing.Any, query: _torch.Tensor, key: _torch.Tensor, value: _torch.Tensor, *,
+                joint_tensor_query: _torch.Tensor | None = None, joint_tensor_key: _torch.Tensor | None = None,
+                joint_tensor_value: _torch.Tensor | None = None, dropout_p: float = 0.0,
                 softmax_scale: float | None = None, causal: bool = False, window_size: tuple[int, int] = (-1, -1),
-                alibi_slopes: Any = None, deterministic: bool = False, return_attn_probs: bool = False,
-                joint_strategy: str = "none") -> torch.Tensor:
+                alibi_slopes: _typing.Any = None, deterministic: bool = False, return_attn_probs: bool = False,
+                joint_strategy: str = "none") -> _torch.Tensor:
         where = "xstage.integrations.xdit.UlyssesAttention"
         for name, value_, ok in (("dropout_p", dropout_p, not dropout_p), ("causal", causal, not causal),
                                  ("window_size", window_size, tuple(window_size) == (-1, -1)),
@@ -64,4 +64,4 @@ class UlyssesAttention(torch.nn.Module):
                                                   joint_k=joint_tensor_key, joint_v=joint_tensor_value,
                                                   joint_strategy="rear", softmax_scale=softmax_scale,
                                                   timeout=self.timeout, wait_timeout=self.wait_timeout)
-        return torch.cat([out, joint_out], dim=1)
+        return _torch.cat([out, joint_out], dim=1)
