@@ -30,7 +30,7 @@ namespace xstage::moe {
 struct MoeFusedOptions {
   MoeFusedSchedule schedule = MoeFusedSchedule::kInterleaved;
   int lead_rows = 0;         // interleaved D; 0: model::moe_default_lead_rows for this grid (>= eq. 16's D_knee)
-  int experts_per_wave = 0;  // wave; 0: sim::default_experts_per_wave (a quarter of the local experts)
+  int experts_per_wave = 0;  // wave; 0: sched::default_experts_per_wave (a quarter of the local experts)
   // Piggyback: measured equal or faster than kEpilogue on every shape tried (docs/moe_notes.md).
   MoeCombineIssue combine = MoeCombineIssue::kPiggyback;
 };

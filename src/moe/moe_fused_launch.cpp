@@ -10,7 +10,7 @@
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sched/moe_schedule.hpp"
 
 namespace xstage::moe {
 
@@ -252,7 +252,7 @@ MoeFusedKernelParams to_params(const MoeFusedArguments& a) {
 
 int moe_fused_schedule_param(MoeFusedSchedule schedule, int requested, const MoeDims& d, int grid) {
   if (requested > 0) return requested;
-  if (schedule == MoeFusedSchedule::kWave) return sim::default_experts_per_wave(d.experts_per_rank());
+  if (schedule == MoeFusedSchedule::kWave) return sched::default_experts_per_wave(d.experts_per_rank());
   // The default lead (max of eq. 16's D_knee and the row-dependency floor) with b_n = 128 and one
   // producer per CTA of the grid: the D that `--schedule auto` and `plan moe --simulate` predict with.
   return int(model::moe_default_lead_rows(128, grid, d.h_inter, d.hidden));

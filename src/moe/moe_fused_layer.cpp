@@ -17,7 +17,6 @@
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
-#include "xstage/sim/moe_schedules.hpp"
 
 namespace xstage::moe {
 

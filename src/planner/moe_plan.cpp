@@ -10,6 +10,7 @@
 #include "xstage/model/work_limit.hpp"
 #include "xstage/model/workloads.hpp"
 #include "xstage/moe/routing.hpp"
+#include "xstage/sched/moe_schedule.hpp"
 
 namespace xstage::planner {
 
@@ -89,7 +90,7 @@ nlohmann::json simulate_moe_orders(const model::Platform& platform, const model:
                                 : static_cast<int>(model::moe_default_lead_rows(in.input.block_n, producers,
                                                                                 in.input.h_inter, k.hidden));
   p.experts_per_wave = k.experts_per_wave > 0 ? k.experts_per_wave
-                                              : sim::default_experts_per_wave(static_cast<int>(p.rows_per_expert.size()));
+                                              : sched::default_experts_per_wave(static_cast<int>(p.rows_per_expert.size()));
   const sim::MoeCombineModel combine = sim::moe_combine_model(k.combine);
   const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in.input, p.instances, sim::moe_remote_share(k.ranks),
                                                        combine, 64, k.cover_slots);

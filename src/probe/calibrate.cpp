@@ -19,7 +19,6 @@
 #include "xstage/model/calibration_fit.hpp"
 #include "xstage/probe/calibration_report.hpp"
 #include "xstage/probe/sweep_plan.hpp"
-#include "xstage/sim/simulator.hpp"
 
 #ifndef XSTAGE_SOURCE_DIR_FOR_SCRIPTS
 #define XSTAGE_SOURCE_DIR_FOR_SCRIPTS ""
@@ -275,7 +274,7 @@ int run_calibrate(const CalibrateOptions& o) {
   rin.fit_is_local_control = !remote;
   model::FitOptions fit_options;
   fit_options.zero_gap_loops = zero_gap_loops;
-  fit_options.isolated_simulator = sim::isolated_issue_time_s;  // the knee fitted for the simulator too, as `xstage fit` does
+  fit_options.isolated_simulator = o.isolated_simulator;  // the caller's simulator (sim::isolated_issue_time_s)
   if (!remote) {
     fit_in = relabel_local_as_fit_input(fit_in);
     for (auto& l : fit_options.zero_gap_loops) l.target = model::StoreTarget::kRemote;

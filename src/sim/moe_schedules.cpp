@@ -143,8 +143,6 @@ MoeCombineModel moe_combine_model(const std::string& name) {
   return MoeCombineModel::kPiggyback;
 }
 
-int default_experts_per_wave(int local_experts) { return std::max(1, local_experts / 4); }
-
 std::vector<int> rows_per_local_expert(const std::vector<long long>& received, int ranks, int rank, int block_m) {
   const int experts = static_cast<int>(received.size());
   if (ranks <= 0 || experts % ranks != 0)

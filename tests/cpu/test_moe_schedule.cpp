@@ -224,7 +224,7 @@ TEST(MoeOrderPrediction, InterleavedWinsOnlyWhenTheWaveStalls) {
   p.n2 = 8;
   p.instances = 4;
   p.lead_rows = 2;
-  p.experts_per_wave = sim::default_experts_per_wave(8);
+  p.experts_per_wave = default_experts_per_wave(8);
   EXPECT_EQ(p.experts_per_wave, 2);
   const sim::MoeTileCosts costs{10e-6, 10e-6, 32768.0, 0.5e-6};
   model::Platform slow = model::default_platform();
@@ -387,7 +387,7 @@ TEST(MoeOrderPrediction, DefaultLeadCutsDitMoeDependencyWaits) {
   sim::set_tile_counts(in, p);
   ASSERT_EQ(p.n1, 88);  // 44 Linear-1 pairs per row
   p.instances = grid / 2;
-  p.experts_per_wave = sim::default_experts_per_wave(8);
+  p.experts_per_wave = default_experts_per_wave(8);
   const model::Platform platform = model::default_platform();
   const sim::MoeTileCosts costs = sim::moe_tile_costs(platform, in, p.instances);
 

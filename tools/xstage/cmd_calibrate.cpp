@@ -10,6 +10,7 @@
 #include "registry.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/probe/calibrate.hpp"
+#include "xstage/sim/simulator.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -55,6 +56,7 @@ void add_calibrate(CLI::App& root) {
     // argc = 0: provenance reads the full command line from /proc/self/cmdline.
     o.argc = 0;
     o.argv = nullptr;
+    o.isolated_simulator = sim::isolated_issue_time_s;  // the knee fitted for the simulator too, as `xstage fit` does
     namespace fs = std::filesystem;
     if (o.out_dir.empty()) throw InputError("--out: empty path");
     std::error_code ec;

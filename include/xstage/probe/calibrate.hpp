@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct CalibrateOptions {
   std::string plot_script;         // empty: bench/calibration/plot_calibration.py found from the cwd or the source tree
   int argc = 0;
   char** argv = nullptr;
+  // The simulator's isolated-burst prediction (model::FitOptions::isolated_simulator), so the knee is
+  // fitted for the simulator too, as `xstage fit` does. The caller passes sim::isolated_issue_time_s:
+  // the probe, a kernel library, does not link the simulator. Empty: the knee fitted for the model only.
+  std::function<double(int, double, double, double, double, double)> isolated_simulator;
 };
 
 // Output file names, so tests and the plot script agree.

@@ -198,4 +198,8 @@ struct ExpertWaveMoeScheduler {
   }
 };
 
+// The expert-wave order's default wave: a quarter of the local experts (at least one). The kernel's
+// launcher, the planner and the simulator's orders take the same default from here.
+constexpr int default_experts_per_wave(int local_experts) { return local_experts / 4 > 1 ? local_experts / 4 : 1; }
+
 }  // namespace xstage::sched

@@ -78,9 +78,6 @@ std::vector<std::vector<sched::MoeTile>> moe_orders(MoeOrder order, const MoeOrd
 
 const char* to_string(MoeOrder order);  // "wave", "interleaved"
 
-// The expert-wave order's default wave: a quarter of the local experts (at least one).
-int default_experts_per_wave(int local_experts);
-
 // Scheduler rows of each local expert of `rank` from the per-expert token counts summed over all
 // source ranks (global expert index; expert e lives on rank e / (E / ranks)).
 std::vector<int> rows_per_local_expert(const std::vector<long long>& received_per_expert, int ranks, int rank,
