@@ -131,6 +131,20 @@ TEST(PlanMoeDescription, IneffectiveFlagCombinationsNameBothFlags) {
   expect_one_line_error(run_cli("plan moe --tile-bytes 1 --t-l1-us 1 --t-l2-us 1 --n1 2 --n2 2 --h-inter 128 --precision fp8"),
                         "--precision", "--tile-bytes");
   expect_one_line_error(run_cli("plan moe --shape glm-4.5 --simulate --trace"), "--trace");
+  // --precision picks the platform's rate; --sm-tflops replaces it, so --precision would only relabel.
+  expect_one_line_error(run_cli("plan moe --shape glm-4.5 --sm-tflops 3 --precision fp8"), "--precision", "--sm-tflops");
+  // A routing file holds its tokens: --tokens would be reported but not simulated.
+  const auto dir = std::filesystem::temp_directory_path() / ("xstage_kd_tokens_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  json routing = {{"schema", "xstage.routing/1"}, {"tokens", 4}, {"experts", 12}, {"top_k", 1},
+                  {"expert_ids", {0, 5, 7, 11}}, {"weights", {1, 1, 1, 1}}};
+  const std::string file = (dir / "routing.json").string();
+  std::ofstream(file) << routing.dump();
+  const std::string custom = "--hidden 3000 --h-inter 1000 --experts 12 --top-k 1 --simulate --routing " + file;
+  expect_one_line_error(run_cli("plan moe " + custom + " --tokens 2048"), "--tokens", "--routing");
+  const json j = plan_json(custom);
+  EXPECT_EQ(j["simulated"]["tokens_per_rank"], 4);  // the file's, not the default 8192
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PlanMoeDescription, DescriptionFileAndItsErrors) {

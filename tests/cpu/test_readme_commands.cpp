@@ -59,7 +59,8 @@ int run_in(const fs::path& dir, const std::string& line, std::string& output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// The files the README's lines read: a schedule, calibration records the fit accepts, the committed results.
+// The files the README's lines read: a schedule, calibration records the fit accepts, the committed results,
+// platforms and kernel descriptions.
 void write_inputs(const fs::path& dir) {
   std::ofstream(dir / "my_kernel.json") << R"({"schema": "xstage.schedule/1", "producers": [
       {"count": 148, "repeat": 40, "steps": [{"burst_bytes": 32768}, {"compute_us": 2.0}]}]})";
@@ -67,6 +68,7 @@ void write_inputs(const fs::path& dir) {
   // Lines that read the committed measurements (results/...) see the repository's folder.
   fs::create_directory_symlink(fs::path(XSTAGE_SOURCE_DIR) / "results", dir / "results");
   fs::create_directory_symlink(fs::path(XSTAGE_SOURCE_DIR) / "platforms", dir / "platforms");
+  fs::create_directory_symlink(fs::path(XSTAGE_SOURCE_DIR) / "kernels", dir / "kernels");
 }
 
 void run_every_cpu_line(const std::string& doc, int at_least) {

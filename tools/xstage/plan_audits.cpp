@@ -16,6 +16,7 @@
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
+#include "xstage/moe/routing.hpp"
 #include "xstage/planner/moe_plan.hpp"
 #include "xstage/sim/design_check.hpp"
 #include "xstage/sim/moe_schedules.hpp"
@@ -445,6 +446,14 @@ model::MoeKernel moe_kernel(const MoeOptions& o) {
   if (o.precision && k.mainloops_given())
     throw InputError("--precision: has no effect: t_l1_us and t_l2_us (--t-l1-us/--t-l2-us or the description) give "
                      "both mainloops");
+  // --precision only picks the platform's per-SM rate; a given rate replaces that pick.
+  if (o.precision && k.sm_tflops > 0)
+    throw InputError("--precision: has no effect with sm_tflops (--sm-tflops or the description): the given per-SM rate "
+                     "estimates every mainloop not given");
+  // A routing file holds its own tokens; the simulation reads them, not --tokens.
+  if (o.tokens && k.routing != "balanced" && k.routing != "skewed")
+    throw InputError("--tokens: has no effect with a routing file (--routing or the description's routing \"" +
+                     one_line(k.routing, 200) + "\"): the file's tokens are simulated");
   return k;
 }
 
@@ -464,6 +473,9 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   nlohmann::json simulated;
   sim::MoeOrderTimelines timelines;
   if (o.simulate) simulated = planner::simulate_moe_orders(platform, *kernel, *pin, producers, o.trace.empty() ? nullptr : &timelines);
+  // A routing file's tokens are the ones simulated, not the description's `tokens`.
+  if (o.simulate && kernel->routing != "balanced" && kernel->routing != "skewed")
+    simulated["tokens_per_rank"] = moe::load_routing_file(kernel->routing).tokens;
   if (!o.trace.empty()) write_moe_trace(o, *kernel, simulated, timelines);
   if (c.json) {
     nlohmann::json j = model::to_json(a);
@@ -496,7 +508,7 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   }
   print_table(kMoeHeader, {moe_row(kernel ? kernel->name : "custom", in, a)});
   if (o.simulate) {
-    out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << kernel->tokens
+    out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << simulated["tokens_per_rank"].get<long long>()
                  << " tokens/rank over " << kernel->ranks << " ranks, K = " << simulated["producers"].get<int>()
                  << ", D = " << simulated["lead_rows"].get<int>() << ", Combine " << kernel->combine
                  << (kernel->combine == "epilogue_issuer" ? " (" + std::to_string(kernel->cover_slots) + " slots)" : "")
