@@ -19,7 +19,6 @@ the process must restart); Team.synchronize() and every later forward then raise
 wait and the step.
 """
 
-
 from ._dist_abi import check_split, shard_info
 from ._dist_moe import FusedMoE
 from ._dist_team import DEFAULT_TIMEOUT_S, DEFAULT_WAIT_TIMEOUT_S, Team
