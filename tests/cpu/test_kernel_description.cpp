@@ -2,6 +2,8 @@
 // simulator, and `plan moe` with descriptions and flags.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +39,43 @@ TEST(KernelDescription, EveryBuiltInParsesAndRoundTrips) {
     const model::MoeKernel k = model::moe_kernel_from_json(*model::builtin_kernel_json(name), name);
     const model::MoeKernel back = model::moe_kernel_from_json(model::to_json(k), name);
     EXPECT_EQ(model::to_json(back), model::to_json(k)) << name;
+  }
+}
+
+// Every built-in MoE shape, loaded as its description file (kernels/moe/builtin/NAME.json), gives the numbers the
+// built-in shapes gave before they became files (xstage at ee4b2ad, the last revision with hard-coded shapes):
+// on the paper's platform at a given 5 TFLOP/s per SM (the rate is not the description's), skewed routing, 4096
+// tokens per rank: the mainloops, tile counts, tile bytes, eq. 12 gaps, and both simulated orders.
+TEST(KernelDescription, BuiltInFilesGiveThePreDescriptionNumbers) {
+  struct Pinned {
+    const char* name;
+    std::array<double, 10> v;  // T_L1, T_L2, n1, n2, V_t, G_int, G_wave, wave and interleaved makespans, speedup
+    int lead_rows;
+  };
+  const Pinned pinned[] = {
+      {"deepseek-v4-flash", {26.843545600000002, 13.421772800000001, 32.0, 32.0, 32768.0, 40.265318400000005, 13.421772800000001, 3704.789292800072, 3664.5239744000323, 1.0109878714619767}, 9},
+      {"deepseek-v4-pro", {46.976204800000005, 20.1326592, 48.0, 56.0, 32768.0, 60.3979776, 20.1326592, 10858.594195200181, 10771.352672000106, 1.0080994027265358}, 7},
+      {"deepseek-v3", {46.976204800000005, 13.421772800000001, 32.0, 56.0, 32768.0, 40.265318400000005, 13.421772800000001, 8160.817862400124, 8040.021907200129, 1.0150243315993728}, 8},
+      {"qwen3-235b-a22b", {26.843545600000002, 10.0663296, 24.0, 32.0, 32768.0, 30.1989888, 10.0663296, 3251.804460800024, 3214.8945856000205, 1.0114808974967104}, 11},
+      {"mimo-v2-flash", {26.843545600000002, 13.421772800000001, 32.0, 32.0, 32768.0, 40.265318400000005, 13.421772800000001, 4671.156934400124, 4590.626297600056, 1.0175424074144672}, 9},
+      {"dit-moe-g2-16e2a", {9.2274688, 36.9098752, 88.0, 11.0, 32768.0, 110.7296256, 36.9098752, 1024.6290368000002, 978.4916927999998, 1.0471514927919074}, 10},
+      {"glm-4.5", {33.554432, 10.0663296, 24.0, 40.0, 32768.0, 30.1989888, 10.0663296, 4208.105772800128, 4130.930579200059, 1.0186822780292313}, 10},
+  };
+  ASSERT_EQ(std::size(pinned), model::builtin_moe_shapes().size());
+  for (const auto& p : pinned) {
+    SCOPED_TRACE(p.name);
+    const std::string file = std::string(XSTAGE_SOURCE_DIR) + "/kernels/moe/builtin/" + p.name + ".json";
+    const json j = plan_json("--kernel " + file + " --platform " + paper_platform() +
+                             " --sm-tflops 5 --simulate --routing skewed --tokens 4096");
+    ASSERT_TRUE(j.contains("simulated"));
+    const json& s = j["simulated"];
+    const double got[10] = {j["input"]["t_l1_mma_us"].get<double>(), j["input"]["t_l2_mma_us"].get<double>(),
+                            j["input"]["n1"].get<double>(), j["input"]["n2"].get<double>(),
+                            j["input"]["tile_bytes"].get<double>(), j["interleaved_gap_us"].get<double>(),
+                            j["wave_gap_us"].get<double>(), s["wave"]["makespan_us"].get<double>(),
+                            s["interleaved"]["makespan_us"].get<double>(), s["predicted_speedup"].get<double>()};
+    for (int i = 0; i < 10; ++i) EXPECT_NEAR(got[i], p.v[i], 1e-9 * std::max(1.0, std::abs(p.v[i]))) << "value " << i;
+    EXPECT_EQ(s["lead_rows"], p.lead_rows);
   }
 }
 
@@ -100,6 +139,15 @@ TEST(PlanMoeDescription, CustomMoeSimulatesUnderBothOrders) {
   EXPECT_GT(j["simulated"]["wave"]["makespan_us"].get<double>(), 0);
   EXPECT_GT(j["simulated"]["interleaved"]["makespan_us"].get<double>(), 0);
   EXPECT_EQ(j["kernel"]["experts"], 12);
+  // auto: the order chosen from both simulations (interleaved unless predicted slower by more than the tie band),
+  // for balanced and skewed routing.
+  for (const std::string routing : {"", " --routing skewed"}) {
+    const json a = plan_json("--hidden 3000 --h-inter 1000 --experts 12 --top-k 3 --tokens 2048 --simulate" + routing);
+    const json& s = a["simulated"];
+    const double speedup = s["predicted_speedup"].get<double>();
+    EXPECT_NEAR(speedup, s["wave"]["makespan_us"].get<double>() / s["interleaved"]["makespan_us"].get<double>(), 1e-9);
+    EXPECT_EQ(s["choice"], speedup >= 1.0 - sim::kMoeOrderTieBand ? "interleaved" : "wave") << routing;
+  }
 }
 
 TEST(PlanMoeDescription, MeasuredMainloopsAreUsed) {
