@@ -192,6 +192,9 @@ TEST(PlanMoeDescription, IneffectiveFlagCombinationsNameBothFlags) {
   expect_one_line_error(run_cli("plan moe " + custom + " --tokens 2048"), "--tokens", "--routing");
   const json j = plan_json(custom);
   EXPECT_EQ(j["simulated"]["tokens_per_rank"], 4);  // the file's, not the default 8192
+  // The routing file is an input: --trace never replaces it, even with --force.
+  expect_one_line_error(run_cli("plan moe " + custom + " --trace " + file + " --force"), "--trace", "is also an input");
+  EXPECT_EQ(json::parse(std::ifstream(file)), routing);
   std::filesystem::remove_all(dir);
 }
 

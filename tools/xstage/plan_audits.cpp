@@ -389,7 +389,7 @@ namespace {
 // `plan moe --simulate --trace FILE`: both orders' simulated timelines in one Chrome trace, the expert-wave
 // order as process 0 and the interleaved one as process 1, one thread per CTA (per role with an epilogue issuer).
 void write_moe_trace(const MoeOptions& o, const model::MoeKernel& k, const nlohmann::json& simulated,
-                     const sim::MoeOrderTimelines& t) {
+                     const sim::MoeOrderTimelines& t, const std::vector<std::string>& inputs) {
   const bool roles = k.combine == "epilogue_issuer";
   nlohmann::json trace;
   int pid = 0;
@@ -407,7 +407,7 @@ void write_moe_trace(const MoeOptions& o, const model::MoeKernel& k, const nlohm
   }
   trace["otherData"] = {{"kernel", model::to_json(k)}, {"simulated", simulated}};
   trace["otherData"]["simulated"].erase("rows");
-  write_file_atomically(o.trace, trace.dump() + "\n", o.force, {o.shape}, "--trace");
+  write_file_atomically(o.trace, trace.dump() + "\n", o.force, inputs, "--trace");
 }
 
 }  // namespace
@@ -467,7 +467,10 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
     kernel = moe_kernel(o);
     pin = planner::moe_plan_input(platform, *kernel, producers);
   }
-  if (!o.trace.empty()) check_output_path("--trace", o.trace, o.force, {c.platform, o.shape});
+  // The files this command reads: --trace may replace none of them, --force or not.
+  std::vector<std::string> inputs = {c.platform, o.shape};
+  if (kernel && kernel->routing != "balanced" && kernel->routing != "skewed") inputs.push_back(kernel->routing);
+  if (!o.trace.empty()) check_output_path("--trace", o.trace, o.force, inputs);
   const model::MoeInput in = pin ? pin->input : tile_level_input(o, producers);
   const model::MoeAudit a = model::audit_moe(platform, in);
   nlohmann::json simulated;
@@ -476,7 +479,7 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   // A routing file's tokens are the ones simulated, not the description's `tokens`.
   if (o.simulate && kernel->routing != "balanced" && kernel->routing != "skewed")
     simulated["tokens_per_rank"] = moe::load_routing_file(kernel->routing).tokens;
-  if (!o.trace.empty()) write_moe_trace(o, *kernel, simulated, timelines);
+  if (!o.trace.empty()) write_moe_trace(o, *kernel, simulated, timelines, inputs);
   if (c.json) {
     nlohmann::json j = model::to_json(a);
     if (o.simulate) j["simulated"] = simulated;
