@@ -215,6 +215,17 @@ TEST(PlanMoeDescription, DescriptionFileAndItsErrors) {
   std::filesystem::remove_all(dir);
 }
 
+// plan moe --simulate --trace is bounded: a timeline too large for the trace document is refused after the
+// simulation, before the document is built, and nothing is written.
+TEST(PlanMoeDescription, TraceOverTheSpanLimitIsRefusedAndWritesNothing) {
+  const auto out = std::filesystem::temp_directory_path() / ("xstage_kd_big_" + std::to_string(::getpid()) + ".json");
+  std::filesystem::remove(out);
+  expect_one_line_error(run_cli("plan moe --platform " + paper_platform() +
+                                " --kernel paper-qwen3.5 --simulate --tokens 16000 --trace " + out.string()),
+                        "--trace", "timeline spans", "exceeds the limit of 1048576");
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 // The paper's seven kernels with its platform and its Table 2 mainloops run through the simulator with the
 // epilogue-issuer roles (the figures are predictions; the closing of the prediction work scores them).
 TEST(PlanMoeDescription, PaperKernelsSimulateWithRoles) {

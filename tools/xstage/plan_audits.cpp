@@ -14,6 +14,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/kernel_description.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/model/work_limit.hpp"
 #include "xstage/model/workloads.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/moe/routing.hpp"
@@ -388,8 +389,17 @@ namespace {
 
 // `plan moe --simulate --trace FILE`: both orders' simulated timelines in one Chrome trace, the expert-wave
 // order as process 0 and the interleaved one as process 1, one thread per CTA (per role with an epilogue issuer).
+// Work limit of the trace document: about kBytesPerMoeTraceSpan per timeline span (the JSON document and its
+// text, measured: 3.3 GiB at 1.6 million spans), checked before the document is built; the simulation itself is
+// within plan moe --simulate's limit.
+constexpr double kMaxMoeTraceSpans = 1 << 20;
+constexpr double kBytesPerMoeTraceSpan = 2100;
+
 void write_moe_trace(const MoeOptions& o, const model::MoeKernel& k, const nlohmann::json& simulated,
                      const sim::MoeOrderTimelines& t, const std::vector<std::string>& inputs) {
+  const double spans = static_cast<double>(t.wave.timeline.size() + t.interleaved.timeline.size());
+  require_work_within("plan moe --simulate --trace: both orders' timelines", spans, kMaxMoeTraceSpans,
+                      "timeline spans", kBytesPerMoeTraceSpan);
   const bool roles = k.combine == "epilogue_issuer";
   nlohmann::json trace;
   int pid = 0;
