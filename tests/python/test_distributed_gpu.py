@@ -31,6 +31,7 @@ import torch.distributed as dist  # noqa: E402
 
 import xstage  # noqa: E402
 import xstage.distributed as xdist  # noqa: E402
+from xstage import _dist_ulysses  # noqa: E402 - _testing_emulated_rank
 
 MAX_RATIO, MEAN_RATIO = 2.0, 1.2
 
@@ -343,7 +344,7 @@ def test_emulated_rank_stores_every_row_to_its_owner(world, seq, joint, precisio
         ref = torch.roll(local[0], shifts=rot, dims=0)      # [seq, hl, D], sequence order
         outs = [torch.full((xdist.shard_info(seq, world, p)["local_len"], H, D), float("nan"), dtype=torch.bfloat16,
                            device="cuda") for p in range(world)]
-        xdist._testing_emulated_rank(q_kernel, k, v, H, rank, world, outs, precision=precision)
+        _dist_ulysses._testing_emulated_rank(q_kernel, k, v, H, rank, world, outs, precision=precision)
         shard_len = info["shard_len"]
         for p, o in enumerate(outs):
             rows = ref[p * shard_len:p * shard_len + o.shape[0]]
