@@ -1,10 +1,12 @@
 """The platform model, planner and simulator in Python (CPU only, no GPU needed).
 
-Each function runs the xstage CLI's command in process (the C ABI's xstage_cli_run) with `--json`,
-typed keyword arguments mapped to flags (``gap_us=2`` is ``--gap-us 2``, ``True`` a bare flag, a list one
-flag followed by its values), and returns the parsed JSON: by construction the same object that
-``xstage COMMAND ... --json`` prints. Bad values raise ValueError with the CLI's one-line message, the flags in
-it written as the Python keyword names (``gap_us``, not ``--gap-us``); an unknown keyword raises TypeError.
+`model` calls the planner library's typed C ABI (xstage_planner_model: the keyword arguments as one JSON
+request, the command's JSON output back); the other functions still run the xstage CLI's command in process (the
+C ABI's xstage_cli_run) with `--json`, typed keyword arguments mapped to flags (``gap_us=2`` is ``--gap-us 2``,
+``True`` a bare flag, a list one flag followed by its values). Either way the result is the parsed JSON: the same
+object that ``xstage COMMAND ... --json`` prints, since the CLI calls the same planner functions. Bad values raise
+ValueError with the CLI's one-line message, the arguments in it written as the Python keyword names (``gap_us``,
+not ``--gap-us``); an unknown keyword raises TypeError.
 Numbers are any ``numbers.Real`` / ``numbers.Integral`` (Python, NumPy); the library runs in the "C" numeric
 locale whatever the host process set (LC_NUMERIC), so ``2.5`` is read and printed as ``2.5``.
 
@@ -61,22 +63,72 @@ Integral = Union[int, numbers.Integral]
 _locale_lock = threading.Lock()
 
 
+def _in_c_locale(call: Any) -> Any:
+    """call() in the "C" numeric locale, the host's restored after."""
+    with _locale_lock:
+        numeric = locale.setlocale(locale.LC_NUMERIC)
+        if numeric not in ("C", "POSIX"):
+            locale.setlocale(locale.LC_NUMERIC, "C")
+        try:
+            return call()
+        finally:
+            if numeric not in ("C", "POSIX"):
+                locale.setlocale(locale.LC_NUMERIC, numeric)
+
+
 def _run_raw(args: Sequence[Any]) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of `xstage ARGS...` run in process, in the "C" numeric locale."""
     lib = _native.lib()
     encoded = [os.fsencode(str(a)) if not isinstance(a, bytes) else a for a in args]
     argv = (ctypes.c_char_p * max(1, len(encoded)))(*encoded)
     out, err = ctypes.c_void_p(), ctypes.c_void_p()
-    with _locale_lock:
-        numeric = locale.setlocale(locale.LC_NUMERIC)
-        if numeric not in ("C", "POSIX"):
-            locale.setlocale(locale.LC_NUMERIC, "C")
-        try:
-            code = lib.xstage_cli_run(len(encoded), argv, ctypes.byref(out), ctypes.byref(err))
-        finally:
-            if numeric not in ("C", "POSIX"):
-                locale.setlocale(locale.LC_NUMERIC, numeric)
+    code = _in_c_locale(lambda: lib.xstage_cli_run(len(encoded), argv, ctypes.byref(out), ctypes.byref(err)))
     return code, _take(out), _take(err)
+
+
+def _request_value(name: str, value: Any) -> Any:
+    """A keyword argument as a JSON value of a planner request (the same rules as flags())."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"{name}: {value!r}; accepted: a finite number")
+        return number
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_request_value(name, v) for v in value]
+    raise TypeError(f"{name} is a {type(value).__name__} ({value!r}); accepted: a number, a str or a path")
+
+
+def _take_planner(p: ctypes.c_void_p) -> str:
+    if not p.value:
+        return ""
+    text = ctypes.string_at(p.value).decode("utf-8", "replace")
+    _native.lib().xstage_planner_free(p)
+    return text
+
+
+def _planner_call(command: str, **kwargs: Any) -> Any:
+    """The planner library's typed C ABI (xstage_planner_COMMAND): the keyword arguments (None left out) as the
+    JSON request, the command's JSON output parsed. A bad request raises ValueError with the message the CLI
+    prints for the same arguments (``xstage: error: gap_us: must be in [0, 1e+06], got -1``)."""
+    request = {k: _request_value(k, v) for k, v in kwargs.items() if v is not None}
+    entry = getattr(_native.lib(), "xstage_planner_" + command)
+    text = json.dumps(request, allow_nan=False).encode()
+    out, err = ctypes.c_void_p(), ctypes.c_void_p()
+    code = _in_c_locale(lambda: entry(text, ctypes.byref(out), ctypes.byref(err)))
+    response, message = _take_planner(out), _take_planner(err)
+    if code == 2:
+        raise ValueError(f"xstage: error: {message}")
+    if code != 0:
+        raise CliError(f"xstage: failed: {message}", code, response, message)
+    return json.loads(response)
 
 
 def run(*args: str) -> str:
@@ -171,8 +223,8 @@ def model(*, producers: Integral, bytes_per_producer: Real, gap_us: Real | None 
     """`xstage model --json`: issue time, period, recovery gap and verdict of one burst shape: `producers` K
     aligned producers each storing `bytes_per_producer` B bytes, `gap_us` G producer-side gap between bursts;
     `t_iss0_us` overrides the platform's T_iss0, `capacity_bytes` its Q; `platform` an xstage.platform/1 file."""
-    return run_json(["model"], producers=producers, bytes_per_producer=bytes_per_producer, gap_us=gap_us,
-                    t_iss0_us=t_iss0_us, capacity_bytes=capacity_bytes, platform=platform)
+    return _planner_call("model", producers=producers, bytes_per_producer=bytes_per_producer, gap_us=gap_us,
+                        t_iss0_us=t_iss0_us, capacity_bytes=capacity_bytes, platform=platform)
 
 
 def plan(*, producers: Integral | None = None, platform: PathLike | None = None) -> Any:

@@ -24,6 +24,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/input_file.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/planner/requests.hpp"
 #include "xstage/testing/bench_host.hpp"
 
 namespace xstage::cli {
@@ -246,22 +247,13 @@ std::int64_t checked_product(const std::vector<std::pair<std::string, std::int64
 }
 
 namespace {
-std::string platform_source(const std::string& path) {
-  if (path.empty()) return "embedded";
-  std::error_code ec;
-  const std::filesystem::path abs = std::filesystem::absolute(path, ec);
-  return ec ? path : abs.lexically_normal().string();
-}
+using planner::platform_source;
 }  // namespace
 
-void stamp_json(nlohmann::json& j, const std::string& schema) {
-  j["schema"] = schema;
-  j["version"] = kBuildInfo.version;
-}
+void stamp_json(nlohmann::json& j, const std::string& schema) { planner::stamp_output(j, schema); }
 void stamp_json(nlohmann::json& j, const std::string& schema, const std::string& platform_path,
                 const model::Platform& platform) {
-  stamp_json(j, schema);
-  j["platform"] = {{"source", platform_source(platform_path)}, {"name", platform.name}};
+  planner::stamp_output(j, schema, platform_path, platform);
 }
 CommandLineScope::CommandLineScope(const std::vector<std::string>& args) : prev_(t_args) { t_args = &args; }
 CommandLineScope::~CommandLineScope() { t_args = prev_; }

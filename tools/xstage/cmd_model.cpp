@@ -6,31 +6,24 @@
 #include "registry.hpp"
 #include "xstage/model/audit.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/planner/requests.hpp"
 
 namespace xstage::cli {
 namespace {
 
-struct ModelOptions {
-  std::string platform;
-  int producers = 0;
-  double bytes_per_producer = 0;
-  double gap_us = 0;
-  std::optional<double> t_iss0_us;
-  std::optional<double> capacity_bytes;
+// The command's arguments are the planner's model request (xstage/planner/requests.hpp): the JSON output is
+// the planner's, the one the C ABI returns.
+struct ModelOptions : planner::ModelRequest {
   bool json = false;
 };
 
 void run_model(const ModelOptions& o) {
-  const model::Platform platform = model::load_platform_or_default(o.platform);
-  const model::BurstGapInput in =
-      burst_gap_input(o.producers, o.bytes_per_producer, o.gap_us, o.t_iss0_us, o.capacity_bytes);
-  const model::BurstGapAudit a = model::audit_burst_gap(platform, in);
   if (o.json) {
-    nlohmann::json j = model::to_json(a);
-    stamp_json(j, "xstage.model/1", o.platform, platform);
-    print_json(j);
+    print_json(planner::model_output(static_cast<const planner::ModelRequest&>(o)));
     return;
   }
+  const model::Platform platform = model::load_platform_or_default(o.platform);
+  const model::BurstGapAudit a = planner::model_audit(o, platform);
   out_stream() << "platform " << platform_label(o.platform, platform) << ": R = " << fmt_num(units::bytes_per_s_to_gbps(a.drain_rate_bytes_per_s), 1)
             << " GB/s\n";
   print_table({"quantity", "value", "note"},

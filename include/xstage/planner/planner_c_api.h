@@ -1,0 +1,31 @@
+/* Typed C ABI of the planner library (exported by libxstage_capi.so): each command takes its request as JSON
+ * text (an object of the command's arguments by their snake_case names, include/xstage/planner/requests.hpp)
+ * and returns the command's JSON output, the same object `xstage COMMAND ... --json` prints.
+ *
+ * Every function returns 0 and sets *response (and *error to NULL) on success; 2 for a bad request, 1 for any
+ * other failure, each with *response NULL and *error a one-line message naming the argument
+ * ("producers: must be > 0, got 0"). Strings returned are malloc'ed and owned by the caller: free them with
+ * xstage_planner_free. Thread-safe; never throws across the boundary; no GPU needed.
+ */
+#ifndef XSTAGE_PLANNER_C_API_H
+#define XSTAGE_PLANNER_C_API_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1: xstage_planner_model. */
+#define XSTAGE_PLANNER_C_API_VERSION 1
+int xstage_planner_c_api_version(void);
+
+/* xstage model: {"producers", "bytes_per_producer", "gap_us", "t_iss0_us", "capacity_bytes", "platform"} ->
+ * xstage.model/1. */
+int xstage_planner_model(const char* request_json, char** response_json, char** error);
+
+void xstage_planner_free(char* text);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XSTAGE_PLANNER_C_API_H */

@@ -1,0 +1,159 @@
+#include "xstage/planner/requests.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "xstage/model/input_file.hpp"
+#include "xstage/model/units.hpp"
+
+#ifndef XSTAGE_PLANNER_VERSION
+#error "XSTAGE_PLANNER_VERSION: the project version, defined by CMakeLists.txt"
+#endif
+
+namespace xstage::planner {
+
+namespace {
+
+std::string fmt_g(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// The value as the caller wrote it: a string's own text, anything else its JSON text.
+std::string shown(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// The rules of a number argument, in the order the CLI's flags check them.
+struct NumberRule {
+  bool positive = false;                  // "> 0"
+  std::optional<std::pair<double, double>> range;  // "in [lo, hi]"
+};
+
+// Reads the request's arguments by name; every name read is known, any other key is refused by done().
+class Args {
+ public:
+  Args(const nlohmann::json& request, const char* command) : request_(request), command_(command) {
+    if (!request_.is_object())
+      throw RequestError(std::string(command) + ": the request must be a JSON object, got " + request_.type_name());
+  }
+
+  // The value under `key`, or nullptr where absent or null.
+  const nlohmann::json* find(const std::string& key) {
+    known_.insert(key);
+    const auto it = request_.find(key);
+    return it == request_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  std::optional<double> number(const std::string& key, const NumberRule& rule) {
+    const nlohmann::json* v = find(key);
+    if (!v) return std::nullopt;
+    const bool is_number = v->is_number();
+    const double x = is_number ? v->get<double>() : 0.0;
+    if (rule.positive) {
+      if (!is_number) throw RequestError(key + ": must be a finite number > 0, got \"" + shown(*v) + "\"");
+      if (x <= 0) throw RequestError(key + ": must be > 0, got " + shown(*v));
+    }
+    if (rule.range && (!is_number || x < rule.range->first || x > rule.range->second))
+      throw RequestError(key + ": must be in [" + fmt_g(rule.range->first) + ", " + fmt_g(rule.range->second) +
+                         "], got " + shown(*v));
+    if (!is_number) throw RequestError(key + ": must be a finite decimal number, got \"" + shown(*v) + "\"");
+    return x;
+  }
+
+  std::optional<int> integer(const std::string& key, const NumberRule& rule) {
+    const nlohmann::json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer()) throw RequestError(key + ": must be a decimal integer, got \"" + shown(*v) + "\"");
+    const std::optional<double> x = number(key, rule);
+    return static_cast<int>(*x);
+  }
+
+  // A path that must name an existing file (not a folder); "" where absent.
+  std::string existing_file(const std::string& key) {
+    const nlohmann::json* v = find(key);
+    if (!v) return {};
+    if (!v->is_string()) throw RequestError(key + ": must be a path (a string), got " + shown(*v));
+    const std::string path = v->get<std::string>();
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    if (ec || !std::filesystem::exists(st)) throw RequestError(key + ": File does not exist: " + path);
+    if (std::filesystem::is_directory(st)) throw RequestError(key + ": File is actually a directory: " + path);
+    return path;
+  }
+
+  template <class T>
+  static T required(const std::optional<T>& v, const std::string& key) {
+    if (!v) throw RequestError(key + " is required");
+    return *v;
+  }
+
+  void done() const {
+    for (const auto& [key, value] : request_.items())
+      if (!known_.count(key)) {
+        std::string accepted;
+        for (const auto& k : known_) accepted += (accepted.empty() ? "" : ", ") + k;
+        throw RequestError(key + ": no such argument of " + command_ + " (accepted: " + accepted + ")");
+      }
+  }
+
+ private:
+  const nlohmann::json& request_;
+  std::string command_;
+  std::set<std::string> known_;
+};
+
+constexpr double kMaxGapUs = 1e6;  // the CLI's --gap-us bound
+const NumberRule kProducerRule{true, std::pair{double(ranges::kProducers.lo), double(ranges::kProducers.hi)}};
+const NumberRule kByteRule{true, std::pair{ranges::kBytes.lo, ranges::kBytes.hi}};
+const NumberRule kDurationRule{true, std::pair{0.0, 1e6}};
+
+}  // namespace
+
+const char* version() { return XSTAGE_PLANNER_VERSION; }
+
+std::string platform_source(const std::string& path) {
+  if (path.empty()) return "embedded";
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
+
+void stamp_output(nlohmann::json& j, const std::string& schema) {
+  j["schema"] = schema;
+  j["version"] = version();
+}
+
+void stamp_output(nlohmann::json& j, const std::string& schema, const std::string& platform_path,
+                  const model::Platform& platform) {
+  stamp_output(j, schema);
+  j["platform"] = {{"source", platform_source(platform_path)}, {"name", platform.name}};
+}
+
+ModelRequest model_request(const nlohmann::json& request) {
+  Args a(request, "model");
+  ModelRequest r;
+  r.producers = Args::required(a.integer("producers", kProducerRule), "producers");
+  r.bytes_per_producer = Args::required(a.number("bytes_per_producer", kByteRule), "bytes_per_producer");
+  r.gap_us = a.number("gap_us", {false, std::pair{0.0, kMaxGapUs}}).value_or(0.0);
+  r.t_iss0_us = a.number("t_iss0_us", kDurationRule);
+  r.capacity_bytes = a.number("capacity_bytes", kByteRule);
+  r.platform = a.existing_file("platform");
+  a.done();
+  return r;
+}
+
+model::BurstGapAudit model_audit(const ModelRequest& r, const model::Platform& platform) {
+  model::BurstGapInput in{r.producers, r.bytes_per_producer, units::us_to_s(r.gap_us), std::nullopt, r.capacity_bytes};
+  if (r.t_iss0_us) in.t_iss0_override_s = units::us_to_s(*r.t_iss0_us);
+  return model::audit_burst_gap(platform, in);
+}
+
+nlohmann::json model_output(const ModelRequest& r) {
+  const model::Platform platform = model::load_platform_or_default(r.platform);
+  nlohmann::json j = model::to_json(model_audit(r, platform));
+  stamp_output(j, "xstage.model/1", r.platform, platform);
+  return j;
+}
+
+}  // namespace xstage::planner

@@ -1,0 +1,109 @@
+// The planner's typed C ABI (xstage/planner/planner_c_api.h): the JSON it returns is the CLI's --json output for
+// the same arguments; a bad request is status 2 with the CLI's message, the argument named by its request key;
+// null pointers and text that is not JSON are refused, never thrown.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "cli_runner.hpp"
+#include "xstage/planner/planner_c_api.h"
+
+namespace {
+
+struct Answer {
+  int code;
+  std::string response, error;
+};
+
+Answer model(const std::string& request) {
+  char* response = nullptr;
+  char* error = nullptr;
+  const int code = xstage_planner_model(request.c_str(), &response, &error);
+  Answer a{code, response ? response : "", error ? error : ""};
+  EXPECT_TRUE(code == 0 ? (response != nullptr && error == nullptr) : (response == nullptr && error != nullptr));
+  xstage_planner_free(response);
+  xstage_planner_free(error);
+  return a;
+}
+
+const std::string kPaper = std::string(XSTAGE_SOURCE_DIR) + "/platforms/paper_8gpu_148sm.json";
+
+}  // namespace
+
+TEST(PlannerCApi, ModelEqualsTheCliJson) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"producers": 148, "bytes_per_producer": 32768, "gap_us": 2})",
+       "--producers 148 --bytes-per-producer 32768 --gap-us 2"},
+      {R"({"producers": 132, "bytes_per_producer": 4096, "gap_us": 0.5, "platform": ")" + kPaper + "\"}",
+       "--producers 132 --bytes-per-producer 4096 --gap-us 0.5 --platform " + kPaper},
+      {R"({"producers": 64, "bytes_per_producer": 65536, "gap_us": 1.25, "capacity_bytes": 2097152,
+           "t_iss0_us": 0.75})",
+       "--producers 64 --bytes-per-producer 65536 --gap-us 1.25 --capacity-bytes 2097152 --t-iss0-us 0.75"},
+  };
+  for (const auto& [request, flags] : cases) {
+    const Answer a = model(request);
+    ASSERT_EQ(a.code, 0) << a.error;
+    const xstage::test::CliRun cli = xstage::test::run_cli("model " + flags + " --json");
+    ASSERT_EQ(cli.code, 0) << cli.err;
+    EXPECT_EQ(nlohmann::json::parse(a.response), nlohmann::json::parse(cli.out)) << request;
+  }
+}
+
+TEST(PlannerCApi, ABadRequestIsTheCliMessageWithTheArgumentNamed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"producers": 0, "bytes_per_producer": 32768, "gap_us": 2})",
+       "--producers 0 --bytes-per-producer 32768 --gap-us 2"},
+      {R"({"producers": 148, "bytes_per_producer": 32768, "gap_us": -1})",
+       "--producers 148 --bytes-per-producer 32768 --gap-us -1"},
+      {R"({"producers": 148, "bytes_per_producer": 1e30})", "--producers 148 --bytes-per-producer 1e+30"},
+      {R"({"producers": 2000000, "bytes_per_producer": 1})", "--producers 2000000 --bytes-per-producer 1"},
+      {R"({"producers": 148, "bytes_per_producer": 1, "platform": "/nonexistent/p.json"})",
+       "--producers 148 --bytes-per-producer 1 --platform /nonexistent/p.json"},
+      {R"({"producers": 148, "bytes_per_producer": 1, "platform": "/tmp"})",
+       "--producers 148 --bytes-per-producer 1 --platform /tmp"},
+      {R"({"bytes_per_producer": 1})", "--bytes-per-producer 1"},
+  };
+  for (const auto& [request, flags] : cases) {
+    const Answer a = model(request);
+    EXPECT_EQ(a.code, 2) << request;
+    const xstage::test::CliRun cli = xstage::test::run_cli(std::string("model ") + flags + " --json");
+    ASSERT_EQ(cli.code, 2) << flags;
+    std::string expected = cli.err.substr(0, cli.err.find('\n'));
+    for (const char* name : {"producers", "bytes-per-producer", "gap-us", "platform"}) {
+      const std::string flag = std::string("--") + name;
+      std::string key = name;
+      for (char& c : key) c = c == '-' ? '_' : c;
+      for (std::size_t at; (at = expected.find(flag)) != std::string::npos;) expected.replace(at, flag.size(), key);
+    }
+    EXPECT_EQ("xstage: error: " + a.error, expected) << request;
+  }
+}
+
+TEST(PlannerCApi, TypesUnknownArgumentsAndBrokenCallsAreRefused) {
+  Answer a = model(R"({"producers": 148.5, "bytes_per_producer": 1})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error, "producers: must be a decimal integer, got \"148.5\"");
+  a = model(R"({"producers": 148, "bytes_per_producer": "many"})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error, "bytes_per_producer: must be a finite number > 0, got \"many\"");
+  a = model(R"({"producers": 148, "bytes_per_producer": 1, "gap_uss": 2})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_NE(a.error.find("gap_uss: no such argument of model"), std::string::npos) << a.error;
+  a = model(R"([148])");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_NE(a.error.find("must be a JSON object"), std::string::npos) << a.error;
+  a = model(R"({"producers": )");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_NE(a.error.find("model: request: not valid JSON"), std::string::npos) << a.error;
+  // null pointers: a status and a message, or a status alone where there is nowhere to put one
+  char* error = nullptr;
+  char* response = nullptr;
+  EXPECT_EQ(xstage_planner_model(nullptr, &response, &error), 2);
+  EXPECT_EQ(response, nullptr);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(std::string(error), "model: request: a null pointer");
+  xstage_planner_free(error);
+  EXPECT_EQ(xstage_planner_model("{}", nullptr, nullptr), 1);
+  EXPECT_EQ(xstage_planner_c_api_version(), XSTAGE_PLANNER_C_API_VERSION);
+}
