@@ -17,7 +17,7 @@
 #include "xstage/testing/attn_random.hpp"
 #include "xstage/testing/attn_reference.hpp"
 #include "xstage/testing/bench_host.hpp"
-#include "xstage/testing/stats.hpp"
+#include "xstage/model/stats.hpp"
 #include "xstage/testing/timing.hpp"
 #ifdef XSTAGE_ATTN_HAVE_PROVENANCE
 #include "xstage/gpu/provenance.hpp"
@@ -134,7 +134,7 @@ AttnBenchResult run_attn_bench(const AttnBenchOptions& opt) {
 #ifdef XSTAGE_ATTN_HAVE_PROVENANCE
   sm_clock_mhz = xstage::gpu::measure_sm_clock_mhz(opt.device);
 #endif
-  const double med = median(samples_ms);
+  const double med = stats::median_or_nan(samples_ms);
   const double flops = attn_forward_flops(p);
   const double tflops = flops / (med * 1e-3) / 1e12;
 
@@ -152,8 +152,8 @@ AttnBenchResult run_attn_bench(const AttnBenchOptions& opt) {
                {"mma_warpgroups", cfg.mma_warpgroups}, {"wg_gemm_order", cfg.wg_gemm_order}};
   j["flops"] = flops;
   j["timing"] = {{"median_ms", med},
-                 {"min_ms", min(samples_ms)},
-                 {"max_ms", max(samples_ms)},
+                 {"min_ms", stats::min(samples_ms)},
+                 {"max_ms", stats::max(samples_ms)},
                  {"tflops", tflops},
                  {"iters", opt.iters},
                  {"warmup", opt.warmup},
@@ -163,7 +163,7 @@ AttnBenchResult run_attn_bench(const AttnBenchOptions& opt) {
                  {"samples_ms", samples_ms}};
   if (fp8) {
     j["timing"]["prepass"] = {{"what", "the quantization pre-pass alone (part of every sample above)"},
-                              {"median_ms", median(prepass_ms)},
+                              {"median_ms", stats::median_or_nan(prepass_ms)},
                               {"samples_ms", prepass_ms}};
   }
   j["check"] = {{"passed", passed},

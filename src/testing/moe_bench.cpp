@@ -18,7 +18,7 @@
 #include "xstage/model/platform.hpp"
 #include "xstage/model/work_limit.hpp"
 #include "xstage/moe/routing.hpp"
-#include "xstage/testing/stats.hpp"
+#include "xstage/model/stats.hpp"
 
 namespace xstage::testing::moe_bench {
 
@@ -114,10 +114,10 @@ void put_layer_json(nlohmann::json& j, const MoeBenchOptions& o, const model::Mo
 }
 
 nlohmann::json timing_json(const std::vector<double>& layer_ms, double flops, double nvlink_bytes) {
-  const double med = median(layer_ms);
+  const double med = stats::median_or_nan(layer_ms);
   return {{"layer_median_ms", med},
-          {"layer_min_ms", min(layer_ms)},
-          {"layer_max_ms", max(layer_ms)},
+          {"layer_min_ms", stats::min(layer_ms)},
+          {"layer_max_ms", stats::max(layer_ms)},
           {"tflops", flops / (med * 1e-3) / 1e12},
           {"nvlink_gbps", nvlink_bytes / (med * 1e-3) / 1e9},
           {"layer_samples_ms", layer_ms}};
@@ -210,7 +210,7 @@ MoeBenchResult run_bench_baseline(const MoeBenchOptions& o, const BenchHost& hos
     for (int s = 0; s < 6; ++s) {
       std::vector<double> v;
       for (int i = 0; i < o.iters; ++i) v.push_back(field(samples[i][r], s));
-      const double med = median(v);
+      const double med = stats::median_or_nan(v);
       jr[std::string(stages[s]) + "_ms"] = med;
       stage_ms[stages[s]] = std::max(stage_ms[stages[s]].get<double>(), med);
     }
@@ -220,7 +220,7 @@ MoeBenchResult run_bench_baseline(const MoeBenchOptions& o, const BenchHost& hos
     per_rank.push_back(jr);
   }
   const double flops = layer_flops(d);
-  const double med_layer = median(layer_ms);
+  const double med_layer = stats::median_or_nan(layer_ms);
 
   nlohmann::json j;
   j["schema"] = "xstage.moe_bench";

@@ -21,7 +21,7 @@
 #include "xstage/model/units.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/sim/moe_schedules.hpp"
-#include "xstage/testing/stats.hpp"
+#include "xstage/model/stats.hpp"
 
 namespace xstage::testing::moe_bench {
 
@@ -298,7 +298,7 @@ MoeBenchResult run_bench_fused(const MoeBenchOptions& o, const BenchHost& host) 
     }
     x["check"] = check_json(im.check, seed, precision);
     x["timing"] = timing_json(im.layer_ms, flops, nvlink_bytes);
-    med[im.name] = median(im.layer_ms);
+    med[im.name] = stats::median_or_nan(im.layer_ms);
     all_passed = all_passed && im.check.passed;
     arr.push_back(x);
   }
@@ -352,12 +352,12 @@ MoeBenchResult run_bench_fused(const MoeBenchOptions& o, const BenchHost& host) 
         x["schedule"] = to_string(s);
         x["combine_stores"] = local ? "local scratch (control)" : "remote (token's rank)";
         x["combine"] = to_string(MoeCombineIssue::kEpilogue);
-        x["layer_median_ms"] = median(ms);
+        x["layer_median_ms"] = stats::median_or_nan(ms);
         x["layer_samples_ms"] = ms;
         tr.push_back(x);
         print_to(*host.out, "trace %s, %s stores: layer %.3f ms; L2 T_RS median %.2f us (p90 %.2f), L2 mainloop+staging %.2f us, "
                     "MMA wait at entry L1 %.2f / L2 %.2f us, wait per CTA %.1f us\n",
-                    to_string(s), local ? "local" : "remote", median(ms),
+                    to_string(s), local ? "local" : "remote", stats::median_or_nan(ms),
                     x["linear2_remote_store_span"]["median_us"].get<double>(),
                     x["linear2_remote_store_span"]["p90_us"].get<double>(),
                     x["linear2_mainloop_and_staging"]["median_us"].get<double>(),

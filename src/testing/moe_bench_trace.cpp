@@ -11,7 +11,7 @@
 
 #include "moe_bench_internal.hpp"
 #include "moe_layer_harness.hpp"
-#include "xstage/testing/stats.hpp"
+#include "xstage/model/stats.hpp"
 
 namespace xstage::testing::moe_bench {
 
@@ -47,8 +47,8 @@ nlohmann::json trace_summary(const RankTraces& traces) {
     if (!tiles.empty()) per_cta_wait.push_back(cta_wait);
   }
   auto stats = [](const std::vector<double>& v) {
-    return nlohmann::json{{"count", v.size()}, {"median_us", median(v)}, {"p90_us", percentile(v, 0.9)},
-                          {"max_us", max(v)}};
+    return nlohmann::json{{"count", v.size()}, {"median_us", stats::median_or_nan(v)}, {"p90_us", stats::percentile(v, 0.9)},
+                          {"max_us", stats::max(v)}};
   };
   return {{"linear2_remote_store_span", stats(t_rs)},
           {"linear2_mainloop_and_staging", stats(mainloop2)},
@@ -83,7 +83,7 @@ nlohmann::json activity_summary(const RankTraces& traces) {
     }
   }
   auto stats = [](const std::vector<double>& v) {
-    return nlohmann::json{{"median", median(v)}, {"p10", percentile(v, 0.1)}, {"p90", percentile(v, 0.9)}};
+    return nlohmann::json{{"median", stats::median_or_nan(v)}, {"p10", stats::percentile(v, 0.1)}, {"p90", stats::percentile(v, 0.9)}};
   };
   return {{"ctas", wait_share.size()}, {"wait_share", stats(wait_share)}, {"work_share", stats(work_share)},
           {"store_share", stats(store_share)}};

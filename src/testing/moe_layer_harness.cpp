@@ -13,7 +13,7 @@
 #include "xstage/gpu/check.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
-#include "xstage/testing/stats.hpp"
+#include "xstage/model/stats.hpp"
 #include "xstage/testing/timing.hpp"
 
 namespace xstage::testing {
@@ -109,7 +109,7 @@ std::vector<double> MoeFusedHarness::time_gemm_only(moe::MoeFused& l, int mode, 
     }
     XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[1], st));
     l.wait_rank(li, s.ev[1], timeout_s);
-    out[s.lr->rank] = median(ev.elapsed_ms());
+    out[s.lr->rank] = stats::median_or_nan(ev.elapsed_ms());
   });
   return out;
 }

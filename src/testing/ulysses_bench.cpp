@@ -14,7 +14,7 @@
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/testing/bench_host.hpp"
 #include "xstage/testing/interleaved_timing.hpp"
-#include "xstage/testing/stats.hpp"
+#include "xstage/model/stats.hpp"
 #include "xstage/testing/ulysses_layer.hpp"
 
 namespace xstage::testing {
@@ -101,8 +101,8 @@ UlyssesBenchRun run_ulysses_bench(const std::vector<int>& gpus, const attn::Ulys
   json jv = json::object();
   std::map<UlyssesVariant, double> med_s, med_i;
   for (auto& [v, se] : series) {
-    med_s[v] = xstage::testing::median(se.sender_s);
-    med_i[v] = xstage::testing::median(se.iter_s);
+    med_s[v] = stats::median_or_nan(se.sender_s);
+    med_i[v] = stats::median_or_nan(se.iter_s);
     json a = json::array(), b = json::array();
     for (double x : se.sender_s) a.push_back(x * 1e6);
     for (double x : se.iter_s) b.push_back(x * 1e6);
