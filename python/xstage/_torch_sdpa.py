@@ -6,6 +6,12 @@ takes runs on it: bfloat16 q, k, v of one Hopper (sm_90) device, [B, H, S, D] wi
 heads as query heads, no dropout, not causal, no input requiring grad, any scale. Every other call goes to the kernel
 PyTorch had registered before (torch.library.get_kernel), unchanged. `restore_flash_attention_impl()` (or activating
 another implementation) removes ours. SDPA calls with a mask never reach this op (PyTorch picks another backend).
+
+SDPA tries its backends in a priority order, and on sm_90 and sm_100 PyTorch puts cuDNN first (its own
+`check_prefer_cudnn_attention`, unless TORCH_CUDNN_SDPA_PREFERRED=0): the flash op, and so xstage, would then see no
+call on a Hopper GPU. Activating therefore also moves the flash backend to the front of that order (the others keep
+their relative order); removing puts the order back as it was. A call the kernel declines then runs on PyTorch's
+flash kernel where that applies, else on the next backend in the order.
 """
 
 from __future__ import annotations
@@ -28,13 +34,36 @@ _passed = 0
 
 @dataclasses.dataclass
 class Handle:
-    """What torch keeps while "xstage" is active; remove() gives the op back its previous CUDA kernel."""
+    """What torch keeps while "xstage" is active; remove() gives the op back its previous CUDA kernel and SDPA its
+    previous backend priority order."""
     library: Any
+    previous_order: list[int] | None = None
 
     def remove(self) -> None:
         if self.library is not None:
             self.library._destroy()
             self.library = None
+        if self.previous_order is not None:
+            torch._C._set_sdp_priority_order(self.previous_order)
+            self.previous_order = None
+
+
+def flash_first() -> list[int] | None:
+    """Puts SDPA's flash backend first in its priority order; returns the order before, or None where this torch
+    has no priority order to set."""
+    get_order = getattr(torch._C, "_get_sdp_priority_order", None)
+    set_order = getattr(torch._C, "_set_sdp_priority_order", None)
+    if get_order is None or set_order is None:
+        return None
+    if torch.cuda.is_available():
+        # PyTorch installs its default order (cuDNN first on sm_90/sm_100) at its first backend selection, over
+        # any order set before: select once on a tiny input so that ours is set after that.
+        t = torch.empty((1, 1, 8, 64), device="cuda", dtype=torch.bfloat16)
+        torch.ops.aten._fused_sdp_choice(t, t, t)
+    previous = [int(b) for b in get_order()]
+    flash = int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
+    set_order([flash] + [b for b in previous if b != flash])
+    return previous
 
 
 def counts() -> dict[str, int]:
@@ -119,4 +148,4 @@ def activate() -> Handle:
     original = get_kernel(OP, "CUDA")
     library = torch.library.Library("aten", "IMPL", "CUDA")  # noqa: TOR901
     library.impl("_scaled_dot_product_flash_attention", make_kernel(original), "CUDA", with_keyset=True)
-    return Handle(library)
+    return Handle(library, flash_first())

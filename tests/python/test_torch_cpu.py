@@ -119,6 +119,30 @@ def test_activate_and_restore_leave_cpu_sdpa_unchanged():
     attention.restore_flash_attention_impl()
 
 
+@needs_registry
+def test_activation_puts_the_flash_backend_first_and_restore_puts_the_order_back():
+    # PyTorch orders cuDNN first on sm_90/sm_100; activating must still reach the flash op, and restoring must leave
+    # the user's order as it was, also after activating twice in a row.
+    from torch.nn import attention
+    B = attention.SDPBackend
+    before = torch._C._get_sdp_priority_order()
+    cudnn_first = [int(B.CUDNN_ATTENTION), int(B.FLASH_ATTENTION), int(B.EFFICIENT_ATTENTION), int(B.MATH),
+                   int(B.OVERRIDEABLE)]
+    torch._C._set_sdp_priority_order(cudnn_first)
+    try:
+        attention.activate_flash_attention_impl("xstage")
+        assert list(torch._C._get_sdp_priority_order()) == [int(B.FLASH_ATTENTION), int(B.CUDNN_ATTENTION),
+                                                          int(B.EFFICIENT_ATTENTION), int(B.MATH), int(B.OVERRIDEABLE)]
+        attention.activate_flash_attention_impl("xstage")
+        assert list(torch._C._get_sdp_priority_order())[0] == int(B.FLASH_ATTENTION)
+        attention.restore_flash_attention_impl()
+        assert list(torch._C._get_sdp_priority_order()) == cudnn_first
+    finally:
+        if attention.current_flash_attention_impl() is not None:
+            attention.restore_flash_attention_impl()
+        torch._C._set_sdp_priority_order(list(before))
+
+
 def _bf16(*shape):
     return torch.randn(*shape, dtype=torch.bfloat16)
 
