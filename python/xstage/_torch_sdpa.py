@@ -61,7 +61,7 @@ def flash_first() -> list[int] | None:
         t = torch.empty((1, 1, 8, 64), device="cuda", dtype=torch.bfloat16)
         torch.ops.aten._fused_sdp_choice(t, t, t)
     previous = [int(b) for b in get_order()]
-    flash = int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
+    flash = torch.nn.attention.SDPBackend.FLASH_ATTENTION.value  # an int (the stubs type the enum without __int__)
     set_order([flash] + [b for b in previous if b != flash])
     return previous
 
