@@ -215,6 +215,17 @@ TEST(PlanMoeDescription, DescriptionFileAndItsErrors) {
   std::filesystem::remove_all(dir);
 }
 
+// plan moe's one row names the burst its verdict column models (the aligned one of eq. 10, as in `plan`) and says
+// what its closed-form stall column is.
+TEST(PlanMoeDescription, TextNamesTheAlignedBurstOfItsVerdictColumn) {
+  const CliRun r = run_cli("plan moe --shape glm-4.5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("aligned w -> i (eq. 10)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  aligned w -> i (eq. 10): the whole Linear-2 tile's Combine"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  stall w/i us: eq. 15's per-tile MMA stall"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("wave -> int"), std::string::npos) << r.out;
+}
+
 // plan moe --simulate --trace is bounded: a timeline too large for the trace document is refused after the
 // simulation, before the document is built, and nothing is written.
 TEST(PlanMoeDescription, TraceOverTheSpanLimitIsRefusedAndWritesNothing) {

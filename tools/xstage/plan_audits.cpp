@@ -260,8 +260,9 @@ std::vector<std::string> moe_row(const std::string& name, const model::MoeInput&
           std::to_string(a.lead_knee_rows),
           verdict_text(a.wave_verdict) + " -> " + verdict_text(a.interleaved_verdict)};
 }
+// `plan moe`'s one row: the closed form of the aligned burst (eq. 10-16); its legend names the burst.
 const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT wave us", "dT int us",
-                                             "stall w/i us", "eq.14", "D_knee", "wave -> int"};
+                                             "stall w/i us", "eq.14", "D_knee", "aligned w -> i (eq. 10)"};
 
 // As built, MoE: the fused kernel's piggybacked Combine on the two ranks of the default plan ((N - 1)/N of
 // a tile remote), in moe::kFusedCombineChunks chunks over the next tile's k-steps, one Linear-2 tile per
@@ -520,6 +521,10 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
     for (const auto& x : kernel->assumptions) out_stream() << "  assumes: " << x << "\n";
   }
   print_table(kMoeHeader, {moe_row(kernel ? kernel->name : "custom", in, a)});
+  out_stream() << "  stall w/i us: eq. 15's per-tile MMA stall [T_RS - T_cover]+ of that aligned burst, T_RS = T_iss0 + dT + "
+                  "staging, T_cover = T_L2 (wave) or T_L1 (interleaved); closed form\n";
+  out_stream() << "  " << kMoeLegend[0].column << ": " << kMoeLegend[0].models
+               << (o.simulate ? "" : "; --simulate runs both orders as built") << "\n";
   if (o.simulate) {
     out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << simulated["tokens_per_rank"].get<long long>()
                  << " tokens/rank over " << kernel->ranks << " ranks, K = " << simulated["producers"].get<int>()
