@@ -13,6 +13,9 @@
 #include <string>
 #include <thread>
 
+#include <nccl_device/core.h>
+
+#include "xstage/comm/nvlink_domain.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/model/error.hpp"
 
@@ -81,6 +84,18 @@ LauncherEnv launcher_env() {
   return e;
 }
 
+namespace {
+// Refuses a team whose ranks are not all in one NVLink domain (nvlink_domain.hpp), from NCCL's LSA team of each
+// communicator this process holds. Every rank sees the same domain sizes, so every rank refuses: none waits.
+void require_one_nvlink_domain(const std::vector<LocalRank>& local, int world_size) {
+  for (const LocalRank& lr : local) {
+    const ncclTeam_t lsa = ncclTeamLsa(lr.comm);
+    const std::string why = one_domain_refusal({world_size, lr.rank, lsa.nRanks, lsa.rank, lsa.stride});
+    if (!why.empty()) throw InputError(why);
+  }
+}
+}  // namespace
+
 Team Team::single_process(const std::vector<int>& devices) {
   if (devices.empty()) throw InputError("--gpus: empty device list");
   disable_multicast_env();
@@ -99,6 +114,7 @@ Team Team::single_process(const std::vector<int>& devices) {
     XSTAGE_CUDA_CHECK(cudaStreamCreateWithFlags(&lr.stream, cudaStreamNonBlocking));
     t.local_.push_back(lr);
   }
+  require_one_nvlink_domain(t.local_, t.world_size_);
   return t;
 }
 
@@ -145,6 +161,7 @@ Team Team::per_process(const LauncherEnv& env, int device, const std::string& re
   // Every rank has joined: rank 0 may remove the id file (a stale id would mislead the next run).
   t.barrier();
   if (env.rank == 0) fs::remove(id_path);
+  require_one_nvlink_domain(t.local_, t.world_size_);
   return t;
 }
 
@@ -238,6 +255,7 @@ Team Team::from_unique_id(const ncclUniqueId& id, int rank, int world, int devic
   lr.comm = comm;
   XSTAGE_CUDA_CHECK(cudaStreamCreateWithFlags(&lr.stream, cudaStreamNonBlocking));
   t.local_.push_back(lr);
+  require_one_nvlink_domain(t.local_, t.world_size_);
   return t;
 }
 
