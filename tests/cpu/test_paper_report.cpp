@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli_runner.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/kernel_description.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/planner/paper_report.hpp"
 
@@ -126,6 +128,36 @@ TEST(PaperReport, Table2Eq15OnThePublishedSpansIsThePapersPredictionColumn) {
   // The simulated stall is a prediction that can fail: a wave stall where the paper measures one.
   EXPECT_GT(*find_row(rep, "table2.Qwen3.5.wave_stall").predicted, 1.0);
   EXPECT_EQ(*find_row(rep, "table2.Qwen3.5.int_stall").predicted, 0.0);
+}
+
+// DiT-MoE's description takes the released G/2 dims (1408, 5632) in the roles Table 2's mainloops (inputs, not
+// the tested spans or stalls) require: Linear-2's reduction is h_inter, and its 5.30 us mainloop over 5632 would be
+// 52 TFLOP/s per SM, above the GPU's FP8 peak. With h_inter 1408 the wave order is drain-limited like the other
+// five: span K V_t / R = 148 * 43008 B / 717 GB/s and stall T_RS - T_L2, both within Table 2's goals.
+TEST(PaperReport, Table2DiTMoeRowsFromTheDimsTable2Requires) {
+  const model::KernelSource ks = model::kernel_source("paper-dit-moe");
+  const model::MoeKernel k = model::moe_kernel_from_json(ks.json, ks.origin);
+  EXPECT_EQ(k.hidden, 5632);
+  EXPECT_EQ(k.h_inter, 1408);
+  const double l2_ns_per_k = k.t_l2_us * 1e3 / k.h_inter, l1_ns_per_k = k.t_l1_us * 1e3 / k.hidden;
+  EXPECT_GT(l2_ns_per_k, 3.5);  // the other six L2 mainloops: 3.1-4.1 ns per K element
+  EXPECT_LT(l1_ns_per_k, 3.6);  // the other six L1 mainloops: 1.6-3.5
+  const auto rep = planner::paper_report(paper_platform(), only(false, true, false, false));
+  const double span = 148.0 * 192 * 128 * 2 * 7 / 8 / 717e9 * 1e6;
+  EXPECT_NEAR(*find_row(rep, "table2.DiT-MoE.wave_span").predicted, span, 1e-6);
+  EXPECT_NEAR(*find_row(rep, "table2.DiT-MoE.wave_stall").predicted, span - 5.30, 1e-6);
+  EXPECT_EQ(find_row(rep, "table2.DiT-MoE.wave_span").verdict(), "met");
+  EXPECT_EQ(find_row(rep, "table2.DiT-MoE.wave_stall").verdict(), "met");
+  // DSv4-Pro stays missed and says why with its numbers: rho = K V_t / (T_L2 R) < 1, and the drain-rate cliff.
+  const auto& pro = find_row(rep, "table2.DSv4-Pro.wave_span");
+  EXPECT_EQ(pro.verdict(), "missed");
+  char rho[16];
+  std::snprintf(rho, sizeof rho, "%.3f", span / 9.54);  // 0.931
+  EXPECT_NE(pro.missing.find(std::string("rho = K V_t / (T_L2 R) = ") + rho), std::string::npos) << pro.missing;
+  bool cliff = false;
+  for (const auto& sv : pro.sensitivity)
+    if (sv["input"].get<std::string>().rfind("drain rate", 0) == 0 && sv["predicted"].get<double>() > 9.54) cliff = true;
+  EXPECT_TRUE(cliff);
 }
 
 TEST(PaperReport, VerdictsAndRefusedOptions) {
