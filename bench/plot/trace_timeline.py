@@ -2,7 +2,7 @@
 """Gantt chart of a Chrome trace-event JSON timeline (xstage simulate --trace, xstage trace convert).
 
 One row per thread (the first N in process and thread order), one bar per "X" slice, coloured by the
-slice's name; slices nested in another (a stall inside its burst issue) are drawn thinner on top.
+slice's name; slices nested in another (a stall inside its epilogue store) are drawn thinner on top.
 
 usage: trace_timeline.py TRACE_JSON OUT_PNG [--threads N] [--window-us A B] [--title TEXT]
 """
@@ -16,18 +16,27 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+# The slice names of sim::TraceSlice (include/xstage/sim/trace_events.hpp), simulated and measured alike.
 COLORS = {
-    "compute": "#4c78a8",
-    "burst issue": "#f58518",
-    "stall": "#e45756",
-    "wait": "#bbbbbb",
-    "completion wait": "#9d755d",
-    "operand wait": "#bbbbbb",
+    "mainloop": "#4c78a8",
     "mainloop L1": "#4c78a8",
     "mainloop L2": "#54a24b",
-    "epilogue store": "#e45756",
+    "epilogue store": "#f58518",
+    "stall": "#e45756",
+    "staging": "#b279a2",
+    "operand wait": "#bbbbbb",
+    "slot wait": "#9d9d9d",
+    "accumulator wait": "#dddddd",
+    "completion wait": "#9d755d",
 }
 NESTED = {"stall"}  # drawn inside their parent slice
+
+
+def color(name):
+    """A slice's colour; a mainloop of a named tile kind ("mainloop qkv") as a mainloop."""
+    if name in COLORS:
+        return COLORS[name]
+    return COLORS["mainloop"] if name.startswith("mainloop ") else "#72b7b2"
 
 
 def load(path):
@@ -85,7 +94,7 @@ def main():
             if a.window_us and (ts + dur < a.window_us[0] or ts > a.window_us[1]):
                 continue
             nested = name in NESTED
-            ax.barh(y, dur, left=ts, height=0.4 if nested else 0.8, color=COLORS.get(name, "#72b7b2"),
+            ax.barh(y, dur, left=ts, height=0.4 if nested else 0.8, color=color(name),
                     linewidth=0, zorder=3 if nested else 2)
             if name not in seen:
                 seen.append(name)
@@ -113,7 +122,7 @@ def main():
         elif "shape" in other:
             title = f"measured: {other['shape']} T={other.get('tokens_per_rank', '?')} {other.get('routing', '')}"
     ax.set_title(title, fontsize=9)
-    fig.legend(handles=[Patch(color=COLORS.get(n, "#72b7b2"), label=n) for n in seen], fontsize=7, ncol=len(seen),
+    fig.legend(handles=[Patch(color=color(n), label=n) for n in seen], fontsize=7, ncol=len(seen),
                loc="lower center", frameon=False)
     fig.tight_layout(rect=(0, 0.05 if len(rows) > 4 else 0.12, 1, 1))
     fig.savefig(a.png, dpi=a.dpi)

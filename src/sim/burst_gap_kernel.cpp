@@ -245,7 +245,11 @@ BurstGapOutcome simulate_burst_gap_kernel(const model::Platform& platform, const
     o.as_built = classify_recurring_stalls(stats::median(first), stats::median(later), per_tile * o.t_iss0_s,
                                            per_tile * o.gap_s);
   }
-  if (timeline) *timeline = std::move(r);
+  if (timeline) {
+    *timeline = std::move(r);
+    timeline->tile_kinds.clear();
+    for (const auto& tile : k.tiles) timeline->tile_kinds.push_back(tile.name);  // TileStep::tag: the index
+  }
   return out;
 }
 

@@ -126,6 +126,8 @@ std::vector<std::vector<sched::MoeTile>> moe_orders(MoeOrder order, const MoeOrd
   return out;
 }
 
+const char* moe_stage_name(int stage) { return stage == 1 ? "L1" : stage == 2 ? "L2" : "?"; }
+
 const char* to_string(MoeOrder order) { return order == MoeOrder::kInterleaved ? "interleaved" : "wave"; }
 
 const char* to_string(MoeCombineModel combine) {
@@ -261,7 +263,9 @@ MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const Moe
     }
     if (timeline) {
       if (!timeline->producers) timeline->producers = static_cast<int>(orders.size());
-      (order == MoeOrder::kExpertWave ? timeline->wave : timeline->interleaved) = std::move(r);
+      SimResult& kept = order == MoeOrder::kExpertWave ? timeline->wave : timeline->interleaved;
+      kept = std::move(r);
+      kept.tile_kinds = {"", moe_stage_name(1), moe_stage_name(2)};  // TileStep::tag: the MoeStage
     }
   }
   out.predicted_speedup = out.wave.makespan_s / out.interleaved.makespan_s;

@@ -77,6 +77,11 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
   auto record = [&](TimelineSpan::Kind kind, std::size_t i, double start, const Step* st = nullptr) {
     if (!cfg.record_timeline || !(t > start)) return;
     TimelineSpan sp{kind, static_cast<int>(i), static_cast<int>(ps[i].step), start, t};
+    if (st) {
+      sp.role = st->role;
+      sp.tag = st->tag;
+      sp.tile = st->tile;
+    }
     if (st && kind == TimelineSpan::Kind::kIssue) {
       sp.issue_floor_s = st->issue_floor_s;
       sp.bytes = st->bytes;
@@ -119,10 +124,10 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
             continue;
           } else if (p.phase == Phase::kLatency) {
             out.total_completion_wait_s += t - p.wait_start_s;
-            record(TimelineSpan::Kind::kCompletion, i, p.wait_start_s);
+            record(TimelineSpan::Kind::kCompletion, i, p.wait_start_s, &schedules[i][p.step]);
             ++p.step;
           } else if (p.phase == Phase::kCompute) {
-            record(TimelineSpan::Kind::kCompute, i, p.compute_start_s);
+            record(TimelineSpan::Kind::kCompute, i, p.compute_start_s, &schedules[i][p.step]);
             ++p.step;
           } else if (p.phase == Phase::kDependency) {
             ++p.step;
@@ -162,8 +167,19 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
     } while (progressed);
   };
 
+  // The path's occupancy for the timeline (SimResult::occupancy): merged at one instant, not repeated unchanged.
+  auto sample = [&]() {
+    auto& o = out.occupancy;
+    if (!o.empty() && o.back().t_s == t) {
+      o.back().outstanding_bytes = q;
+      if (o.size() >= 2 && o[o.size() - 2].outstanding_bytes == q) o.pop_back();
+    } else if (o.empty() || o.back().outstanding_bytes != q) {
+      o.push_back({t, q});
+    }
+  };
   std::vector<double> rate_now(ps.size(), 0.0);
   std::vector<std::size_t> order;
+  if (cfg.record_timeline) out.occupancy.push_back({0.0, 0.0});
   advance_producers();
   for (;;) {
     bool all_done = true;
@@ -223,14 +239,23 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
       throw InputError("simulate: schedule did not finish within the time limit of " + std::to_string(cfg.time_limit_s) + " s");
 
     t += dt;
+    const double q_before = q;
     q = std::clamp(q + dq * dt, 0.0, Q);
     injected += inject * dt;
     drained += drain * dt;
     for (std::size_t i = 0; i < ps.size(); ++i)
       if (ps[i].phase == Phase::kIssue) ps[i].remaining_bytes = std::max(0.0, ps[i].remaining_bytes - rate_now[i] * dt);
     out.peak_outstanding_bytes = std::max(out.peak_outstanding_bytes, q);
+    const std::size_t spans_before = out.timeline.size();
     advance_producers();
+    if (cfg.record_timeline &&
+        (out.timeline.size() > spans_before || (q_before < Q - eps_bytes && q >= Q - eps_bytes) ||
+         (q_before > eps_bytes && q <= eps_bytes)))
+      sample();
   }
+  // The path drains after the last producer's end: the occupancy's last sample is its emptying (at R; the result's
+  // times end at the makespan).
+  if (cfg.record_timeline && q > eps_bytes) out.occupancy.push_back({t + q / R, 0.0});
   for (const auto& b : out.bursts) out.total_stall_s += std::max(0.0, b.stall_s());
   return out;
 }

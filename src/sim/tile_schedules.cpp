@@ -33,9 +33,10 @@ ProducerSchedule producer_schedule(const std::vector<TileStep>& seq, const TileI
   int pending = 0;          // chunks of the last storing tile not yet issued
   double chunk_bytes = 0.0, chunk_floor = 0.0;
   std::size_t pending_ref = 0;  // its TileRef
+  int pending_tile = 0;         // its ordinal in the sequence
   auto chunk = [&] {
     if (refs[pending_ref].burst_step < 0) refs[pending_ref].burst_step = static_cast<int>(s.size());
-    s.push_back(Step::burst(chunk_bytes, chunk_floor));
+    s.push_back(Step::burst(chunk_bytes, chunk_floor).as(StepRole::kStore, refs[pending_ref].tag, pending_tile));
     ++bursts;
   };
   auto flush = [&] {
@@ -43,42 +44,49 @@ ProducerSchedule producer_schedule(const std::vector<TileStep>& seq, const TileI
   };
   // A tile's mainloop: with chunks pending, one chunk at each of its first k-steps, the chunk's issue
   // taking its part of the k-step.
-  auto mainloop = [&](double t, int k_steps) {
+  auto mainloop = [&](double t, int k_steps, int tag, int tile) {
+    const auto compute = [&](double seconds) {
+      s.push_back(Step::compute(seconds).as(StepRole::kMainloop, tag, tile));
+    };
     if (!piggyback || pending == 0) {
-      s.push_back(Step::compute(t));
+      compute(t);
       return;
     }
     const double step = t / k_steps;
     int k = 0;
     for (; k < k_steps && pending > 0; ++k, --pending) {
       chunk();
-      if (step > chunk_floor) s.push_back(Step::compute(step - chunk_floor));
+      if (step > chunk_floor) compute(step - chunk_floor);
     }
-    if (k < k_steps) s.push_back(Step::compute(step * (k_steps - k)));
+    if (k < k_steps) compute(step * (k_steps - k));
   };
+  int tile = 0;
   for (const TileStep& t : seq) {
     refs.push_back({t.tag, producer, -1, producer, -1, -1, 0});
-    if (t.wait_counter >= 0) s.push_back(Step::wait(t.wait_counter, t.wait_target));
-    mainloop(t.mainloop_s, t.k_steps);
+    if (t.wait_counter >= 0)
+      s.push_back(Step::wait(t.wait_counter, t.wait_target).as(StepRole::kOperandWait, t.tag, tile));
+    mainloop(t.mainloop_s, t.k_steps, t.tag, tile);
     if (t.remote_bytes > 0.0) {
       if (piggyback) {
         flush();  // the previous tile's chunks, before this tile is staged
-        if (issue.staging_s > 0) s.push_back(Step::compute(issue.staging_s));
+        if (issue.staging_s > 0) s.push_back(Step::compute(issue.staging_s).as(StepRole::kStaging, t.tag, tile));
         pending = issue.chunks;
         chunk_bytes = t.remote_bytes / issue.chunks;
         chunk_floor = t.chunk_issue_floor_s;
         pending_ref = refs.size() - 1;
+        pending_tile = tile;
         refs.back().first_burst = bursts;
         refs.back().bursts = issue.chunks;
       } else {
-        if (issue.staging_s > 0) s.push_back(Step::compute(issue.staging_s));
+        if (issue.staging_s > 0) s.push_back(Step::compute(issue.staging_s).as(StepRole::kStaging, t.tag, tile));
         refs.back().burst_step = static_cast<int>(s.size());
         refs.back().first_burst = bursts++;
         refs.back().bursts = 1;
-        s.push_back(Step::burst(t.remote_bytes, t.issue_floor_s));
+        s.push_back(Step::burst(t.remote_bytes, t.issue_floor_s).as(StepRole::kStore, t.tag, tile));
       }
     }
     if (t.signal_counter >= 0) s.push_back(Step::signal(t.signal_counter));
+    ++tile;
   }
   flush();  // the last tile's chunks, before the completion flags
   return s;
@@ -112,18 +120,20 @@ TileSchedules tile_schedules(const std::vector<std::vector<TileStep>>& sequences
       TileRef ref{t.tag, cta, -1, ctas + cta, -1, -1, 0};
       if (i >= issue.cover_slots) {
         ref.slot_wait_step = static_cast<int>(mma.size());
-        mma.push_back(Step::wait(freed, i - issue.cover_slots + 1));  // the slot of tile i − cover_slots is free
+        // The slot of tile i − cover_slots is free.
+        mma.push_back(Step::wait(freed, i - issue.cover_slots + 1).as(StepRole::kSlotWait, t.tag, i));
       }
-      if (t.wait_counter >= 0) mma.push_back(Step::wait(t.wait_counter, t.wait_target));
-      mma.push_back(Step::compute(t.mainloop_s));
+      if (t.wait_counter >= 0)
+        mma.push_back(Step::wait(t.wait_counter, t.wait_target).as(StepRole::kOperandWait, t.tag, i));
+      mma.push_back(Step::compute(t.mainloop_s).as(StepRole::kMainloop, t.tag, i));
       mma.push_back(Step::signal(ready));
-      epi.push_back(Step::wait(ready, i + 1));
-      if (issue.staging_s > 0) epi.push_back(Step::compute(issue.staging_s));
+      epi.push_back(Step::wait(ready, i + 1).as(StepRole::kAccumulatorWait, t.tag, i));
+      if (issue.staging_s > 0) epi.push_back(Step::compute(issue.staging_s).as(StepRole::kStaging, t.tag, i));
       if (t.remote_bytes > 0.0) {
         ref.burst_step = static_cast<int>(epi.size());
         ref.first_burst = bursts++;
         ref.bursts = 1;
-        epi.push_back(Step::burst(t.remote_bytes, t.issue_floor_s));
+        epi.push_back(Step::burst(t.remote_bytes, t.issue_floor_s).as(StepRole::kStore, t.tag, i));
       }
       if (t.signal_counter >= 0) epi.push_back(Step::signal(t.signal_counter));  // written by the epilogue
       epi.push_back(Step::signal(freed));

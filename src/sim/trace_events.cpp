@@ -9,6 +9,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/input_file.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/sim/moe_schedules.hpp"
 
 namespace xstage::sim {
 
@@ -36,9 +37,14 @@ class TraceBuilder {
     }
   }
   // An "X" slice from ts to ts + dur (µs).
-  void slice(const char* name, const char* cat, int pid, int tid, double ts_us, double dur_us, json args) {
+  void slice(const std::string& name, const char* cat, int pid, int tid, double ts_us, double dur_us, json args) {
     slices_.push_back({{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", ts_us},
                        {"dur", dur_us}, {"args", std::move(args)}});
+  }
+  // A "C" counter sample at ts (µs): the process's counter track `name`, one value per key of `values`.
+  void counter(const char* name, int pid, double ts_us, json values) {
+    slices_.push_back(
+        {{"ph", "C"}, {"name", name}, {"pid", pid}, {"tid", 0}, {"ts", ts_us}, {"args", std::move(values)}});
   }
   json take(const json& metadata) {
     json events = std::move(meta_);
@@ -55,7 +61,43 @@ class TraceBuilder {
   std::vector<json> slices_;
 };
 
+// The slice of a simulated span: its name from the kind and the step's role, its category.
+std::pair<TraceSlice, const char*> simulated_slice(const TimelineSpan& s) {
+  switch (s.kind) {
+    case TimelineSpan::Kind::kCompute:
+      if (s.role == StepRole::kStaging) return {TraceSlice::kStaging, "staging"};
+      return {TraceSlice::kMainloop, "mainloop"};
+    case TimelineSpan::Kind::kIssue: return {TraceSlice::kEpilogueStore, "store"};
+    case TimelineSpan::Kind::kWait:
+      if (s.role == StepRole::kSlotWait) return {TraceSlice::kSlotWait, "wait"};
+      if (s.role == StepRole::kAccumulatorWait) return {TraceSlice::kAccumulatorWait, "wait"};
+      return {TraceSlice::kOperandWait, "wait"};
+    case TimelineSpan::Kind::kCompletion: break;
+  }
+  return {TraceSlice::kCompletionWait, "completion"};
+}
+
 }  // namespace
+
+const char* trace_slice_name(TraceSlice slice) {
+  switch (slice) {
+    case TraceSlice::kMainloop: return "mainloop";
+    case TraceSlice::kOperandWait: return "operand wait";
+    case TraceSlice::kEpilogueStore: return "epilogue store";
+    case TraceSlice::kStall: return "stall";
+    case TraceSlice::kStaging: return "staging";
+    case TraceSlice::kSlotWait: return "slot wait";
+    case TraceSlice::kAccumulatorWait: return "accumulator wait";
+    case TraceSlice::kCompletionWait: break;
+  }
+  return "completion wait";
+}
+
+std::string trace_slice_name(TraceSlice slice, std::string_view tile_kind) {
+  std::string name = trace_slice_name(slice);
+  if (slice == TraceSlice::kMainloop && !tile_kind.empty()) name.append(" ").append(tile_kind);
+  return name;
+}
 
 json chrome_trace(const SimResult& r, const std::vector<TraceTrack>& tracks, const json& metadata) {
   using units::s_to_us;
@@ -76,34 +118,38 @@ json chrome_trace(const SimResult& r, const std::vector<TraceTrack>& tracks, con
     b.name_process(t.pid, t.process);
     b.name_thread(t.pid, t.tid, t.thread);
   }
+  const auto tile_kind = [&](int tag) -> std::string_view {
+    if (tag < 0 || tag >= static_cast<int>(r.tile_kinds.size())) return {};
+    return r.tile_kinds[static_cast<std::size_t>(tag)];
+  };
   for (const TimelineSpan& s : r.timeline) {
     const TraceTrack t = track(s.producer);
     const double ts = s_to_us(s.start_s);
     const double dur = s_to_us(s.end_s - s.start_s);
+    const std::string_view kind = tile_kind(s.tag);
     json args = {{"producer", s.producer}, {"step", s.step}};
-    switch (s.kind) {
-      case TimelineSpan::Kind::kCompute:
-        b.slice(kTraceCompute, "compute", t.pid, t.tid, ts, dur, std::move(args));
-        break;
-      case TimelineSpan::Kind::kIssue: {
-        // The same arithmetic as BurstRecord::stall_s(), so a slice exists exactly for a burst with stall > 0.
-        const double stall_s = (s.end_s - s.start_s) - s.issue_floor_s;
-        args["bytes"] = s.bytes;
-        args["floor_us"] = s_to_us(s.issue_floor_s);
-        args["stall_us"] = s_to_us(stall_s);
-        b.slice(kTraceBurstIssue, "issue", t.pid, t.tid, ts, dur, args);
-        if (stall_s > 0) b.slice(kTraceStall, "stall", t.pid, t.tid, s_to_us(s.start_s + s.issue_floor_s), s_to_us(stall_s), args);
-        break;
-      }
-      case TimelineSpan::Kind::kWait:
-        args["counter"] = s.counter;
-        b.slice(kTraceWait, "wait", t.pid, t.tid, ts, dur, std::move(args));
-        break;
-      case TimelineSpan::Kind::kCompletion:
-        b.slice(kTraceCompletionWait, "completion", t.pid, t.tid, ts, dur, std::move(args));
-        break;
+    if (!kind.empty()) args["tile_kind"] = kind;
+    if (s.tile >= 0) args["tile"] = s.tile;
+    const auto [slice, cat] = simulated_slice(s);
+    if (s.kind == TimelineSpan::Kind::kIssue) {
+      // The same arithmetic as BurstRecord::stall_s(), so a slice exists exactly for a burst with stall > 0.
+      const double stall_s = (s.end_s - s.start_s) - s.issue_floor_s;
+      args["bytes"] = s.bytes;
+      args["floor_us"] = s_to_us(s.issue_floor_s);
+      args["stall_us"] = s_to_us(stall_s);
+      b.slice(trace_slice_name(slice), cat, t.pid, t.tid, ts, dur, args);
+      if (stall_s > 0)
+        b.slice(trace_slice_name(TraceSlice::kStall), "stall", t.pid, t.tid, s_to_us(s.start_s + s.issue_floor_s),
+                s_to_us(stall_s), std::move(args));
+      continue;
     }
+    if (s.kind == TimelineSpan::Kind::kWait) args["counter"] = s.counter;
+    b.slice(trace_slice_name(slice, kind), cat, t.pid, t.tid, ts, dur, std::move(args));
   }
+  // The path's outstanding bytes, on the first producer's process (one path per simulation).
+  if (producers > 0)
+    for (const SimResult::OccupancySample& o : r.occupancy)
+      b.counter(kTracePathCounter, track(0).pid, s_to_us(o.t_s), {{kTraceOutstandingBytes, o.outstanding_bytes}});
   return b.take(metadata);
 }
 
@@ -231,13 +277,17 @@ json chrome_trace_from_moe_timeline(const json& dump, std::string_view origin) {
             input_fail(origin, w + "[3] (entry)",
                        "must not be before the previous tile's end " + bounded_json(prev_end) + " us, got " +
                            bounded_json(t.entry));
-          const json args = {{"stage", t.stage}, {"row", t.row}, {"n", t.n}, {"tile", i}};
-          if (t.ready > t.entry) b.slice(kTraceOperandWait, "wait", pid, cta, t.entry, t.ready - t.entry, args);
+          const char* kind = moe_stage_name(t.stage);
+          const json args = {{"stage", t.stage}, {"tile_kind", kind}, {"row", t.row}, {"n", t.n}, {"tile", i}};
+          const std::string mainloop = trace_slice_name(TraceSlice::kMainloop, kind);
+          if (t.ready > t.entry)
+            b.slice(trace_slice_name(TraceSlice::kOperandWait), "wait", pid, cta, t.entry, t.ready - t.entry, args);
           if (t.stage == 2) {
             if (t.store_begin > t.ready)
-              b.slice(kTraceMainloopL2, "mainloop", pid, cta, t.ready, t.store_begin - t.ready, args);
+              b.slice(mainloop, "mainloop", pid, cta, t.ready, t.store_begin - t.ready, args);
             if (t.store_end > t.store_begin)
-              b.slice(kTraceEpilogueStore, "store", pid, cta, t.store_begin, t.store_end - t.store_begin, args);
+              b.slice(trace_slice_name(TraceSlice::kEpilogueStore), "store", pid, cta, t.store_begin,
+                      t.store_end - t.store_begin, args);
             prev_end = t.store_end;
           } else {
             // A Linear-1 tile's work ends where the CTA's next tile enters (no stamp of its own).
@@ -245,7 +295,7 @@ json chrome_trace_from_moe_timeline(const json& dump, std::string_view origin) {
               const json& next = recs[i + 1];
               if (next.is_array() && next.size() == 7) {
                 const double end = json_number_in(next[3], origin, cw + "[" + std::to_string(i + 1) + "][3] (entry)", kStampUs);
-                if (end > t.ready) b.slice(kTraceMainloopL1, "mainloop", pid, cta, t.ready, end - t.ready, args);
+                if (end > t.ready) b.slice(mainloop, "mainloop", pid, cta, t.ready, end - t.ready, args);
               }
             }
             prev_end = t.ready;
@@ -267,6 +317,7 @@ std::vector<std::string> check_chrome_trace(const json& trace) {
   std::set<int> named_processes;
   std::set<std::pair<int, int>> named_threads;
   std::set<std::pair<int, int>> used_threads;
+  std::set<int> counter_processes;
   const auto integer = [](const json& e, const char* key) { return e.contains(key) && e[key].is_number_integer(); };
   const auto finite = [](const json& e, const char* key) {
     return e.contains(key) && e[key].is_number() && std::isfinite(e[key].get<double>());
@@ -322,13 +373,15 @@ std::vector<std::string> check_chrome_trace(const json& trace) {
         problems.push_back(at + " (C): no args (the counter's values)");
       } else {
         for (const auto& [k, v] : e["args"].items())
-          if (!v.is_number()) problems.push_back(at + " (C): value " + bounded_text(k) + " is not a number");
+          if (!v.is_number() || !std::isfinite(v.get<double>()))
+            problems.push_back(at + " (C): value " + bounded_text(k) + " is not a finite number");
       }
+      if (integer(e, "pid")) counter_processes.insert(e["pid"].get<int>());
       continue;  // a counter is a process track: no thread name needed
     }
     if (has_ids) used_threads.insert({e["pid"].get<int>(), e["tid"].get<int>()});
   }
-  std::set<int> used_processes;
+  std::set<int> used_processes = counter_processes;
   for (const auto& [pid, tid] : used_threads) {
     used_processes.insert(pid);
     if (!named_threads.count({pid, tid}))

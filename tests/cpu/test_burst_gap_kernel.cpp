@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
 #include "cli_runner.hpp"
@@ -325,6 +327,7 @@ TEST_F(SimulateKernelCli, ReportsPerTileKindInThePlanWords) {
 TEST_F(SimulateKernelCli, TraceHasOneThreadPerRole) {
   json j = valid();
   j["issue"] = "epilogue_issuer";
+  j["staging_us"] = 0.25;
   const fs::path k = dir_ / "k.json", trace = dir_ / "t.json";
   std::ofstream(k) << j.dump();
   const auto r = run_cli("simulate --kernel " + k.string() + " --trace " + trace.string());
@@ -335,6 +338,44 @@ TEST_F(SimulateKernelCli, TraceHasOneThreadPerRole) {
   int threads = 0;
   for (const auto& e : t["traceEvents"]) threads += e["ph"] == "M" && e["name"] == "thread_name";
   EXPECT_EQ(threads, 8);  // 4 producers and their 4 epilogue issuers
+  // Slices named from the one table, the tile's name in the mainloop's: per tile (4 producers x 3 repeats x 2) a
+  // mainloop on the producer, staging and an epilogue store on the issuer; the issuer's waits for the next tile are
+  // accumulator waits, the producers' for a free slot are slot waits. The path's outstanding bytes as a counter.
+  std::map<std::string, int> names;
+  std::map<std::string, std::set<std::string>> threads_of;
+  std::map<std::pair<int, int>, std::string> thread_names;
+  int samples = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") thread_names[{e["pid"], e["tid"]}] = e["args"]["name"];
+    samples += e["ph"] == "C";
+  }
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++names[e["name"].get<std::string>()];
+    const std::string& thread = thread_names[{e["pid"], e["tid"]}];
+    threads_of[e["name"].get<std::string>()].insert(thread.substr(thread.rfind(' ') + 1));
+    EXPECT_EQ(e["args"]["tile_kind"], "out") << e.dump();
+  }
+  const std::string mainloop = sim::trace_slice_name(sim::TraceSlice::kMainloop, "out");
+  const std::string store = sim::trace_slice_name(sim::TraceSlice::kEpilogueStore),
+                    staging = sim::trace_slice_name(sim::TraceSlice::kStaging),
+                    accumulator_wait = sim::trace_slice_name(sim::TraceSlice::kAccumulatorWait);
+  EXPECT_EQ(mainloop, "mainloop out");
+  EXPECT_EQ(names[mainloop], 24);
+  EXPECT_EQ(names[store], 24);
+  EXPECT_EQ(names[staging], 24);
+  EXPECT_GT(names[accumulator_wait], 0);
+  EXPECT_EQ(threads_of[mainloop], std::set<std::string>{"producer"});
+  for (const std::string& name : {store, staging, accumulator_wait})
+    EXPECT_EQ(threads_of[name], std::set<std::string>{"issuer"}) << name;
+  if (names.count(sim::trace_slice_name(sim::TraceSlice::kSlotWait)))
+    EXPECT_EQ(threads_of[sim::trace_slice_name(sim::TraceSlice::kSlotWait)], std::set<std::string>{"producer"});
+  for (const auto& [name, n] : names)
+    EXPECT_TRUE(name == mainloop || name == store || name == staging || name == accumulator_wait ||
+                name == sim::trace_slice_name(sim::TraceSlice::kSlotWait) ||
+                name == sim::trace_slice_name(sim::TraceSlice::kStall))
+        << name;
+  EXPECT_GE(samples, 2);
 }
 
 TEST_F(SimulateKernelCli, FlagsWithoutEffectAreRefusedNamingBoth) {

@@ -11,6 +11,8 @@
 
 #include "cli_runner.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/model/platform.hpp"
+#include "xstage/sim/moe_schedules.hpp"
 #include "xstage/sim/simulator.hpp"
 #include "xstage/sim/trace_events.hpp"
 
@@ -43,6 +45,17 @@ std::vector<json> slices(const json& trace, const std::string& name = "") {
     if (e["ph"] == "X" && (name.empty() || e["name"] == name)) out.push_back(e);
   return out;
 }
+
+std::vector<json> counters(const json& trace) {
+  std::vector<json> out;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "C") out.push_back(e);
+  return out;
+}
+
+std::string name_of(sim::TraceSlice s, std::string_view tile_kind = "") { return sim::trace_slice_name(s, tile_kind); }
+const std::string kMainloop = name_of(sim::TraceSlice::kMainloop), kStore = name_of(sim::TraceSlice::kEpilogueStore),
+                  kStall = name_of(sim::TraceSlice::kStall), kOperandWait = name_of(sim::TraceSlice::kOperandWait);
 
 std::string problems_text(const json& trace) {
   std::string s;
@@ -79,8 +92,8 @@ TEST(TraceEvents, SimulatedTimelineMatchesTheResult) {
     EXPECT_EQ(e["tid"], e["args"]["producer"]);
   }
 
-  // One burst issue per burst, in the same order (issue end), with the burst's times in µs.
-  const auto issues = slices(trace, sim::kTraceBurstIssue);
+  // One epilogue store per burst, in the same order (issue end), with the burst's times in µs.
+  const auto issues = slices(trace, kStore);
   ASSERT_EQ(issues.size(), r.bursts.size());
   for (std::size_t i = 0; i < issues.size(); ++i) {
     const sim::BurstRecord& b = r.bursts[i];
@@ -97,7 +110,7 @@ TEST(TraceEvents, SimulatedTimelineMatchesTheResult) {
     if (b.stall_s() > 0) stalled.push_back(b);
   ASSERT_GE(stalled.size(), 1u) << "the schedule must stall";
   ASSERT_LT(stalled.size(), r.bursts.size()) << "and some bursts must not";
-  const auto stalls = slices(trace, sim::kTraceStall);
+  const auto stalls = slices(trace, kStall);
   ASSERT_EQ(stalls.size(), stalled.size());
   for (std::size_t i = 0; i < stalls.size(); ++i) {
     EXPECT_EQ(stalls[i]["tid"], stalled[i].producer);
@@ -106,9 +119,9 @@ TEST(TraceEvents, SimulatedTimelineMatchesTheResult) {
     EXPECT_GT(stalls[i]["dur"].get<double>(), 0);
   }
 
-  // Compute and wait slices: one per span of their kind, times in µs.
-  std::map<sim::TimelineSpan::Kind, const char*> names = {{sim::TimelineSpan::Kind::kCompute, sim::kTraceCompute},
-                                                          {sim::TimelineSpan::Kind::kWait, sim::kTraceWait}};
+  // Compute and wait slices (unlabelled steps: mainloops and operand waits): one per span of their kind, times in µs.
+  std::map<sim::TimelineSpan::Kind, std::string> names = {{sim::TimelineSpan::Kind::kCompute, kMainloop},
+                                                          {sim::TimelineSpan::Kind::kWait, kOperandWait}};
   for (const auto& [kind, name] : names) {
     std::vector<sim::TimelineSpan> spans;
     for (const auto& s : r.timeline)
@@ -122,10 +135,56 @@ TEST(TraceEvents, SimulatedTimelineMatchesTheResult) {
       EXPECT_NEAR(es[i]["dur"].get<double>(), (spans[i].end_s - spans[i].start_s) * 1e6, 1e-9);
     }
   }
-  EXPECT_EQ(slices(trace, sim::kTraceCompute).size(), 3u);
-  ASSERT_EQ(slices(trace, sim::kTraceWait).size(), 1u);
-  EXPECT_EQ(slices(trace, sim::kTraceWait)[0]["args"]["counter"], 0);
+  EXPECT_EQ(slices(trace, kMainloop).size(), 3u);
+  ASSERT_EQ(slices(trace, kOperandWait).size(), 1u);
+  EXPECT_EQ(slices(trace, kOperandWait)[0]["args"]["counter"], 0);
   EXPECT_EQ(slices(trace).size(), r.timeline.size() + stalls.size());
+
+  // The path's outstanding bytes: one counter sample per occupancy sample, on the producers' process, from 0 at
+  // t = 0, never above Q, reaching Q (the bursts stall) and back to 0 (drained) at the end.
+  const auto cs = counters(trace);
+  ASSERT_EQ(cs.size(), r.occupancy.size());
+  ASSERT_GE(cs.size(), 3u);
+  EXPECT_LE(r.occupancy.size(), r.timeline.size() * 2 + 1) << "spans plus fill and empty events";
+  double last_ts = -1, peak = 0;
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    EXPECT_EQ(cs[i]["name"], sim::kTracePathCounter);
+    EXPECT_EQ(cs[i]["pid"], 0);
+    const double v = cs[i]["args"][sim::kTraceOutstandingBytes].get<double>();
+    EXPECT_NEAR(cs[i]["ts"].get<double>(), r.occupancy[i].t_s * 1e6, 1e-9);
+    EXPECT_DOUBLE_EQ(v, r.occupancy[i].outstanding_bytes);
+    EXPECT_GT(cs[i]["ts"].get<double>(), last_ts) << "one sample per instant, in time order";
+    EXPECT_GE(v, 0);
+    EXPECT_LE(v, 65536 * (1 + 1e-9));
+    last_ts = cs[i]["ts"].get<double>();
+    peak = std::max(peak, v);
+  }
+  EXPECT_EQ(cs.front()["ts"], 0.0);
+  EXPECT_EQ(cs.front()["args"][sim::kTraceOutstandingBytes], 0.0);
+  EXPECT_NEAR(peak, r.peak_outstanding_bytes, 1e-6 * 65536) << "the peak is sampled (the path fills)";
+  EXPECT_NEAR(cs.back()["args"][sim::kTraceOutstandingBytes].get<double>(), 0.0, 1e-6 * 65536) << "drained at the end";
+}
+
+// Without record_timeline nothing is recorded, occupancy included; the simulation's results do not depend on it.
+TEST(TraceEvents, RecordingChangesNoResult) {
+  const sim::SimResult with = two_producers_with_a_stall();
+  sim::SimConfig cfg;
+  cfg.drain_rate_bytes_per_s = 100e9;
+  cfg.capacity_bytes = 65536;
+  cfg.completion_latency_s = 0.3e-6;
+  cfg.time_limit_s = 1;
+  using S = sim::Step;
+  const sim::SimResult without = sim::simulate(
+      cfg, {{S::compute(0.1e-6), S::burst(65536, 0.2e-6), S::signal(0), S::compute(5e-6), S::burst(16384, 0.2e-6)},
+            {S::burst(65536, 0.2e-6), S::wait(0, 1), S::compute(0.5e-6), S::burst(16384, 0.2e-6)}});
+  EXPECT_TRUE(without.timeline.empty());
+  EXPECT_TRUE(without.occupancy.empty());
+  EXPECT_EQ(without.makespan_s, with.makespan_s);
+  EXPECT_EQ(without.peak_outstanding_bytes, with.peak_outstanding_bytes);
+  EXPECT_EQ(without.total_stall_s, with.total_stall_s);
+  ASSERT_EQ(without.bursts.size(), with.bursts.size());
+  for (std::size_t i = 0; i < with.bursts.size(); ++i)
+    EXPECT_EQ(without.bursts[i].issue_end_s, with.bursts[i].issue_end_s);
 }
 
 TEST(TraceEvents, CompletionWaitsAndTracks) {
@@ -137,11 +196,12 @@ TEST(TraceEvents, CompletionWaitsAndTracks) {
   const json trace = sim::chrome_trace(r, tracks);
   EXPECT_EQ(problems_text(trace), "");
   EXPECT_FALSE(trace.contains("otherData"));
-  EXPECT_EQ(slices(trace, sim::kTraceCompletionWait).size(), completions);
+  EXPECT_EQ(slices(trace, name_of(sim::TraceSlice::kCompletionWait)).size(), completions);
   for (const auto& e : slices(trace)) {
     EXPECT_EQ(e["pid"], 3);
     EXPECT_EQ(e["tid"], e["args"]["producer"] == 0 ? 7 : 9);
   }
+  for (const auto& e : counters(trace)) EXPECT_EQ(e["pid"], 3) << "the counter on the producers' process";
   EXPECT_THROW(sim::chrome_trace(r, {tracks[0]}), InputError);
 }
 
@@ -182,8 +242,89 @@ TEST(TraceEvents, ValidatorNamesEachProblem) {
   EXPECT_TRUE(has(with(e), "tid 2 has no thread_name"));
   e = good, e["pid"] = 5;
   EXPECT_TRUE(has(with(e), "process pid 5 has no process_name"));
+  // Counters: a name, ts, and args of finite numbers, on a named process (no thread needed).
+  const json counter = {{"ph", "C"}, {"name", "c"}, {"pid", 0}, {"tid", 0}, {"ts", 1.0}, {"args", {{"bytes", 5.0}}}};
+  EXPECT_TRUE(with(counter).empty());
+  e = counter, e.erase("name");
+  EXPECT_TRUE(has(with(e), "(C): no name"));
+  e = counter, e.erase("ts");
+  EXPECT_TRUE(has(with(e), "(C): ts missing"));
+  e = counter, e.erase("args");
+  EXPECT_TRUE(has(with(e), "(C): no args"));
+  e = counter, e["args"] = json::object();
+  EXPECT_TRUE(has(with(e), "(C): no args"));
+  e = counter, e["args"]["bytes"] = "5";
+  EXPECT_TRUE(has(with(e), "value bytes is not a finite number"));
+  e = counter, e["pid"] = 6;
+  EXPECT_TRUE(has(with(e), "process pid 6 has no process_name"));
   EXPECT_FALSE(sim::check_chrome_trace(json::array()).empty());
   EXPECT_FALSE(sim::check_chrome_trace({{"events", json::array()}}).empty());
+}
+
+// A MoE schedule's simulated timeline and the same timeline written as moe bench's per-tile dump and converted: both
+// traces name their slices from one table, so the mainloops, operand waits and epilogue stores line up.
+TEST(TraceEvents, SimulatedAndMeasuredMoeTracesShareSliceNames) {
+  const model::Platform platform = model::default_platform();
+  sim::MoeOrderParams p;
+  p.rows_per_expert = {3, 2};
+  p.n1 = 4;
+  p.n2 = 2;
+  p.n2_real = 2;
+  p.instances = 2;
+  p.lead_rows = 1;
+  p.experts_per_wave = 1;
+  sim::MoeTileCosts c{3e-6, 2e-6, 262144, platform.issue_floor_s(2, 262144).value};  // one burst per Linear-2 tile
+  c.staging_s = 0.5e-6;
+  sim::MoeOrderTimelines timelines;
+  sim::predict_moe_orders(platform, p, c, &timelines);
+  const sim::SimResult& r = timelines.interleaved;  // its Linear-2 tiles wait for their rows
+  ASSERT_EQ(r.tile_kinds.size(), 3u);
+  const json simulated = sim::chrome_trace(r);
+  EXPECT_EQ(problems_text(simulated), "");
+
+  // The dump: per producer (CTA) and tile [stage, row, n, entry, operands ready, stores begin, stores issued], the
+  // stamps read off the simulated spans (entry: the operand wait's start; ready: the mainloop's; stores: the burst).
+  std::map<int, std::map<int, json>> tiles;  // producer -> tile ordinal -> record
+  for (const sim::TimelineSpan& s : r.timeline) {
+    ASSERT_GE(s.tile, 0);
+    json& rec = tiles[s.producer][s.tile];
+    if (rec.is_null()) rec = json::array({s.tag, 0, s.tile, -1.0, -1.0, 0.0, 0.0});
+    const double start = s.start_s * 1e6, end = s.end_s * 1e6;
+    if (s.kind == sim::TimelineSpan::Kind::kWait || rec[3] < 0) rec[3] = start;
+    if (s.kind == sim::TimelineSpan::Kind::kCompute && s.role != sim::StepRole::kStaging && rec[4] < 0) rec[4] = start;
+    if (s.kind == sim::TimelineSpan::Kind::kIssue) rec[5] = start, rec[6] = end;
+  }
+  json ctas = json::object();
+  for (const auto& [producer, recs] : tiles) {
+    json list = json::array();
+    for (const auto& [ordinal, rec] : recs) list.push_back(rec);
+    ctas[std::to_string(producer)] = list;
+  }
+  const json dump = {{"schema", "xstage.moe_timeline"}, {"version", 1}, {"ranks", 1},
+                     {"timelines", json::array({{{"schedule", "interleaved"},
+                                                 {"ranks", json::array({{{"rank", 0}, {"ctas", ctas}}})}}})}};
+  const json measured = sim::chrome_trace_from_moe_timeline(dump, "simulated.json");
+  EXPECT_EQ(problems_text(measured), "");
+
+  std::map<std::string, int> sim_names, measured_names;
+  for (const auto& e : slices(simulated)) ++sim_names[e["name"].get<std::string>()];
+  for (const auto& e : slices(measured)) ++measured_names[e["name"].get<std::string>()];
+  const std::string l1 = name_of(sim::TraceSlice::kMainloop, sim::moe_stage_name(1)),
+                    l2 = name_of(sim::TraceSlice::kMainloop, sim::moe_stage_name(2));
+  EXPECT_EQ(l1, "mainloop L1");
+  EXPECT_EQ(l2, "mainloop L2");
+  for (const std::string& name : {l1, l2, kOperandWait, kStore}) {
+    EXPECT_GT(measured_names[name], 0) << name;
+    EXPECT_GT(sim_names[name], 0) << name;
+  }
+  for (const auto& [name, n] : measured_names) EXPECT_TRUE(sim_names.count(name)) << "measured only: " << name;
+  for (const auto& [name, n] : sim_names)
+    EXPECT_TRUE(measured_names.count(name) || name == kStall || name == name_of(sim::TraceSlice::kStaging))
+        << "simulated only: " << name;
+  // One per Linear-2 tile in both (a measured Linear-1 mainloop needs the next tile's entry, so it is not counted).
+  for (const std::string& name : {l2, kOperandWait, kStore}) EXPECT_EQ(measured_names[name], sim_names[name]) << name;
+  EXPECT_EQ(sim_names[kStore], static_cast<int>(r.bursts.size()));
+  EXPECT_EQ(sim_names[name_of(sim::TraceSlice::kStaging)], static_cast<int>(r.bursts.size()));
 }
 
 // --- CLI -----------------------------------------------------------------------------------------
@@ -208,7 +349,9 @@ TEST(TraceCli, SimulateWritesATraceAndRefusesToOverwrite) {
   ASSERT_EQ(r.code, 0) << r.err;
   const json trace = read_json(out);
   EXPECT_EQ(problems_text(trace), "");
-  EXPECT_EQ(slices(trace, sim::kTraceBurstIssue).size(), 8u * 4u);
+  EXPECT_EQ(slices(trace, kStore).size(), 8u * 4u);
+  EXPECT_EQ(slices(trace, kMainloop).size(), 8u * 4u) << "a gap after every burst";
+  EXPECT_GE(counters(trace).size(), 2u);
   EXPECT_EQ(trace["otherData"]["schema"], "xstage.simulate/1");
   EXPECT_EQ(trace["otherData"]["producers"], 8);
 
@@ -230,8 +373,8 @@ TEST(TraceCli, SimulateWritesATraceAndRefusesToOverwrite) {
   ASSERT_EQ(r.code, 0) << r.err;
   const json t2 = read_json(out2);
   EXPECT_EQ(problems_text(t2), "");
-  EXPECT_EQ(slices(t2, sim::kTraceBurstIssue).size(), 12u);
-  EXPECT_EQ(slices(t2, sim::kTraceCompute).size(), 12u);
+  EXPECT_EQ(slices(t2, kStore).size(), 12u);
+  EXPECT_EQ(slices(t2, kMainloop).size(), 12u);
 
   // The trace may not replace an input, and its folder must exist.
   r = test::run_cli("simulate --schedule " + sched.string() + " --trace " + sched.string() + " --force");
@@ -276,10 +419,11 @@ TEST(TraceCli, ConvertsAMoeBenchDump) {
   EXPECT_EQ(problems_text(trace), "");
   // Rank 0 CTA 0: wait 0-1.5, L1 1.5-4, L1 4-7 (to the next entry), wait 7-7.5, L2 7.5-10, store 10-12.25.
   // Rank 0 CTA 1: wait 0.5-2, L2 2-6, no store (zero length). Rank 1 CTA 0: L1 0-3, wait, L2, store.
-  EXPECT_EQ(slices(trace, sim::kTraceOperandWait).size(), 4u);
-  EXPECT_EQ(slices(trace, sim::kTraceMainloopL1).size(), 3u);
-  EXPECT_EQ(slices(trace, sim::kTraceMainloopL2).size(), 3u);
-  const auto stores = slices(trace, sim::kTraceEpilogueStore);
+  EXPECT_EQ(slices(trace, kOperandWait).size(), 4u);
+  EXPECT_EQ(slices(trace, "mainloop L1").size(), 3u);
+  EXPECT_EQ(slices(trace, "mainloop L2").size(), 3u);
+  for (const auto& e : slices(trace)) EXPECT_EQ(e["args"]["tile_kind"], e["args"]["stage"] == 1 ? "L1" : "L2");
+  const auto stores = slices(trace, kStore);
   ASSERT_EQ(stores.size(), 2u);
   EXPECT_EQ(stores[0]["pid"], 0);
   EXPECT_EQ(stores[0]["tid"], 0);

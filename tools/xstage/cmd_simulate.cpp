@@ -346,7 +346,8 @@ void add_simulate(CLI::App& root) {
   add_json_option(cmd, o->json);
   cmd->add_option("--trace", o->trace,
                   "Also write the simulated timeline as Chrome trace-event JSON (Perfetto, chrome://tracing): one "
-                  "thread per producer; compute, burst issue with its stall, waits (refused if it exists, unless --force)")
+                  "thread per producer; mainloops, epilogue stores and stalls, waits, the path's outstanding bytes "
+                  "(refused if it exists, unless --force)")
       ->check(kOutputPath);
   add_force_option(cmd, o->force, "Replace --trace if it exists");
   cmd->callback([o] { run_simulate(*o); });

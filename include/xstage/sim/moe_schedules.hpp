@@ -138,6 +138,8 @@ struct MoeOrderPrediction {
   double predicted_speedup = 1.0;  // wave makespan / interleaved makespan
   MoeOrder choice = MoeOrder::kExpertWave;
 };
+// The tile kind of a MoE stage (1: Linear-1, 2: Linear-2) in timelines, simulated and measured: "L1", "L2".
+const char* moe_stage_name(int stage);
 // With `timeline`, the simulations record their timelines there (SimResult::timeline; wave first), for traces.
 struct MoeOrderTimelines {
   SimResult wave, interleaved;

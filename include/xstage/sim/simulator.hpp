@@ -18,9 +18,15 @@
 // producer until the counter reaches its target. Both take no time.
 #pragma once
 
+#include <string>
 #include <vector>
 
 namespace xstage::sim {
+
+// What a step is in the kernel, for timelines only (the simulation ignores it): kByKind reads a compute step
+// as a mainloop, a burst as epilogue stores and a wait as an operand wait; the tile schedules
+// (tile_schedules.hpp) name staging and their roles' waits.
+enum class StepRole : unsigned char { kByKind, kMainloop, kStaging, kStore, kOperandWait, kSlotWait, kAccumulatorWait };
 
 struct Step {
   enum class Kind { kCompute, kBurst, kSignal, kWait };
@@ -30,6 +36,18 @@ struct Step {
   double issue_floor_s = 0.0;  // backpressure-free issue time of this burst (T_iss0 at its K, B)
   int counter = -1;            // signal / wait: counter index (>= 0)
   int target = 0;              // wait: proceed once the counter is >= target
+  // Timeline labels (copied to TimelineSpan): the role, the caller's tile kind (SimResult::tile_kinds indexes
+  // it; -1: none) and the tile's ordinal in its producer's sequence (-1: none).
+  StepRole role = StepRole::kByKind;
+  int tag = -1;
+  int tile = -1;
+
+  Step& as(StepRole r, int tile_kind = -1, int tile_ordinal = -1) {
+    role = r;
+    tag = tile_kind;
+    tile = tile_ordinal;
+    return *this;
+  }
 
   static Step compute(double seconds) { return {Kind::kCompute, seconds, 0.0, 0.0}; }
   static Step burst(double bytes, double issue_floor_s) { return {Kind::kBurst, 0.0, bytes, issue_floor_s}; }
@@ -73,6 +91,9 @@ struct TimelineSpan {
   double issue_floor_s = 0.0;  // kIssue: the burst's backpressure-free issue time
   double bytes = 0.0;          // kIssue: the burst's bytes
   int counter = -1;            // kWait: the counter waited on
+  StepRole role = StepRole::kByKind;  // the step's labels (Step::role, tag, tile); a completion wait: its burst's
+  int tag = -1;
+  int tile = -1;
 };
 const char* to_string(TimelineSpan::Kind kind);  // "compute", "issue", "wait", "completion"
 
@@ -84,6 +105,19 @@ struct SimResult {
   double total_completion_wait_s = 0.0;  // completion-coupled waiting, all producers
   double total_dependency_wait_s = 0.0;  // time blocked in wait steps, all producers
   std::vector<TimelineSpan> timeline;    // with SimConfig::record_timeline, in order of span end
+  // With SimConfig::record_timeline: the path's outstanding bytes (injected − drained), sampled at t = 0, at every
+  // span's end and wherever the path fills (q reaches Q) or empties; q is linear between events (except under
+  // a drain ramp), and a last sample where the path has drained after the makespan (at R). Samples at one instant
+  // are merged and an unchanged value is not repeated, so there are at most as many samples as spans plus fill
+  // and empty events plus two.
+  struct OccupancySample {
+    double t_s;
+    double outstanding_bytes;
+  };
+  std::vector<OccupancySample> occupancy;
+  // Names of TimelineSpan::tag (the callers' tile kinds), filled by the kernel simulations for their traces:
+  // the tile names of a burst-gap description, "L1"/"L2" (moe_stage_name) for a MoE layer. Empty: unnamed.
+  std::vector<std::string> tile_kinds;
 };
 
 // Throws xstage::InputError for a bad configuration or schedule.

@@ -14,6 +14,9 @@
 //                    of `cover_slots` accumulator slots (eq. 15's stall); the epilogue issuer takes the
 //                    tiles in order, stages each (every tile, storing or not) and stores its remote bytes in
 //                    one burst, then frees the slot.
+// Every step is labelled for timelines (Step::as): the tile's kind (tag) and ordinal in its sequence, and its role:
+// mainloop, staging, store (a chunk: the storing tile's labels), operand wait (a tile's dependency), slot wait
+// (the producer waiting for a free accumulator slot) or accumulator wait (the issuer waiting for the next tile).
 // Dependencies between producers: a tile may wait before its mainloop for a counter to reach a target,
 // and signal a counter once its output is written (after the mainloop, or with an epilogue issuer after
 // the tile's epilogue).
@@ -33,7 +36,7 @@ struct TileStep {
   double chunk_issue_floor_s = 0.0;  // T_iss0 of one chunk (piggyback)
   int wait_counter = -1, wait_target = 0;  // before the mainloop: wait until the counter reaches the target
   int signal_counter = -1;                 // once the tile's output is written: add one to the counter
-  int tag = 0;                             // the caller's tile kind, copied to TileRef
+  int tag = 0;  // the caller's tile kind, copied to TileRef and to the tile's steps (Step::tag, for timelines)
 };
 
 enum class TileIssueMode { kEpilogue, kPiggyback, kEpilogueIssuer };
