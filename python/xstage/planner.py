@@ -1,7 +1,8 @@
 """The platform model, planner and simulator in Python (CPU only, no GPU needed).
 
-`model` calls the planner library's typed C ABI (xstage_planner_model: the keyword arguments as one JSON
-request, the command's JSON output back); the other functions still run the xstage CLI's command in process (the
+`model` and `simulate` call the planner library's typed C ABI (xstage_planner_model, xstage_planner_simulate: the
+keyword arguments as one JSON request, the command's JSON output back; `simulate` with a `trace` file still runs the
+CLI, which writes it); the other functions still run the xstage CLI's command in process (the
 C ABI's xstage_cli_run) with `--json`, typed keyword arguments mapped to flags (``gap_us=2`` is ``--gap-us 2``,
 ``True`` a bare flag, a list one flag followed by its values). Either way the result is the parsed JSON: the same
 object that ``xstage COMMAND ... --json`` prints, since the CLI calls the same planner functions. Bad values raise
@@ -124,6 +125,7 @@ def _planner_call(command: str, **kwargs: Any) -> Any:
     out, err = ctypes.c_void_p(), ctypes.c_void_p()
     code = _in_c_locale(lambda: entry(text, ctypes.byref(out), ctypes.byref(err)))
     response, message = _take_planner(out), _take_planner(err)
+    message = _python_names(message, list(kwargs))  # a flag in a nested message, as run_json names it
     if code == 2:
         raise ValueError(f"xstage: error: {message}")
     if code != 0:
@@ -277,7 +279,12 @@ def simulate(*, producers: Integral | None = None, bytes_per_producer: Real | No
     """`xstage simulate --json`: event simulation of periodic bursts (producers, bytes_per_producer, gap_us,
     bursts, completion_coupled=True, ...), of a schedule file (`schedule`) or of a burst-gap kernel description
     (`kernel`, xstage.kernel/1 kind "burst_gap": per tile kind the stalls and the design test); the three are
-    exclusive."""
+    exclusive. `trace` (with `force`) also writes the timeline as a Chrome trace: that runs the CLI."""
+    if trace is None and not force:
+        return _planner_call("simulate", producers=producers, bytes_per_producer=bytes_per_producer, gap_us=gap_us,
+                             bursts=bursts, t_iss0_us=t_iss0_us, capacity_bytes=capacity_bytes,
+                             completion_coupled=completion_coupled, latency_us=latency_us, per_burst=per_burst,
+                             schedule=schedule, kernel=kernel, platform=platform)
     return run_json(["simulate"], producers=producers, bytes_per_producer=bytes_per_producer, gap_us=gap_us,
                     bursts=bursts, t_iss0_us=t_iss0_us, capacity_bytes=capacity_bytes,
                     completion_coupled=completion_coupled, latency_us=latency_us, per_burst=per_burst,

@@ -66,4 +66,9 @@ extern "C" int xstage_planner_model(const char* request_json, char** response_js
              [](const nlohmann::json& r) { return xstage::planner::model_output(r); });
 }
 
+extern "C" int xstage_planner_simulate(const char* request_json, char** response_json, char** error) {
+  return run("simulate", request_json, response_json, error,
+             [](const nlohmann::json& r) { return xstage::planner::simulate_output(r); });
+}
+
 extern "C" void xstage_planner_free(char* text) { std::free(text); }

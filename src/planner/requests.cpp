@@ -1,6 +1,7 @@
 #include "xstage/planner/requests.hpp"
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -27,6 +28,7 @@ std::string shown(const nlohmann::json& v) { return v.is_string() ? v.get<std::s
 // The rules of a number argument, in the order the CLI's flags check them.
 struct NumberRule {
   bool positive = false;                  // "> 0"
+  bool non_negative = false;              // ">= 0"
   std::optional<std::pair<double, double>> range;  // "in [lo, hi]"
 };
 
@@ -54,6 +56,10 @@ class Args {
       if (!is_number) throw RequestError(key + ": must be a finite number > 0, got \"" + shown(*v) + "\"");
       if (x <= 0) throw RequestError(key + ": must be > 0, got " + shown(*v));
     }
+    if (rule.non_negative) {
+      if (!is_number) throw RequestError(key + ": must be a finite number >= 0, got \"" + shown(*v) + "\"");
+      if (x < 0) throw RequestError(key + ": must be >= 0, got " + shown(*v));
+    }
     if (rule.range && (!is_number || x < rule.range->first || x > rule.range->second))
       throw RequestError(key + ": must be in [" + fmt_g(rule.range->first) + ", " + fmt_g(rule.range->second) +
                          "], got " + shown(*v));
@@ -67,6 +73,14 @@ class Args {
     if (!v->is_number_integer()) throw RequestError(key + ": must be a decimal integer, got \"" + shown(*v) + "\"");
     const std::optional<double> x = number(key, rule);
     return static_cast<int>(*x);
+  }
+
+  // A flag: true or false; false where absent.
+  bool flag(const std::string& key) {
+    const nlohmann::json* v = find(key);
+    if (!v) return false;
+    if (!v->is_boolean()) throw RequestError(key + ": must be true or false, got " + shown(*v));
+    return v->get<bool>();
   }
 
   // A path that must name an existing file (not a folder); "" where absent.
@@ -104,9 +118,9 @@ class Args {
 };
 
 constexpr double kMaxGapUs = 1e6;  // the CLI's --gap-us bound
-const NumberRule kProducerRule{true, std::pair{double(ranges::kProducers.lo), double(ranges::kProducers.hi)}};
-const NumberRule kByteRule{true, std::pair{ranges::kBytes.lo, ranges::kBytes.hi}};
-const NumberRule kDurationRule{true, std::pair{0.0, 1e6}};
+const NumberRule kProducerRule{true, false, std::pair{double(ranges::kProducers.lo), double(ranges::kProducers.hi)}};
+const NumberRule kByteRule{true, false, std::pair{ranges::kBytes.lo, ranges::kBytes.hi}};
+const NumberRule kDurationRule{true, false, std::pair{0.0, 1e6}};
 
 }  // namespace
 
@@ -130,12 +144,18 @@ void stamp_output(nlohmann::json& j, const std::string& schema, const std::strin
   j["platform"] = {{"source", platform_source(platform_path)}, {"name", platform.name}};
 }
 
+int platform_max_producers(const model::Platform& p) {
+  int k = 0;
+  for (const auto& f : p.issue_floor) k = std::max(k, f.producers);
+  return k;
+}
+
 ModelRequest model_request(const nlohmann::json& request) {
   Args a(request, "model");
   ModelRequest r;
   r.producers = Args::required(a.integer("producers", kProducerRule), "producers");
   r.bytes_per_producer = Args::required(a.number("bytes_per_producer", kByteRule), "bytes_per_producer");
-  r.gap_us = a.number("gap_us", {false, std::pair{0.0, kMaxGapUs}}).value_or(0.0);
+  r.gap_us = a.number("gap_us", {false, false, std::pair{0.0, kMaxGapUs}}).value_or(0.0);
   r.t_iss0_us = a.number("t_iss0_us", kDurationRule);
   r.capacity_bytes = a.number("capacity_bytes", kByteRule);
   r.platform = a.existing_file("platform");
@@ -154,6 +174,67 @@ nlohmann::json model_output(const ModelRequest& r) {
   nlohmann::json j = model::to_json(model_audit(r, platform));
   stamp_output(j, "xstage.model/1", r.platform, platform);
   return j;
+}
+
+}  // namespace xstage::planner
+
+namespace xstage::planner {
+
+SimulateRequest simulate_request(const nlohmann::json& request) {
+  Args a(request, "simulate");
+  SimulateRequest r;
+  // In the order of the CLI's options, whose checks run in that order.
+  r.platform = a.existing_file("platform");
+  r.schedule = a.existing_file("schedule");
+  r.kernel = a.existing_file("kernel");
+  const std::optional<int> producers = a.integer("producers", kProducerRule);
+  const std::optional<double> bytes = a.number("bytes_per_producer", kByteRule);
+  const std::optional<double> gap = a.number("gap_us", {false, false, std::pair{0.0, kMaxGapUs}});
+  const std::optional<int> bursts = a.integer("bursts", {false, false, std::pair{2.0, 100000.0}});
+  r.t_iss0_us = a.number("t_iss0_us", kDurationRule);
+  r.capacity_bytes = a.number("capacity_bytes", kByteRule);
+  r.completion_coupled = a.flag("completion_coupled");
+  const std::optional<double> latency = a.number("latency_us", {false, true, std::nullopt});
+  r.per_burst = a.flag("per_burst");
+  a.done();
+  r.producers = producers.value_or(0);
+  r.bytes_per_producer = bytes.value_or(0.0);
+  r.gap_us = gap.value_or(0.0);
+  r.bursts = bursts.value_or(r.bursts);
+  r.latency_us = latency.value_or(0.0);
+
+  // Which arguments were given, in the CLI's option order, and what each one excludes (both ways, as the CLI's).
+  const std::vector<std::pair<const char*, bool>> given = {
+      {"platform", !r.platform.empty()},
+      {"schedule", !r.schedule.empty()},
+      {"kernel", !r.kernel.empty()},
+      {"producers", producers.has_value()},
+      {"bytes_per_producer", bytes.has_value()},
+      {"gap_us", gap.has_value()},
+      {"bursts", bursts.has_value()},
+      {"t_iss0_us", r.t_iss0_us.has_value()},
+      {"capacity_bytes", r.capacity_bytes.has_value()},
+      {"completion_coupled", r.completion_coupled},
+      {"latency_us", latency.has_value()},
+      {"per_burst", r.per_burst}};
+  const std::set<std::string> periodic = {"producers", "bytes_per_producer", "gap_us", "bursts", "t_iss0_us"};
+  const std::set<std::string> kernel_excludes = {"capacity_bytes", "completion_coupled", "latency_us", "per_burst"};
+  const auto excludes = [&](const std::string& x, const std::string& y) {
+    const auto one_way = [&](const std::string& p, const std::string& q) {
+      if (p == "schedule") return q == "kernel" || periodic.count(q) > 0;
+      if (p == "kernel") return q == "schedule" || periodic.count(q) > 0 || kernel_excludes.count(q) > 0;
+      return false;
+    };
+    return one_way(x, y) || one_way(y, x);
+  };
+  for (const auto& [name, is_given] : given) {
+    if (!is_given) continue;
+    if (std::string(name) == "latency_us" && !r.completion_coupled)
+      throw RequestError("latency_us requires completion_coupled");
+    for (const auto& [other, other_given] : given)
+      if (other_given && excludes(name, other)) throw RequestError(std::string(name) + " excludes " + other);
+  }
+  return r;
 }
 
 }  // namespace xstage::planner

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
+#include <fstream>
 #include <string>
 
 #include "cli_runner.hpp"
@@ -106,4 +108,109 @@ TEST(PlannerCApi, TypesUnknownArgumentsAndBrokenCallsAreRefused) {
   xstage_planner_free(error);
   EXPECT_EQ(xstage_planner_model("{}", nullptr, nullptr), 1);
   EXPECT_EQ(xstage_planner_c_api_version(), XSTAGE_PLANNER_C_API_VERSION);
+}
+
+namespace {
+
+Answer simulate(const std::string& request) {
+  char* response = nullptr;
+  char* error = nullptr;
+  const int code = xstage_planner_simulate(request.c_str(), &response, &error);
+  Answer a{code, response ? response : "", error ? error : ""};
+  EXPECT_TRUE(code == 0 ? (response != nullptr && error == nullptr) : (response == nullptr && error != nullptr));
+  xstage_planner_free(response);
+  xstage_planner_free(error);
+  return a;
+}
+
+// The CLI's first error line with every "--flag" written as its request key.
+std::string in_request_keys(const std::string& err) {
+  std::string line = err.substr(0, err.find('\n'));
+  std::string out;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line.compare(i, 2, "--") == 0 && i + 2 < line.size() && std::islower(static_cast<unsigned char>(line[i + 2]))) {
+      i += 2;
+      for (; i < line.size() && (std::islower(static_cast<unsigned char>(line[i])) || std::isdigit(line[i]) ||
+                                 line[i] == '-');
+           ++i)
+        out += line[i] == '-' ? '_' : line[i];
+      --i;
+      continue;
+    }
+    out += line[i];
+  }
+  return out;
+}
+
+const std::string kKernel = std::string(XSTAGE_SOURCE_DIR) + "/kernels/burst_gap/gemm-reduce-scatter.json";
+const std::string kUlysses = std::string(XSTAGE_SOURCE_DIR) + "/kernels/burst_gap/ulysses-attention-a2a.json";
+
+}  // namespace
+
+TEST(PlannerCApi, SimulateEqualsTheCliJson) {
+  const std::string schedule = ::testing::TempDir() + "/planner_c_api_schedule.json";
+  std::ofstream(schedule) << R"({"schema": "xstage.schedule/1", "producers": [
+      {"count": 16, "repeat": 10, "steps": [{"burst_bytes": 32768}, {"compute_us": 0.5}]},
+      {"count": 4, "repeat": 5, "steps": [{"burst_bytes": 65536}, {"compute_us": 1.0}]}]})";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"producers": 148, "bytes_per_producer": 32768, "gap_us": 2})",
+       "--producers 148 --bytes-per-producer 32768 --gap-us 2"},
+      {R"({"producers": 148, "bytes_per_producer": 32768, "gap_us": 2, "bursts": 5, "per_burst": true})",
+       "--producers 148 --bytes-per-producer 32768 --gap-us 2 --bursts 5 --per-burst"},
+      {R"({"producers": 132, "bytes_per_producer": 16384, "gap_us": 1, "bursts": 20, "completion_coupled": true,
+           "latency_us": 0.5, "per_burst": false})",
+       "--producers 132 --bytes-per-producer 16384 --gap-us 1 --bursts 20 --completion-coupled --latency-us 0.5"},
+      {R"({"producers": 64, "bytes_per_producer": 65536, "gap_us": 1.25, "capacity_bytes": 2097152,
+           "t_iss0_us": 0.75, "platform": ")" + kPaper + "\"}",
+       "--producers 64 --bytes-per-producer 65536 --gap-us 1.25 --capacity-bytes 2097152 --t-iss0-us 0.75 "
+       "--platform " + kPaper},
+      {R"({"kernel": ")" + kKernel + "\"}", "--kernel " + kKernel},
+      {R"({"kernel": ")" + kUlysses + R"(", "platform": ")" + kPaper + "\"}", "--kernel " + kUlysses + " --platform " + kPaper},
+      {R"({"schedule": ")" + schedule + R"(", "per_burst": true, "completion_coupled": true})",
+       "--schedule " + schedule + " --per-burst --completion-coupled"},
+      {R"({"schedule": ")" + schedule + R"(", "capacity_bytes": 100000})",
+       "--schedule " + schedule + " --capacity-bytes 100000"},
+  };
+  for (const auto& [request, flags] : cases) {
+    const Answer a = simulate(request);
+    ASSERT_EQ(a.code, 0) << a.error;
+    const xstage::test::CliRun cli = xstage::test::run_cli("simulate " + flags + " --json");
+    ASSERT_EQ(cli.code, 0) << cli.err;
+    EXPECT_EQ(nlohmann::json::parse(a.response), nlohmann::json::parse(cli.out)) << request;
+  }
+}
+
+TEST(PlannerCApi, SimulateBadRequestIsTheCliMessageWithTheArgumentsNamed) {
+  const std::string moe = std::string(XSTAGE_SOURCE_DIR) + "/kernels/moe/builtin/glm-4.5.json";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"kernel": ")" + kKernel + R"(", "producers": 4})", "--kernel " + kKernel + " --producers 4"},
+      {R"({"kernel": ")" + kKernel + R"(", "per_burst": true})", "--kernel " + kKernel + " --per-burst"},
+      {R"({"kernel": ")" + kKernel + R"(", "schedule": ")" + kKernel + "\"}",
+       "--kernel " + kKernel + " --schedule " + kKernel},
+      {R"({"producers": 3, "bytes_per_producer": 4, "latency_us": 1})",
+       "--producers 3 --bytes-per-producer 4 --latency-us 1"},
+      {R"({"producers": 3, "bytes_per_producer": 4, "latency_us": -1, "completion_coupled": true})",
+       "--producers 3 --bytes-per-producer 4 --latency-us -1 --completion-coupled"},
+      {R"({"producers": 0, "bytes_per_producer": 4})", "--producers 0 --bytes-per-producer 4"},
+      {R"({"gap_us": 3})", "--gap-us 3"},
+      {R"({"producers": 3, "bytes_per_producer": 4, "bursts": 1})", "--producers 3 --bytes-per-producer 4 --bursts 1"},
+      {R"({"producers": 100000, "bytes_per_producer": 10, "bursts": 100000})",
+       "--producers 100000 --bytes-per-producer 10 --bursts 100000"},
+      {R"({"producers": 3, "bytes_per_producer": 4, "platform": "/nonexistent/p.json"})",
+       "--producers 3 --bytes-per-producer 4 --platform /nonexistent/p.json"},
+      {R"({"kernel": ")" + moe + "\"}", "--kernel " + moe},
+  };
+  for (const auto& [request, flags] : cases) {
+    const Answer a = simulate(request);
+    EXPECT_EQ(a.code, 2) << request;
+    const xstage::test::CliRun cli = xstage::test::run_cli("simulate " + flags + " --json");
+    ASSERT_EQ(cli.code, 2) << flags;
+    EXPECT_EQ("xstage: error: " + a.error, in_request_keys(cli.err)) << request;
+  }
+  Answer a = simulate(R"({"producers": 3, "bytes_per_producer": 4, "per_burst": 1})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error, "per_burst: must be true or false, got 1");
+  a = simulate(R"({"producers": 3, "bytes_per_producer": 4, "trace": "/tmp/t.json"})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_NE(a.error.find("trace: no such argument of simulate"), std::string::npos) << a.error;
 }

@@ -219,3 +219,21 @@ def test_plan_moe_kernel_keyword_errors(cli, tmp_path):
         xp.plan_moe(kernel="deepseek-v3", shape="deepseek-v3")
     with pytest.raises(ValueError, match="^xstage: error: kernel excludes producers"):
         xp.simulate(kernel=str(REPO / "kernels" / "burst_gap" / "gemm-reduce-scatter.json"), producers=4)
+
+
+# simulate through the planner's typed C ABI: a bad request's message is the CLI's in Python names, as run_json had it.
+@pytest.mark.parametrize("kwargs, args", [
+    (dict(producers=3, bytes_per_producer=4, latency_us=1),
+     ["simulate", "--producers", "3", "--bytes-per-producer", "4", "--latency-us", "1"]),
+    (dict(gap_us=3), ["simulate", "--gap-us", "3"]),
+    (dict(producers=3, bytes_per_producer=4, bursts=1),
+     ["simulate", "--producers", "3", "--bytes-per-producer", "4", "--bursts", "1"]),
+    (dict(kernel=str(REPO / "kernels" / "moe" / "builtin" / "glm-4.5.json")),
+     ["simulate", "--kernel", str(REPO / "kernels" / "moe" / "builtin" / "glm-4.5.json")]),
+])
+def test_simulate_bad_arguments_raise_the_cli_message_in_python_names(cli, kwargs, args):
+    expected = xp._python_names(cli_error(cli, *args), ["producers", "bytes_per_producer", "gap_us", "bursts",
+                                                        "latency_us", "completion_coupled", "kernel", "schedule"])
+    with pytest.raises(ValueError) as info:
+        xp.simulate(**kwargs)
+    assert str(info.value) == expected

@@ -530,11 +530,7 @@ model::BurstGapInput burst_gap_input(int producers, double bytes_per_producer, d
   return in;
 }
 
-int platform_max_producers(const model::Platform& p) {
-  int k = 0;
-  for (const auto& f : p.issue_floor) k = std::max(k, f.producers);
-  return k;
-}
+int platform_max_producers(const model::Platform& p) { return planner::platform_max_producers(p); }
 
 std::vector<int> parse_gpu_list(const std::string& option, const std::string& text) {
   std::vector<int> out;

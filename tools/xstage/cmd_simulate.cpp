@@ -10,6 +10,7 @@
 #include "xstage/model/kernel_description.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/model/error.hpp"
+#include "xstage/planner/simulate.hpp"
 #include "xstage/sim/burst_gap_kernel.hpp"
 #include "xstage/sim/schedule_file.hpp"
 #include "xstage/sim/simulator.hpp"
@@ -18,32 +19,31 @@
 namespace xstage::cli {
 namespace {
 
-struct SimOptions {
-  std::string platform;
-  int producers = 0;
-  double bytes_per_producer = 0;
-  double gap_us = 0;
-  int bursts = 50;
-  std::optional<double> t_iss0_us;
-  std::optional<double> capacity_bytes;
-  bool completion_coupled = false;
-  double latency_us = 0;
-  std::string schedule;
-  std::string kernel;  // --kernel FILE: a burst-gap kernel description (xstage.kernel/1, kind "burst_gap")
-  bool per_burst = false;
+// The command's arguments are the planner's simulate request (xstage/planner/simulate.hpp), named by their flags
+// in messages: the JSON output is the planner's, the one the C ABI returns. --trace stays with the CLI.
+struct SimOptions : planner::SimulateRequest {
+  SimOptions() { names = planner::ArgNames::kCliFlags; }
   bool json = false;
   std::string trace;  // --trace FILE: the timeline as Chrome trace-event JSON
   bool force = false;
 };
 
-// Work limit of the periodic simulation: its events and per-burst records grow with producers x bursts
-// (about kBytesPerProducerBurst each, measured), checked before anything is allocated.
-constexpr double kMaxProducerBursts = 1 << 24;
-constexpr double kBytesPerProducerBurst = 96;
 // Work limit of --trace: every span of the timeline becomes one or two trace events (about
 // kBytesPerTraceSpan each, JSON document and text together, measured), checked before simulating.
 constexpr double kMaxTraceSpans = 1 << 19;
 constexpr double kBytesPerTraceSpan = 1900;
+
+// --trace: the output path and the timeline's work checked before simulating, the timeline recorded.
+planner::SimulateHooks trace_hooks(const SimOptions& o) {
+  planner::SimulateHooks hooks;
+  if (o.trace.empty()) return hooks;
+  hooks.record_timeline = true;
+  hooks.before_simulating = [&o](double spans, const std::string& work) {
+    check_output_path("--trace", o.trace, o.force, {o.platform, o.schedule, o.kernel});
+    require_work_within("simulate --trace: " + work, spans, kMaxTraceSpans, "timeline spans", kBytesPerTraceSpan);
+  };
+  return hooks;
+}
 
 // --trace: the timeline of `r` (recorded with SimConfig::record_timeline) as a Chrome trace, one thread
 // per producer, written like every other output file.
@@ -54,56 +54,25 @@ void write_trace(const SimOptions& o, const sim::SimResult& r, const model::Plat
   write_file_atomically(o.trace, trace.dump() + "\n", o.force, {o.platform, o.schedule, o.kernel}, "--trace");
 }
 
-void check_trace_work(const SimOptions& o, double spans, const std::string& request) {
-  if (o.trace.empty()) return;
-  check_output_path("--trace", o.trace, o.force, {o.platform, o.schedule, o.kernel});
-  require_work_within(request, spans, kMaxTraceSpans, "timeline spans", kBytesPerTraceSpan);
-}
-
 // A schedule from a file: every producer's bursts, aggregated by index in the table.
 void run_schedule_file(const SimOptions& o) {
-  using units::s_to_us;
-  const model::Platform platform = model::load_platform_or_default(o.platform);
-  const std::vector<sim::ProducerSchedule> schedules = sim::load_schedule_file(o.schedule, platform);
-  const int k = static_cast<int>(schedules.size());
-  double steps = 0;
-  for (const auto& s : schedules) steps += static_cast<double>(s.size());
-  check_trace_work(o, steps, "simulate --trace: " + fmt_num(steps, 0) + " schedule steps in " + o.schedule);
-  sim::SimConfig cfg;
-  cfg.drain_rate_bytes_per_s = platform.drain_rate_at(k);
-  cfg.capacity_bytes = o.capacity_bytes ? *o.capacity_bytes : platform.capacity_bytes(k).value;
-  cfg.drain_ramp_s = platform.knee_ramp_s;
-  cfg.completion_coupled = o.completion_coupled;
-  cfg.completion_latency_s = units::us_to_s(o.latency_us);
-  cfg.time_limit_s = 1e3;
-  cfg.record_timeline = !o.trace.empty();
-  const sim::SimResult r = sim::simulate(cfg, schedules);
-  write_trace(o, r, platform,
+  const planner::ScheduleSimulation s = planner::simulate_schedule(o, trace_hooks(o));
+  const sim::SimResult& r = s.result;
+  const int k = s.producers;
+  write_trace(o, r, s.platform,
               {{"schedule", o.schedule}, {"producers", k}, {"completion_coupled", o.completion_coupled},
-               {"drain_rate_gbps", units::bytes_per_s_to_gbps(cfg.drain_rate_bytes_per_s)},
-               {"capacity_bytes", cfg.capacity_bytes}});
+               {"drain_rate_gbps", units::bytes_per_s_to_gbps(s.config.drain_rate_bytes_per_s)},
+               {"capacity_bytes", s.config.capacity_bytes}});
   if (o.json) {
-    nlohmann::json j = {{"schedule", o.schedule}, {"producers", k},
-                        {"completion_coupled", o.completion_coupled},
-                        {"drain_rate_gbps", units::bytes_per_s_to_gbps(cfg.drain_rate_bytes_per_s)},
-                        {"capacity_bytes", cfg.capacity_bytes}, {"makespan_us", s_to_us(r.makespan_s)},
-                        {"total_stall_us", s_to_us(r.total_stall_s)},
-                        {"total_completion_wait_us", s_to_us(r.total_completion_wait_s)},
-                        {"peak_outstanding_bytes", r.peak_outstanding_bytes}, {"bursts_simulated", r.bursts.size()}};
-    stamp_json(j, "xstage.simulate/1", o.platform, platform);
-    if (o.per_burst) j["bursts"] = nlohmann::json::array();
-    for (const auto& b : o.per_burst ? r.bursts : std::vector<sim::BurstRecord>{})
-      j["bursts"].push_back({{"producer", b.producer}, {"index", b.index}, {"start_us", s_to_us(b.start_s)},
-                             {"t_iss_us", s_to_us(b.issue_time_s())}, {"stall_us", s_to_us(b.stall_s())}});
-    print_json(j);
+    print_json(planner::to_json(o, s));
     return;
   }
   out_stream() << "simulated " << o.schedule << ": " << k << " producers, " << r.bursts.size() << " bursts on "
-            << platform_label(o.platform, platform) << (o.completion_coupled ? " (completion-coupled)" : "") << "\n";
+            << platform_label(o.platform, s.platform) << (o.completion_coupled ? " (completion-coupled)" : "") << "\n";
   print_table({"", "value"},
               {{"makespan (us)", fmt_us(r.makespan_s, 3)},
                {"total issue stall, all producers (us)", fmt_us(r.total_stall_s, 3)},
-               {"peak outstanding (MiB)", fmt_mib(r.peak_outstanding_bytes, 3) + " of Q = " + fmt_mib(cfg.capacity_bytes, 3)}});
+               {"peak outstanding (MiB)", fmt_mib(r.peak_outstanding_bytes, 3) + " of Q = " + fmt_mib(s.config.capacity_bytes, 3)}});
   if (!o.per_burst) return;
   std::vector<std::vector<std::string>> rows;
   const auto agg = sim::aggregate_by_index(r, k);
@@ -115,84 +84,31 @@ void run_schedule_file(const SimOptions& o) {
 // A burst-gap kernel description: its schedules simulated, per tile kind the stalls and the design test in
 // the words of `xstage plan`, the makespan against the same schedules without backpressure.
 void run_kernel(const SimOptions& o) {
-  using units::s_to_us;
-  const model::Platform platform = model::load_platform_or_default(o.platform);
-  const model::KernelSource src = model::kernel_source(o.kernel);
-  if (model::kernel_kind(src.json, src.origin) != "burst_gap")
-    throw InputError("--kernel: " + src.origin + " describes a MoE layer (kind \"moe\"): xstage plan moe --kernel "
-                     "simulates it; simulate --kernel takes kind \"burst_gap\"");
-  const model::BurstGapKernel k = model::burst_gap_kernel_from_json(src.json, src.origin, sim::kMaxScheduleSteps);
-  const int producers = k.producers > 0 ? k.producers : platform_max_producers(platform);
-  sim::check_burst_gap_work(k, producers, src.origin);
-  const double steps = sim::burst_gap_schedule_steps(k, producers);
-  check_trace_work(o, steps, "simulate --trace: " + std::to_string(producers) + " producers x " +
-                                 std::to_string(k.tiles_per_producer()) + " tiles in " + src.origin);
-  sim::SimResult timeline;
-  const sim::BurstGapOutcome r = sim::simulate_burst_gap_kernel(platform, k, producers, o.trace.empty() ? nullptr : &timeline);
-  const bool roles = k.issue == "epilogue_issuer";
-  nlohmann::json run = {{"kernel", model::to_json(k)},
-                        {"producers", producers},
-                        {"drain_rate_gbps", units::bytes_per_s_to_gbps(r.drain_rate_bytes_per_s)},
-                        {"capacity_bytes", r.capacity_bytes}};
+  const planner::KernelSimulation s = planner::simulate_kernel(o, trace_hooks(o));
+  const model::BurstGapKernel& k = s.kernel;
+  const sim::BurstGapOutcome& r = s.outcome;
+  const int producers = s.producers;
+  const bool roles = s.roles;
   if (!o.trace.empty()) {
     std::vector<sim::TraceTrack> tracks;
     for (int role = 0; role < (roles ? 2 : 1); ++role)
       for (int c = 0; c < producers; ++c)
         tracks.push_back({0, k.name, role * producers + c,
                           "CTA " + std::to_string(c) + (roles ? (role ? " epilogue issuer" : " producer") : "")});
-    nlohmann::json meta = run;
-    stamp_json(meta, "xstage.simulate.kernel/1", o.platform, platform);
-    write_file_atomically(o.trace, sim::chrome_trace(timeline, tracks, meta).dump() + "\n", o.force,
+    nlohmann::json meta = planner::kernel_run_json(s);
+    stamp_json(meta, "xstage.simulate.kernel/1", o.platform, s.platform);
+    write_file_atomically(o.trace, sim::chrome_trace(s.timeline, tracks, meta).dump() + "\n", o.force,
                           {o.platform, o.kernel}, "--trace");
   }
-  // Per tile kind: the as-built verdict (what the producer loses per tile) in the words of `plan`.
-  const std::string cover = roles ? "the cover window (the mainloops the producer runs ahead)"
-                            : k.issue == "piggyback" ? "the next tile's mainloop (chunks at its k-steps)"
-                                                     : "the next mainloop";
-  std::vector<plan::ActOn> acts;
-  for (const auto& kind : r.kinds)
-    acts.push_back(plan::act_on(kind.as_built, kind.name + " tile", cover));
+  const std::vector<plan::ActOn>& acts = s.act_on;
   const double over = r.free_makespan_s > 0 ? r.makespan_s / r.free_makespan_s - 1.0 : 0.0;
   if (o.json) {
-    nlohmann::json j = run;
-    j.update({{"issue", k.issue},
-              {"makespan_us", s_to_us(r.makespan_s)},
-              {"no_backpressure_makespan_us", s_to_us(r.free_makespan_s)},
-              {"steady_stall_per_period_us", s_to_us(r.steady_stall_per_period_s)},
-              {"total_stall_us", s_to_us(r.total_stall_s)},
-              {"peak_outstanding_bytes", r.peak_outstanding_bytes},
-              {"tile_kinds", nlohmann::json::array()}});
-    for (std::size_t i = 0; i < r.kinds.size(); ++i) {
-      const auto& kind = r.kinds[i];
-      nlohmann::json kj = {{"name", kind.name},
-                           {"tiles", kind.tiles},
-                           {"burst_bytes", kind.burst_bytes},
-                           {"median_stall_us", s_to_us(kind.median_stall_s)},
-                           {"max_stall_us", s_to_us(kind.max_stall_s)}};
-      if (roles) {
-        kj["median_slot_wait_us"] = s_to_us(kind.median_slot_wait_s);
-        kj["max_slot_wait_us"] = s_to_us(kind.max_slot_wait_s);
-        kj["median_span_us"] = s_to_us(kind.median_span_s);
-      }
-      if (kind.burst_bytes > 0) {
-        kj["t_iss0_us"] = s_to_us(kind.t_iss0_s);
-        kj["gap_us"] = s_to_us(kind.gap_s);
-        kj["aligned"] = {{"action", model::to_string(kind.aligned.action)},
-                         {"rate_bound_ok", kind.aligned.rate_bound_ok},
-                         {"capacity_bound_ok", kind.aligned.capacity_bound_ok},
-                         {"text", plan::verdict_text(kind.aligned)}};
-        kj["as_built"] = plan::as_built_json(kind.as_built);
-        kj["act_on"] = plan::to_json(acts[i]);
-      }
-      j["tile_kinds"].push_back(kj);
-    }
-    stamp_json(j, "xstage.simulate.kernel/1", o.platform, platform);
-    print_json(j);
+    print_json(planner::to_json(o, s));
     return;
   }
   out_stream() << "kernel " << k.name << (k.description.empty() ? "" : ": " + k.description) << "\n";
   for (const auto& a : k.assumptions) out_stream() << "  assumes: " << a << "\n";
-  out_stream() << "simulated on " << platform_label(o.platform, platform) << ": K = " << producers << " producers x "
+  out_stream() << "simulated on " << platform_label(o.platform, s.platform) << ": K = " << producers << " producers x "
                << k.tiles_per_producer() << " tiles, issue " << k.issue
                << (roles ? " (" + std::to_string(k.cover_slots) + " slots)" : "")
                << (k.issue == "piggyback" ? " (" + std::to_string(k.chunks) + " chunks)" : "") << ", staging "
@@ -234,88 +150,37 @@ void run_kernel(const SimOptions& o) {
 }
 
 void run_simulate(const SimOptions& o) {
-  using units::s_to_us;
   if (!o.kernel.empty()) return run_kernel(o);
   if (!o.schedule.empty()) return run_schedule_file(o);
-  if (o.producers <= 0 || o.bytes_per_producer <= 0)
-    throw InputError("--producers and --bytes-per-producer are required without --schedule");
-  require_work_within("simulate: --producers " + std::to_string(o.producers) + " x --bursts " + std::to_string(o.bursts),
-                      static_cast<double>(o.producers) * o.bursts, kMaxProducerBursts, "producer-bursts",
-                      kBytesPerProducerBurst);
-  check_trace_work(o, 3.0 * o.producers * o.bursts,
-                   "simulate --trace: --producers " + std::to_string(o.producers) + " x --bursts " +
-                       std::to_string(o.bursts) + " x 3 spans (burst, gap, completion wait)");
-  const model::Platform platform = model::load_platform_or_default(o.platform);
-  const model::BurstGapInput in =
-      burst_gap_input(o.producers, o.bytes_per_producer, o.gap_us, o.t_iss0_us, o.capacity_bytes);
-  const model::BurstGapAudit model_pred = model::audit_burst_gap(platform, in);
-
-  sim::SimConfig cfg;
-  cfg.drain_rate_bytes_per_s = model_pred.drain_rate_bytes_per_s;  // R(K)
-  cfg.capacity_bytes = model_pred.capacity_bytes;
-  cfg.drain_ramp_s = platform.knee_ramp_s;
-  cfg.completion_coupled = o.completion_coupled;
-  cfg.completion_latency_s = units::us_to_s(o.latency_us);
-  cfg.time_limit_s = 1e3;
-  cfg.record_timeline = !o.trace.empty();
-  const auto schedules = sim::periodic_schedules(o.producers, o.bytes_per_producer, model_pred.t_iss0_s, in.gap_s, o.bursts);
-  const sim::SimResult r = sim::simulate(cfg, schedules);
-  const sim::SteadyState ss = sim::producer_steady_state(r, o.producers);
-  write_trace(o, r, platform,
+  const planner::PeriodicSimulation s = planner::simulate_periodic(o, trace_hooks(o));
+  const sim::SimResult& r = s.result;
+  const sim::SteadyState& ss = s.steady;
+  const std::vector<double>& start = s.start_s;
+  const std::vector<double>& end = s.issue_end_s;
+  write_trace(o, r, s.platform,
               {{"producers", o.producers}, {"bytes_per_producer", o.bytes_per_producer}, {"gap_us", o.gap_us},
                {"bursts_per_producer", o.bursts}, {"completion_coupled", o.completion_coupled},
-               {"t_iss0_us", s_to_us(model_pred.t_iss0_s)},
-               {"drain_rate_gbps", units::bytes_per_s_to_gbps(cfg.drain_rate_bytes_per_s)},
-               {"capacity_bytes", cfg.capacity_bytes}});
-
-  const std::vector<sim::AggregateBurst> agg = sim::aggregate_by_index(r, o.producers);
-  std::vector<double> start, end;
-  for (const auto& b : agg) {
-    start.push_back(b.start_s);
-    end.push_back(b.issue_end_s);
-  }
-  const double model_t_iss = model_pred.t_iss_s;
-  const double model_period = o.completion_coupled ? model_pred.completion_coupled_period_s : model_pred.period_s;
+               {"t_iss0_us", units::s_to_us(s.model.t_iss0_s)},
+               {"drain_rate_gbps", units::bytes_per_s_to_gbps(s.config.drain_rate_bytes_per_s)},
+               {"capacity_bytes", s.config.capacity_bytes}});
   if (o.json) {
-    nlohmann::json j = {{"producers", o.producers},
-                        {"bytes_per_producer", o.bytes_per_producer},
-                        {"gap_us", o.gap_us},
-                        {"completion_coupled", o.completion_coupled},
-                        {"t_iss0_us", s_to_us(model_pred.t_iss0_s)},
-                        {"drain_rate_gbps", units::bytes_per_s_to_gbps(cfg.drain_rate_bytes_per_s)},
-                        {"capacity_bytes", cfg.capacity_bytes},
-                        {"steady_t_iss_us", s_to_us(ss.issue_time_s)},
-                        {"steady_period_us", s_to_us(ss.period_s)},
-                        {"model_t_iss_us", s_to_us(model_t_iss)},
-                        {"model_period_us", s_to_us(model_period)},
-                        {"peak_outstanding_bytes", r.peak_outstanding_bytes},
-                        {"makespan_us", s_to_us(r.makespan_s)},
-                        {"bursts_per_producer", o.bursts}};
-    stamp_json(j, "xstage.simulate/1", o.platform, platform);
-    if (o.per_burst) j["bursts"] = nlohmann::json::array();
-    for (int i = 0; o.per_burst && i < o.bursts; ++i) {
-      nlohmann::json b = {{"index", i},
-                          {"start_us", s_to_us(start[i])},
-                          {"t_iss_us", s_to_us(end[i] - start[i])},
-                          {"stall_us", s_to_us(end[i] - start[i] - model_pred.t_iss0_s)}};
-      if (i + 1 < o.bursts) b["period_us"] = s_to_us(start[i + 1] - start[i]);
-      j["bursts"].push_back(b);
-    }
-    print_json(j);
+    print_json(planner::to_json(o, s));
     return;
   }
+  const double model_t_iss = s.model.t_iss_s;
+  const double model_period = s.model_period_s;
   out_stream() << "simulated " << o.bursts << " bursts of " << o.producers << " x " << fmt_num(o.bytes_per_producer, 0)
-            << " B, gap " << fmt_num(o.gap_us, 3) << " us on " << platform_label(o.platform, platform)
+            << " B, gap " << fmt_num(o.gap_us, 3) << " us on " << platform_label(o.platform, s.platform)
             << (o.completion_coupled ? " (completion-coupled)" : "") << "\n";
   print_table({"", "simulated", "model"},
               {{"steady T_iss (us)", fmt_us(ss.issue_time_s, 3), fmt_us(model_t_iss, 3)},
                {"steady period (us)", fmt_us(ss.period_s, 3), fmt_us(model_period, 3)},
-               {"peak outstanding (MiB)", fmt_mib(r.peak_outstanding_bytes, 3), fmt_mib(cfg.capacity_bytes, 3) + " (Q)"}});
+               {"peak outstanding (MiB)", fmt_mib(r.peak_outstanding_bytes, 3), fmt_mib(s.config.capacity_bytes, 3) + " (Q)"}});
   if (!o.per_burst) return;
   std::vector<std::vector<std::string>> rows;
   for (int i = 0; i < o.bursts; ++i)
     rows.push_back({std::to_string(i), fmt_us(start[i], 3), fmt_us(end[i] - start[i], 3),
-                    i + 1 < o.bursts ? fmt_us(start[i + 1] - start[i], 3) : "", fmt_us(end[i] - start[i] - model_pred.t_iss0_s, 3)});
+                    i + 1 < o.bursts ? fmt_us(start[i + 1] - start[i], 3) : "", fmt_us(end[i] - start[i] - s.model.t_iss0_s, 3)});
   print_table({"burst", "start us", "T_iss us", "period us", "stall us"}, rows);
 }
 

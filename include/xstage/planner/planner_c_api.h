@@ -14,13 +14,19 @@
 extern "C" {
 #endif
 
-/* 1: xstage_planner_model. */
-#define XSTAGE_PLANNER_C_API_VERSION 1
+/* 1: xstage_planner_model. 2: xstage_planner_simulate. */
+#define XSTAGE_PLANNER_C_API_VERSION 2
 int xstage_planner_c_api_version(void);
 
 /* xstage model: {"producers", "bytes_per_producer", "gap_us", "t_iss0_us", "capacity_bytes", "platform"} ->
  * xstage.model/1. */
 int xstage_planner_model(const char* request_json, char** response_json, char** error);
+
+/* xstage simulate: periodic bursts {"producers", "bytes_per_producer", "gap_us", "bursts", "t_iss0_us",
+ * "capacity_bytes", "completion_coupled", "latency_us", "per_burst"}, or {"schedule": FILE} (xstage.schedule/1), or
+ * {"kernel": FILE} (xstage.kernel/1, kind "burst_gap"); each with an optional "platform" -> xstage.simulate/1
+ * (xstage.simulate.kernel/1 for a kernel). The CLI's --trace (an output file) is not part of a request. */
+int xstage_planner_simulate(const char* request_json, char** response_json, char** error);
 
 void xstage_planner_free(char* text);
 

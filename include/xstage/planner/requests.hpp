@@ -11,6 +11,7 @@
 #include "xstage/model/audit.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/platform.hpp"
+#include "xstage/planner/simulate.hpp"
 
 namespace xstage::planner {
 
@@ -31,6 +32,10 @@ void stamp_output(nlohmann::json& j, const std::string& schema);
 void stamp_output(nlohmann::json& j, const std::string& schema, const std::string& platform_path,
                   const model::Platform& platform);
 
+// Largest producer count measured in the platform's issue floors (the machine's SM count in a calibration that ran
+// one producer per SM): the K of commands given none.
+int platform_max_producers(const model::Platform& p);
+
 // --- model: the Burst–Gap model and design test of one burst shape (xstage.model/1) --------------------
 struct ModelRequest {
   std::string platform;  // empty: the embedded platform
@@ -47,5 +52,15 @@ ModelRequest model_request(const nlohmann::json& request);
 model::BurstGapAudit model_audit(const ModelRequest& request, const model::Platform& platform);
 nlohmann::json model_output(const ModelRequest& request);
 inline nlohmann::json model_output(const nlohmann::json& request) { return model_output(model_request(request)); }
+
+// --- simulate: periodic bursts, a schedule file or a burst-gap kernel description (simulate.hpp) ----------
+// Reads and checks a request as the CLI's flags do: each value's rule, then which arguments exclude which (schedule
+// and kernel exclude the periodic arguments and each other; kernel also capacity_bytes, completion_coupled,
+// latency_us and per_burst) and latency_us requires completion_coupled. Output files (the CLI's --trace) are not
+// part of a request. Throws RequestError.
+SimulateRequest simulate_request(const nlohmann::json& request);
+inline nlohmann::json simulate_output(const nlohmann::json& request) {
+  return simulate_output(simulate_request(request));
+}
 
 }  // namespace xstage::planner
