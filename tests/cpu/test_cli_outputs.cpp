@@ -151,6 +151,14 @@ TEST_F(CliOutputs, FullStdoutFailsTheCommand) {
     const std::string err = slurp(path("err.txt"));
     EXPECT_NE(err.find("cannot write the output to stdout"), std::string::npos) << err;
   }
+  // The failed command leaves nothing behind: the file fit created is removed and named.
+  EXPECT_FALSE(fs::exists(path("full.json")));
+  EXPECT_NE(slurp(path("err.txt")).find("removed"), std::string::npos);
+  // A file it replaced with --force cannot come back, and is left as written.
+  std::ofstream(path("old.json")) << "{}\n";
+  const std::string cmd = std::string(XSTAGE_CLI_PATH) + " " + fit(path("old.json"), " --force") + " >/dev/full 2>/dev/null";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  EXPECT_TRUE(fs::exists(path("old.json")));
 }
 
 TEST_F(CliOutputs, EmptyOutputPathsAreRefused) {

@@ -34,6 +34,7 @@ thread_local std::ostream* t_out = &std::cout;
 thread_local std::ostream* t_err = &std::cerr;
 thread_local bool t_interactive = true;
 thread_local const std::vector<std::string>* t_args = nullptr;
+thread_local std::vector<std::string> t_created;
 
 void vprint(std::ostream& os, const char* format, va_list args) { testing::vprint_to(os, format, args); }
 }  // namespace
@@ -255,6 +256,12 @@ void stamp_json(nlohmann::json& j, const std::string& schema, const std::string&
                 const model::Platform& platform) {
   planner::stamp_output(j, schema, platform_path, platform);
 }
+std::vector<std::string> take_created_files() {
+  std::vector<std::string> files;
+  files.swap(t_created);
+  return files;
+}
+
 CommandLineScope::CommandLineScope(const std::vector<std::string>& args) : prev_(t_args) { t_args = &args; }
 CommandLineScope::~CommandLineScope() { t_args = prev_; }
 
@@ -510,11 +517,15 @@ void write_file_atomically(const std::string& path, const std::string& text, boo
       }
       placed = true;
       if (linked) ::unlink(tmp.c_str());
+      t_created.push_back(path);
     } else {
       refuse_non_regular_target(option, path);  // again, just before the rename
+      struct stat before {};
+      const bool existed = ::lstat(path.c_str(), &before) == 0;
       if (std::rename(tmp.c_str(), path.c_str()) != 0)
         throw InputError(shown + ": cannot replace (" + std::strerror(errno) + ")");
       placed = true;
+      if (!existed) t_created.push_back(path);
     }
   } catch (...) {
     if (!closed) ::close(fd);

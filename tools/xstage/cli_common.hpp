@@ -117,6 +117,9 @@ void stamp_json(nlohmann::json& j, const std::string& schema);  // outputs witho
 // `git describe`, the command line ("xstage" and the arguments of the running command) and the input files with
 // their sizes in bytes. Files under results/ carry it so that every committed figure ties to code.
 void stamp_provenance(nlohmann::json& j, const std::vector<std::string>& inputs);
+// The files write_file_atomically created (not replaced) for the command running on this thread: run_cli
+// removes them when the command's output to stdout fails, so a failed command leaves nothing behind.
+std::vector<std::string> take_created_files();
 // The arguments of the command running on this thread (set by run_cli for its lifetime).
 class CommandLineScope {
  public:

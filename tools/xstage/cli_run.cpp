@@ -10,6 +10,8 @@
 #include <new>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "cli_common.hpp"
 #include "cli_version.hpp"
 #include "registry.hpp"
@@ -115,6 +117,7 @@ int run_parsed(const std::vector<std::string>& args, std::ostream& out, std::ost
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool interactive) {
   OutputScope scope(out, err, interactive);
   CommandLineScope command_line(args);
+  take_created_files();  // none from an earlier command on this thread
   int code = 1;
   try {
     code = run_parsed(args, out, err);
@@ -144,10 +147,15 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (interactive) out_failed = (std::fflush(stdout) != 0 || std::ferror(stdout)) || out_failed;
   if (out_failed) {
     const int saved = errno;
+    // The command failed: the files it created go too (files it replaced with --force cannot come back).
+    std::string removed;
+    for (const auto& f : take_created_files())
+      if (::unlink(f.c_str()) == 0) removed += (removed.empty() ? "; removed " : ", ") + shown_text(f, 240);
     err << "xstage: error: cannot write the output to stdout" << (saved ? std::string(" (") + std::strerror(saved) + ")" : "")
-        << "\n";
+        << removed << "\n";
     if (code == 0) code = 1;
   }
+  take_created_files();
   err.flush();
   return code;
 }
