@@ -83,7 +83,7 @@ def test_c_abi_ulysses_bad_input():
     expected = ValueError if _dist_abi.available() else RuntimeError
     with pytest.raises(expected):
         _status(lib().xstage_ulysses_forward(None, ctypes.byref(call)))
-    with pytest.raises(expected):
+    with pytest.raises(ValueError, match="null handle"):   # a null argument is bad input first, in either build
         _status(lib().xstage_ulysses_reserve(None, 10, 0))
     assert lib().xstage_ulysses_destroy(None) == _native.OK and lib().xstage_team_destroy(None) == _native.OK
     assert lib().xstage_ulysses_last_failure(None) == b""
@@ -98,8 +98,12 @@ def test_c_abi_ulysses_precision_bad_input():
     call = _dist_abi.UlyssesCall()
     fp8 = _native.PRECISIONS["fp8"]
     if not _dist_abi.available():
-        with pytest.raises(RuntimeError):
+        # Without the distributed layer the precision is not checked; a null team is still bad input.
+        with pytest.raises(ValueError, match="team: null"):
             _status(lib().xstage_ulysses_create_with_precision(None, 1024, 24, 128, 0, 10.0, fp8, ctypes.byref(out)))
+        assert out.value is None
+        with pytest.raises(RuntimeError, match="without the distributed layer"):
+            _status(lib().xstage_ulysses_forward_with_precision(None, ctypes.byref(call), fp8))
         return
     for bad in (2, -1, 7):
         with pytest.raises(ValueError, match=f"precision: {bad}; accepted: 0 \\(XSTAGE_ATTN_PRECISION_BF16\\), 1 "):
