@@ -138,7 +138,7 @@ nlohmann::json attention_json(const model::Platform& platform, const model::Atte
     j["points"][i]["act_on"] = to_json(act);
     top.first_launch_cost_s = std::max(top.first_launch_cost_s, act.first_launch_cost_s);
     top.steady_stall_s = std::max(top.steady_stall_s, act.steady_stall_s);
-    if (act.verdict == kReshape) reshape_at.push_back(std::to_string(a.points[i].seq_len));
+    if (std::string_view(act.verdict) == kReshape) reshape_at.push_back(std::to_string(a.points[i].seq_len));
   }
   if (a.points.size() == 1) {
     top = attention_act_on(attention_as_built(platform, in.producers, a, a.points.front()));
