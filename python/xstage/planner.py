@@ -44,11 +44,12 @@ class CliError(RuntimeError):
         self.stderr = stderr
 
 
-def _take(p: ctypes.c_void_p) -> str:
+def _take(p: ctypes.c_void_p, free: str = "xstage_free") -> str:
+    """The library's string at `p` as text, released with the library function `free`."""
     if not p.value:
         return ""
     text = ctypes.string_at(p.value).decode("utf-8", "replace")
-    _native.lib().xstage_free(p)
+    getattr(_native.lib(), free)(p)
     return text
 
 
@@ -107,14 +108,6 @@ def _request_value(name: str, value: Any) -> Any:
     raise TypeError(f"{name} is a {type(value).__name__} ({value!r}); accepted: a number, a str or a path")
 
 
-def _take_planner(p: ctypes.c_void_p) -> str:
-    if not p.value:
-        return ""
-    text = ctypes.string_at(p.value).decode("utf-8", "replace")
-    _native.lib().xstage_planner_free(p)
-    return text
-
-
 def _planner_call(command: str, **kwargs: Any) -> Any:
     """The planner library's typed C ABI (xstage_planner_COMMAND): the keyword arguments (None left out) as the
     JSON request, the command's JSON output parsed. A bad request raises ValueError with the message the CLI
@@ -124,7 +117,7 @@ def _planner_call(command: str, **kwargs: Any) -> Any:
     text = json.dumps(request, allow_nan=False).encode()
     out, err = ctypes.c_void_p(), ctypes.c_void_p()
     code = _in_c_locale(lambda: entry(text, ctypes.byref(out), ctypes.byref(err)))
-    response, message = _take_planner(out), _take_planner(err)
+    response, message = _take(out, "xstage_planner_free"), _take(err, "xstage_planner_free")
     message = _python_names(message, list(kwargs))  # a flag in a nested message, as run_json names it
     if code == 2:
         raise ValueError(f"xstage: error: {message}")
