@@ -119,14 +119,13 @@ MoeKernel moe_kernel_from_json(const json& j, std::string_view origin, const std
 
   MoeKernel k;
   text_fields(j, origin, k.name, k.description, k.source, k.assumptions);
-  constexpr IntRange kDim{1, 1 << 20};
   for (const char* key : {"hidden", "h_inter", "experts", "top_k"})
     if (!find(j, key)) input_fail(origin, key, "missing (a MoE description needs hidden, h_inter, experts and top_k)");
-  k.hidden = static_cast<int>(integer(j, "hidden", origin, kDim, 0));
-  k.h_inter = static_cast<int>(integer(j, "h_inter", origin, kDim, 0));
-  k.experts = static_cast<int>(integer(j, "experts", origin, {1, 65536}, 0));
+  k.hidden = static_cast<int>(integer(j, "hidden", origin, ranges::kGemmDim, 0));
+  k.h_inter = static_cast<int>(integer(j, "h_inter", origin, ranges::kGemmDim, 0));
+  k.experts = static_cast<int>(integer(j, "experts", origin, ranges::kExperts, 0));
   k.top_k = static_cast<int>(integer(j, "top_k", origin, {1, k.experts}, 0));
-  k.ranks = static_cast<int>(integer(j, "ranks", origin, {1, 1024}, k.ranks));
+  k.ranks = static_cast<int>(integer(j, "ranks", origin, ranges::kRanks, k.ranks));
   if (k.experts % k.ranks != 0)
     input_fail(origin, "ranks", std::to_string(k.ranks) + " ranks do not divide the " + std::to_string(k.experts) +
                                     " experts (expert parallelism places experts / ranks on each)");
@@ -145,7 +144,7 @@ MoeKernel moe_kernel_from_json(const json& j, std::string_view origin, const std
     input_fail(origin, "zipf_s", "applies to routing \"skewed\" only (routing is " + bounded_json(json(k.routing)) + ")");
   k.block_m = static_cast<int>(integer(j, "block_m", origin, {16, 1024}, k.block_m));
   k.block_n = static_cast<int>(integer(j, "block_n", origin, {16, 1024}, k.block_n));
-  k.out_bytes = static_cast<int>(integer(j, "out_bytes", origin, {1, 8}, k.out_bytes));
+  k.out_bytes = static_cast<int>(integer(j, "out_bytes", origin, ranges::kElementBytes, k.out_bytes));
   k.t_l1_us = real(j, "t_l1_us", origin, ranges::kTimeUs, 0.0);
   k.t_l2_us = real(j, "t_l2_us", origin, ranges::kTimeUs, 0.0);
   k.mainloop_source = text_field(j, "mainloop_source", origin, 4096);

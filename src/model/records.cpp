@@ -57,7 +57,7 @@ double parse_number(const std::string& s, const LineContext& ctx, std::string_vi
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec == std::errc::result_out_of_range) ctx.fail(column, s, "beyond the range of a double");
   if (ec != std::errc() || ptr != s.data() + s.size()) ctx.fail(column, s, "not a number");
-  if (!r.contains(v)) ctx.fail(column, s, "must be " + r.describe());
+  if (!r.contains(v)) ctx.fail(column, s, r.refusal(v));
   return v;
 }
 

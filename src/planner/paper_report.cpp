@@ -797,7 +797,7 @@ std::vector<OwnMoeConfig> own_moe_configs_from_json(const json& j, const std::st
     m.tokens_per_rank = own_int(res, origin, ra, "tokens_per_rank", {1, moe::kMaxRoutingTokens});
     if (m.tokens_per_rank != own_int(c, origin, at, "tokens_per_rank", {1, moe::kMaxRoutingTokens}))
       input_fail(origin, at + ".tokens_per_rank", "differs from its run's");
-    m.grid = own_int(res, origin, ra, "fused_grid", {2, 1 << 16});
+    m.grid = own_int(res, origin, ra, "fused_grid", ranges::kFusedGrid);
     const json& routing = own_member(res, origin, ra, "routing");
     const std::string rta = ra + ".routing";
     if (own_member(routing, origin, rta, "kind") != m.routing)

@@ -194,7 +194,7 @@ SimulateRequest simulate_request(const nlohmann::json& request) {
   r.t_iss0_us = a.number("t_iss0_us", kDurationRule);
   r.capacity_bytes = a.number("capacity_bytes", kByteRule);
   r.completion_coupled = a.flag("completion_coupled");
-  const std::optional<double> latency = a.number("latency_us", {false, true, std::nullopt});
+  const std::optional<double> latency = a.number("latency_us", {false, true, std::pair{0.0, 1e6}});
   r.per_burst = a.flag("per_burst");
   a.done();
   r.producers = producers.value_or(0);

@@ -238,6 +238,9 @@ json chrome_trace_from_moe_timeline(const json& dump, std::string_view origin) {
                {"source_schema", kMoeTimelineSchema},
                {"time_origin", "each rank's first tile entry (ranks are not aligned)"},
                {"process_id", "variant * ranks + rank"}};
+  // The run's description, copied to the trace's metadata: the grid checked as every loader checks it.
+  if (const auto it = dump.find("fused_grid"); it != dump.end())
+    json_integer_in(*it, origin, "fused_grid", ranges::kFusedGrid);
   for (const char* key : {"shape", "tokens_per_rank", "routing", "fused_grid"})
     if (const auto it = dump.find(key); it != dump.end() && !it->is_structured()) meta[key] = *it;
 

@@ -77,9 +77,10 @@ TEST(CliInputs, WorkLimitsAreCheckedBeforeAllocation) {
 }
 
 TEST(CliInputs, IntegerOverflowIsAnInputError) {
-  const CliRun r = run_cli("plan attn --heads-per-gpu 2147483647 --batch 2147483647");
+  // Each factor within its cap (--seq 2^26, --block-m 1, --heads-per-gpu 65536), the product beyond 2^63.
+  const CliRun r = run_cli("plan attn --seq 67108864 --block-m 1 --heads-per-gpu 65536 --batch 2147483647");
   EXPECT_EQ(r.code, 2);
-  expect_one_line_error(r, "--heads-per-gpu 2147483647", "--batch 2147483647", "overflows 64-bit integers");
+  expect_one_line_error(r, "--heads-per-gpu 65536", "--batch 2147483647", "overflows 64-bit integers");
   EXPECT_EQ(r.out.find("-"), std::string::npos) << "no result printed: " << r.out;
   expect_one_line_error(run_cli("plan attn --batch 2147483648"), "--batch");
   EXPECT_EQ(run_cli("plan attn --batch 2147483648").code, 2);
@@ -149,7 +150,7 @@ TEST(CliInputs, VersionAndHelpDefaults) {
   for (const char* key : {"xstage ", "git revision: ", "build type: ", "CUDA: ", "NCCL: ", "CUTLASS: "})
     EXPECT_NE(v.out.find(key), std::string::npos) << key << " in " << v.out;
   const CliRun h = run_cli("plan attn --help");
-  EXPECT_NE(h.out.find("--block-m INT:POSITIVE=128"), std::string::npos) << h.out;
+  EXPECT_NE(h.out.find("--block-m INT:[1, 4096]=128"), std::string::npos) << h.out;
   EXPECT_NE(run_cli("simulate --help").out.find("--bursts INT:[2, 100000]=50"), std::string::npos);
   // One spelling and default for the MoE prediction options (the old spelling still parses).
   const CliRun m = run_cli("plan moe --help");

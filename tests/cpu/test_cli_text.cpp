@@ -121,4 +121,32 @@ TEST_F(CliTextFiles, FitNamesArePrintable) {
   }
 }
 
+
+// Numbers on plan's command line take the file loaders' caps: no wrapped counts, no inf in the output.
+TEST(CliText, PlanNumbersWithinTheCapsOfTheFiles) {
+  expect_clean_refusal(run_cli("plan attn --seq 9223372036854775807"), "--seq 2^63-1", {"--seq", "67108864"});
+  expect_clean_refusal(run_cli("plan attn --seq 8192 --latency-us 1e308"), "--latency-us 1e308", {"--latency-us"});
+  expect_clean_refusal(run_cli("plan attn --seq 8192 --block-m 2147483647"), "--block-m 2^31-1", {"--block-m", "4096"});
+  expect_clean_refusal(run_cli("plan attn --seq 8192 --out-bytes 2147483647"), "--out-bytes 2^31-1", {"--out-bytes"});
+  expect_clean_refusal(run_cli("plan attn --seq 8192 --sigma-us 2147483647"), "--sigma-us 2^31-1", {"--sigma-us"});
+  expect_clean_refusal(run_cli("plan moe --t-l1-us 3 --t-l2-us 2 --n1 8 --n2 8 --h-inter 2048 --tile-bytes 1e308"),
+                       "--tile-bytes 1e308", {"--tile-bytes"});
+  expect_clean_refusal(run_cli("plan --producers 2147483647"), "plan --producers 2^31-1", {"--producers"});
+  expect_clean_refusal(run_cli("simulate --producers 16 --bytes-per-producer 32768 --gap-us 2 --bursts 6 "
+                               "--completion-coupled --latency-us 1e308"),
+                       "simulate --latency-us 1e308", {"--latency-us"});
+  const CliRun ok = run_cli("plan attn --seq 8192 --latency-us 3");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(ok.out.find("inf"), std::string::npos) << ok.out;
+}
+
+// A subnormal value in a records file divides to inf: refused naming the line and the column.
+TEST_F(CliTextFiles, SubnormalRecordValuesAreRefused) {
+  const fs::path rec = dir_ / "rec.csv";
+  std::ofstream(rec) << "mode,target,producers,bytes_per_producer,gap_us,t_iss_us,t_period_us\n"
+                        "periodic,remote,64,32768,0,4e-320,5\n";
+  expect_clean_refusal(run_cli("fidelity --records " + rec.string()), "t_iss_us 4e-320",
+                       {rec.string() + ":2", "t_iss_us", "subnormal"});
+}
+
 }  // namespace

@@ -462,6 +462,23 @@ TEST(TraceCli, ConvertsAMoeBenchDump) {
   fs::remove_all(dir);
 }
 
+// The run's fused grid, copied to the trace's metadata, is checked as the paper's loader checks it.
+TEST(TraceCli, ConvertChecksTheFusedGrid) {
+  for (const json& grid : {json(-1), json(1.5), json(-2147483649LL), json(0), json("132"), json(1 << 17)}) {
+    json d = synthetic_dump();
+    d["fused_grid"] = grid;
+    try {
+      sim::chrome_trace_from_moe_timeline(d, "dump.json");
+      ADD_FAILURE() << "fused_grid " << grid.dump() << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("dump.json: fused_grid: "), std::string::npos) << e.what();
+    }
+  }
+  json d = synthetic_dump();
+  d.erase("fused_grid");
+  EXPECT_NO_THROW(sim::chrome_trace_from_moe_timeline(d, "dump.json"));  // optional: older dumps lack it
+}
+
 TEST(TraceCli, ConvertRefusesBadInputNamingTheFileAndField) {
   const fs::path dir = temp_dir("convert_bad");
   const std::string in = (dir / "dump.json").string(), out = (dir / "trace.json").string();

@@ -135,6 +135,28 @@ const CLI::Validator kPositive = number_check(false);
 const CLI::Validator kProducerCount = in_range(static_cast<double>(ranges::kProducers.lo), static_cast<double>(ranges::kProducers.hi));
 const CLI::Validator kByteCount = in_range(ranges::kBytes.lo, ranges::kBytes.hi);
 const CLI::Validator kDurationUs = in_range(0.0, 1e6);
+namespace {
+// in_range for a range of the file loaders, its bounds written in full: "--seq: must be in [1, 67108864], got
+// 9223372036854775807" (in_range's %g would show 6.71089e+07).
+CLI::Validator integer_range(const IntRange& r) {
+  const std::string range = "[" + std::to_string(r.lo) + ", " + std::to_string(r.hi) + "]";
+  return CLI::Validator(
+      [r, range](std::string& text) -> std::string {
+        const std::optional<double> v = parse_finite(text);
+        if (!v || *v < static_cast<double>(r.lo) || *v > static_cast<double>(r.hi))
+          return "must be in " + range + ", got " + text;
+        return {};
+      },
+      range);
+}
+}  // namespace
+const CLI::Validator kTileEdge = integer_range(ranges::kTileEdge);
+const CLI::Validator kSeqLength = integer_range(ranges::kSeqLen);
+const CLI::Validator kHeadCount = integer_range(ranges::kHeads);
+const CLI::Validator kElementBytes = integer_range(ranges::kElementBytes);
+const CLI::Validator kGemmDimension = integer_range(ranges::kGemmDim);
+const CLI::Validator kExpertCount = integer_range(ranges::kExperts);
+const CLI::Validator kRankCount = integer_range(ranges::kRanks);
 const CLI::Validator kNonNegative = number_check(true);
 
 CLI::Validator in_range(double lo, double hi) {

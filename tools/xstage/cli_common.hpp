@@ -97,6 +97,16 @@ CLI::Validator in_range(double lo, double hi);
 extern const CLI::Validator kProducerCount;
 extern const CLI::Validator kByteCount;
 extern const CLI::Validator kDurationUs;
+// The same for the shapes of a kernel (xstage/model/input_file.hpp ranges): a tile edge or head dimension
+// 1..4096, a sequence length 1..2^26, heads per GPU 1..65536, bytes per element 1..8, a GEMM dimension 1..2^20,
+// experts 1..65536, ranks 1..1024.
+extern const CLI::Validator kTileEdge;
+extern const CLI::Validator kSeqLength;
+extern const CLI::Validator kHeadCount;
+extern const CLI::Validator kElementBytes;
+extern const CLI::Validator kGemmDimension;
+extern const CLI::Validator kExpertCount;
+extern const CLI::Validator kRankCount;
 
 // --- work and arithmetic limits on user numbers --------------------------------------------------
 // require_work_within: xstage/model/work_limit.hpp.

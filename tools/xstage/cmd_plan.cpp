@@ -25,10 +25,13 @@ std::string builtin_names() {
   return names;
 }
 
+// Tiles of one kind per cycle of the tile-level form: at most 2^20 (a GEMM dimension's worth).
+const CLI::Validator kTilesPerCycle = in_range(0, 1 << 20);
+
 void add_common(CLI::App* cmd, PlanCommon& c) {
   add_platform_option(cmd, c.platform);
   cmd->add_option("--producers", c.producers, "K: aligned producers (default: the platform's largest measured K)")
-      ->check(kPositive);
+      ->check(kProducerCount);
   add_json_option(cmd, c.json);
 }
 
@@ -44,16 +47,18 @@ void add_plan(CLI::App& root) {
 
   CLI::App* a = plan->add_subcommand("attn", "FlashAttention epilogue All-to-All audit (eq. 17-20)");
   add_common(a, *attn_common);
-  a->add_option("--block-m", attn->block_m, "b_m: output tile rows")->check(kPositive);
-  a->add_option("--head-dim", attn->head_dim, "d: head dimension")->check(kPositive);
-  a->add_option("--block-n", attn->block_n, "b_n: KV tile width")->check(kPositive);
-  a->add_option("--out-bytes", attn->out_bytes, "bytes per output element (2: bf16)")->check(kPositive);
-  a->add_option("--sigma-us", attn->sigma_us, "sigma: measured time per KV tile (us)")->check(kPositive);
-  a->add_option("--qk-cover-us", attn->qk_cover_us, "G_QK of eq. 19 (us; default sigma/2)")->check(kNonNegative);
-  a->add_option("--latency-us", attn->latency_us, "T_lat of eq. 17 (us)")->check(kNonNegative);
-  a->add_option("--cover-us", attn->cover_us, "T_cover of eq. 17 (us; default sigma/2)")->check(kNonNegative);
-  a->add_option("--seq", attn->seq, "sequence lengths M")->check(kPositive)->capture_default_str();
-  a->add_option("--heads-per-gpu", attn->heads_per_gpu, "heads per GPU (for N_t)")->check(kPositive);
+  // The ranges are the file loaders' (xstage/model/input_file.hpp): a tile edge up to 4096, a duration up to 1 s,
+  // a sequence up to 2^26 tokens.
+  a->add_option("--block-m", attn->block_m, "b_m: output tile rows")->check(kTileEdge);
+  a->add_option("--head-dim", attn->head_dim, "d: head dimension")->check(kTileEdge);
+  a->add_option("--block-n", attn->block_n, "b_n: KV tile width")->check(kTileEdge);
+  a->add_option("--out-bytes", attn->out_bytes, "bytes per output element (2: bf16)")->check(kElementBytes);
+  a->add_option("--sigma-us", attn->sigma_us, "sigma: measured time per KV tile (us)")->check(kPositive)->check(kDurationUs);
+  a->add_option("--qk-cover-us", attn->qk_cover_us, "G_QK of eq. 19 (us; default sigma/2)")->check(kDurationUs);
+  a->add_option("--latency-us", attn->latency_us, "T_lat of eq. 17 (us)")->check(kDurationUs);
+  a->add_option("--cover-us", attn->cover_us, "T_cover of eq. 17 (us; default sigma/2)")->check(kDurationUs);
+  a->add_option("--seq", attn->seq, "sequence lengths M")->check(kSeqLength)->capture_default_str();
+  a->add_option("--heads-per-gpu", attn->heads_per_gpu, "heads per GPU (for N_t)")->check(kHeadCount);
   a->add_option("--batch", attn->batch, "batch (for N_t)")->check(kPositive);
   a->callback([attn, attn_common] { run_attn(*attn_common, *attn); });
 
@@ -65,32 +70,34 @@ void add_plan(CLI::App& root) {
                 "a kernel description: a built-in name (" + builtin_names() + ") or an xstage.kernel/1 file; the flags "
                 "below override its fields (--x-y sets field x_y)");
   m->add_option("--shape", moe->shape, "a built-in kernel by name (the same as --kernel NAME)");
-  m->add_option("--hidden", moe->hidden, "hidden size (Linear-1 depth)")->check(kPositive);
-  m->add_option("--h-inter", moe->h_inter, "expert intermediate size (Linear-2 depth)")->check(kPositive);
-  m->add_option("--experts", moe->experts, "routed experts")->check(kPositive);
-  m->add_option("--top-k", moe->top_k, "experts per token")->check(kPositive);
+  m->add_option("--hidden", moe->hidden, "hidden size (Linear-1 depth)")->check(kGemmDimension);
+  m->add_option("--h-inter", moe->h_inter, "expert intermediate size (Linear-2 depth)")->check(kGemmDimension);
+  m->add_option("--experts", moe->experts, "routed experts")->check(kExpertCount);
+  m->add_option("--top-k", moe->top_k, "experts per token")->check(kExpertCount);
   m->add_option("--precision", moe->precision,
                 "bf16 or fp8: which of the platform's per-SM GEMM rates estimates a mainloop not given (default bf16)");
   m->add_option("--sm-tflops", moe->sm_tflops,
                 "per-SM TFLOP/s of the estimated mainloops (default: the platform's rate at --precision)")
       ->check(in_range(0.01, 1000));
   m->add_option("--t-l1-us", moe->t_l1_us, "T_L1^mma: measured Linear-1 full-tile mainloop (us); replaces the estimate")
-      ->check(kPositive);
+      ->check(kPositive)
+      ->check(kDurationUs);
   m->add_option("--t-l2-us", moe->t_l2_us, "T_L2^mma: measured Linear-2 full-tile mainloop (us); replaces the estimate")
-      ->check(kPositive);
-  m->add_option("--block-m", moe->block_m, "b_m: tile rows (tokens; default 128)")->check(kPositive);
-  m->add_option("--block-n", moe->block_n, "b_n: N-tile width (default 128)")->check(kPositive);
-  m->add_option("--out-bytes", moe->out_bytes, "bytes per Combine element (default 2: bf16)")->check(kPositive);
+      ->check(kPositive)
+      ->check(kDurationUs);
+  m->add_option("--block-m", moe->block_m, "b_m: tile rows (tokens; default 128)")->check(kTileEdge);
+  m->add_option("--block-n", moe->block_n, "b_n: N-tile width (default 128)")->check(kTileEdge);
+  m->add_option("--out-bytes", moe->out_bytes, "bytes per Combine element (default 2: bf16)")->check(kElementBytes);
   m->add_option("--staging-us", moe->staging_us,
                 "staging of a tile before its Combine stores (us; closed form's T_RS term and the simulation)")
-      ->check(kNonNegative);
+      ->check(kDurationUs);
   m->add_option("--tile-bytes", moe->tile_bytes,
                 "tile-level form (no description): V_t, Combine bytes per Linear-2 tile per producer")
-      ->check(kPositive);
-  m->add_option("--n1", moe->n1, "tile-level form: Linear-1 tiles per cycle")->check(kPositive);
-  m->add_option("--n2", moe->n2, "tile-level form: Linear-2 tiles per cycle")->check(kPositive);
+      ->check(kByteCount);
+  m->add_option("--n1", moe->n1, "tile-level form: Linear-1 tiles per cycle")->check(kPositive)->check(kTilesPerCycle);
+  m->add_option("--n2", moe->n2, "tile-level form: Linear-2 tiles per cycle")->check(kPositive)->check(kTilesPerCycle);
   m->add_flag("--simulate", moe->simulate, "simulate the expert-wave and interleaved orders for one routing of rank 0");
-  m->add_option("--ranks", moe->ranks, "expert-parallel ranks (--simulate; default 2)")->check(kPositive);
+  m->add_option("--ranks", moe->ranks, "expert-parallel ranks (--simulate; default 2)")->check(kRankCount);
   m->add_option("--tokens", moe->tokens, "tokens per rank (--simulate; default 8192)")->check(kPositive);
   m->add_option("--routing", moe->routing,
                 "balanced, skewed (Zipf) or a routing file (xstage.routing/1) (--simulate; default balanced)");

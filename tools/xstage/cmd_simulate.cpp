@@ -206,7 +206,7 @@ void add_simulate(CLI::App& root) {
   cmd->add_flag("--completion-coupled", o->completion_coupled, "issuer waits for remote completion after each burst")
       ->excludes(kernel);
   cmd->add_option("--latency-us", o->latency_us, "fixed completion latency in completion-coupled mode (us)")
-      ->check(kNonNegative)->excludes(kernel);
+      ->check(kNonNegative)->check(kDurationUs)->excludes(kernel);
   cmd->add_flag("--per-burst", o->per_burst, "also list every burst (table rows, or \"bursts\" in the JSON)")->excludes(kernel);
   add_json_option(cmd, o->json);
   cmd->add_option("--trace", o->trace,

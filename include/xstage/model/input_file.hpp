@@ -42,8 +42,16 @@ struct Range {
   bool lo_open, hi_open;
   std::string_view unit;
 
+  // Finite, within the bounds, and zero or a normal double: a subnormal value (4e-320) has lost its precision
+  // and divides to inf.
   bool contains(double x) const {
-    return std::isfinite(x) && (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+    return std::isfinite(x) && (x == 0.0 || std::isnormal(x)) && (lo_open ? x > lo : x >= lo) &&
+           (hi_open ? x < hi : x <= hi);
+  }
+  // "must be > 0 and < 1e+06 us" for a value !contains(x), and why a subnormal one is refused.
+  std::string refusal(double x) const {
+    return "must be " + describe() +
+           (std::fpclassify(x) == FP_SUBNORMAL ? std::string(" and not subnormal (it computes as 0 or inf)") : "");
   }
   // "> 0 and < 1e+06 us", ">= 0.001 and <= 1e+06 GB/s".
   std::string describe() const {
@@ -73,13 +81,17 @@ inline constexpr IntRange kSeqLen{1, 1 << 26};                  // a sequence le
 inline constexpr IntRange kHeads{1, 1 << 16};                   // attention heads per GPU
 inline constexpr IntRange kBursts{1, 1 << 20};                  // output bursts of one kernel
 inline constexpr IntRange kGemmDim{1, 1 << 20};                 // a GEMM dimension (hidden, intermediate)
+inline constexpr IntRange kElementBytes{1, 8};                  // bytes of one output element (2: bf16)
+inline constexpr IntRange kExperts{1, 65536};                   // routed experts of a MoE layer
+inline constexpr IntRange kRanks{1, 1024};                      // expert-parallel ranks
+inline constexpr IntRange kFusedGrid{2, 1 << 16};               // CTAs of the fused MoE kernel's grid
 }  // namespace ranges
 
 // A JSON number within `r`.
 inline double json_number_in(const nlohmann::json& v, std::string_view origin, std::string_view field, const Range& r) {
   if (!v.is_number()) input_fail(origin, field, "must be a number " + r.describe() + ", got " + bounded_json(v));
   const double x = v.get<double>();
-  if (!r.contains(x)) input_fail(origin, field, "must be " + r.describe() + ", got " + bounded_json(v));
+  if (!r.contains(x)) input_fail(origin, field, r.refusal(x) + ", got " + bounded_json(v));
   return x;
 }
 
