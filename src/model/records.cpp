@@ -99,6 +99,10 @@ std::vector<CalibrationRecord> parse_records_csv(std::istream& in, std::string_v
     ++line_no;
     const std::string t = trim(line);
     if (t.empty() || t[0] == '#') continue;
+    if (records.size() == kMaxRecords)
+      throw InputError(bounded_text(origin, 240) + ":" + std::to_string(line_no) + ": more than " +
+                       std::to_string(kMaxRecords) + " records; a records file holds at most " +
+                       std::to_string(kMaxRecords) + " (a calibration sweep: a few hundred)");
     const LineContext ctx{origin, line_no};
     auto cols = split_csv_line(t);
     for (auto& c : cols) c = trim(c);

@@ -1,6 +1,8 @@
 #include "xstage/sim/design_check.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "xstage/model/error.hpp"
@@ -9,9 +11,26 @@
 
 namespace xstage::sim {
 
+int max_recurring_burst_producers(int bursts) {
+  return static_cast<int>(std::floor(std::sqrt(kMaxRecurringBurstWork / std::max(1, bursts))));
+}
+
+void require_recurring_burst_work_within(const std::string& what, double producers, double bursts) {
+  const double work = recurring_burst_work(producers, bursts);
+  if (work <= kMaxRecurringBurstWork) return;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                ": %.0f producers^2 x %.0f bursts = %.4g exceeds the limit of %.0f of the recurring-burst simulation "
+                "(at %.0f bursts: at most %d producers)",
+                producers, bursts, work, kMaxRecurringBurstWork, bursts,
+                max_recurring_burst_producers(static_cast<int>(std::min(bursts, 1e9))));
+  throw InputError(what + text);
+}
+
 RecurringBurstCheck recurring_burst_check(const model::Platform& platform, int producers, double bytes_per_producer,
                                           double gap_s, int bursts) {
   if (bursts < 2) throw InputError("recurring burst check: bursts must be >= 2, got " + std::to_string(bursts));
+  require_recurring_burst_work_within("recurring burst check", producers, bursts);
   const double t0 = platform.issue_floor_s(producers, bytes_per_producer).value;
   SimConfig cfg;
   cfg.drain_rate_bytes_per_s = platform.drain_rate_at(producers);

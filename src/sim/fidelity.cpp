@@ -274,6 +274,9 @@ std::vector<UlyssesRow> parse_ulysses_rows(const model::Platform& platform, std:
                                    ranges::kTimeUs));
     q.fused_s = units::us_to_s(
         number(json_member(v, path, wv, "fused-tma"), wv + ".fused-tma", "iteration_median_us", ranges::kTimeUs));
+    // Each point's simulation also visits every producer per event: its time grows with producers^2 x bursts.
+    require_recurring_burst_work_within(bounded_text(path, 240) + ": " + wm + ".producers with " + wp + ".output_bursts",
+                                        q.producers, static_cast<double>(std::max<std::int64_t>(2, r.output_bursts)));
     work += static_cast<double>(q.producers) * static_cast<double>(std::max<std::int64_t>(2, r.output_bursts));
     parsed.push_back(q);
   }

@@ -5,12 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "cli_fixtures.hpp"
 #include "cli_runner.hpp"
+#include "xstage/model/records.hpp"
+#include <nlohmann/json.hpp>
 
 namespace fs = std::filesystem;
 using xstage::test::CliRun;
@@ -140,6 +143,46 @@ TEST(CliText, PlanNumbersWithinTheCapsOfTheFiles) {
   EXPECT_EQ(ok.out.find("inf"), std::string::npos) << ok.out;
 }
 
+// The recurring-burst checks simulate every producer against every other: K is capped before anything is
+// allocated, naming where K came from (--producers, or the platform's largest measured K).
+TEST_F(CliTextFiles, PlanRefusesAProducerCountBeyondTheSimulationLimit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  expect_clean_refusal(run_cli("plan --producers 100000"), "plan --producers 1e5", {"--producers", "836"});
+  std::ifstream in(std::string(XSTAGE_SOURCE_DIR) + "/platforms/h200_x2_measured.json");
+  nlohmann::json p = nlohmann::json::parse(in);
+  p["issue_floor"][0]["producers"] = 1000000;
+  const fs::path file = dir_ / "platform.json";
+  std::ofstream(file) << p.dump();
+  expect_clean_refusal(run_cli("plan --platform " + file.string()), "a platform K of 1e6",
+                       {file.string(), "issue_floor", "producers", "--producers"});
+  expect_clean_refusal(run_cli("plan attn --platform " + file.string()), "plan attn, a platform K of 1e6",
+                       {file.string(), "producers"});
+  EXPECT_EQ(run_cli("plan attn --seq 8192 --platform " + file.string() + " --producers 132").code, 0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
+// A records file is capped at kMaxRecords rows, refused at the first row past it (fit and fidelity).
+TEST_F(CliTextFiles, RecordsFileBeyondTheRowLimitIsRefused) {
+  const fs::path small = dir_ / "small.csv";
+  xstage::test::write_fit_records(small);
+  std::ifstream in(small);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  const fs::path big = dir_ / "big.csv";
+  {
+    std::ofstream out(big);
+    out << header << "\n";
+    for (std::size_t i = 0; i <= xstage::model::kMaxRecords; ++i) out << row << "\n";
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  expect_clean_refusal(run_cli("fit --records " + big.string() + " --out " + (dir_ / "o.json").string()),
+                       "fit, 10001 records", {big.string(), "10000 records"});
+  expect_clean_refusal(run_cli("fidelity --records " + big.string()), "fidelity, 10001 records", {big.string(), "10000"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  EXPECT_FALSE(fs::exists(dir_ / "o.json"));
+}
+
 // A subnormal value in a records file divides to inf: refused naming the line and the column.
 TEST_F(CliTextFiles, SubnormalRecordValuesAreRefused) {
   const fs::path rec = dir_ / "rec.csv";
@@ -147,6 +190,20 @@ TEST_F(CliTextFiles, SubnormalRecordValuesAreRefused) {
                         "periodic,remote,64,32768,0,4e-320,5\n";
   expect_clean_refusal(run_cli("fidelity --records " + rec.string()), "t_iss_us 4e-320",
                        {rec.string() + ":2", "t_iss_us", "subnormal"});
+}
+
+// A Ulysses sweep point of 1e6 producers would simulate for hours: refused naming the file and the field.
+TEST_F(CliTextFiles, UlyssesPointBeyondTheSimulationLimitIsRefused) {
+  std::ifstream in(std::string(XSTAGE_SOURCE_DIR) + "/results/h200-x2/ulysses/ulysses.json");
+  nlohmann::json u = nlohmann::json::parse(in);
+  u["points"][0]["model"]["producers"] = 1000000;
+  const fs::path file = dir_ / "ulysses.json", rec = dir_ / "rec.csv";
+  std::ofstream(file) << u.dump();
+  xstage::test::write_fit_records(rec);
+  const auto t0 = std::chrono::steady_clock::now();
+  expect_clean_refusal(run_cli("fidelity --records " + rec.string() + " --ulysses " + file.string()),
+                       "model.producers 1e6", {file.string(), "points[0].model.producers"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
 }
 
 }  // namespace

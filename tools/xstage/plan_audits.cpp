@@ -39,8 +39,19 @@ namespace {
 
 using units::us_to_s;
 
+// Bursts of the longest recurring-burst check plan runs (moe_as_built's).
+constexpr int kPlanCheckBursts = 24;
+
+// K: --producers, or the platform's largest measured K; refused, naming where it came from, when the
+// recurring-burst checks could not simulate it in about a second (sim::kMaxRecurringBurstWork).
 int producers_or_default(const PlanCommon& c, const model::Platform& p) {
-  return c.producers > 0 ? c.producers : platform_max_producers(p);
+  const int k = c.producers > 0 ? c.producers : platform_max_producers(p);
+  sim::require_recurring_burst_work_within(
+      c.producers > 0 ? std::string("--producers")
+                      : "platform " + platform_label(c.platform, p) +
+                            ": issue_floor: its largest producers, the default K (give a smaller --producers)",
+      k, kPlanCheckBursts);
+  return k;
 }
 
 model::AttentionInput attention_input(const AttnOptions& o, int producers) {

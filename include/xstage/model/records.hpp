@@ -32,7 +32,12 @@ struct CalibrationRecord {
   double volume_bytes() const { return static_cast<double>(producers) * bytes_per_producer; }
 };
 
-// Throws xstage::InputError naming the line, the column and the value.
+// Most records one file may hold: fit and fidelity work on every record (fidelity simulates each), so a larger
+// file is refused at its first record past the limit. A calibration sweep has a few hundred (160 in
+// results/h200-x2/calibration/records.csv).
+inline constexpr std::size_t kMaxRecords = 10'000;
+
+// Throws xstage::InputError naming the line, the column and the value (and the line past kMaxRecords).
 std::vector<CalibrationRecord> parse_records_csv(std::istream& in, std::string_view origin);
 std::vector<CalibrationRecord> load_records_csv(const std::string& path);
 void write_records_csv(std::ostream& out, const std::vector<CalibrationRecord>& records);

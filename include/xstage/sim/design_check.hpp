@@ -6,6 +6,8 @@
 // by how much, per burst, and never reports a stall the steady state does not have.
 #pragma once
 
+#include <string>
+
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/platform.hpp"
 
@@ -24,7 +26,20 @@ struct RecurringBurstCheck {
 // floor T_iss0 and gap G: recurring_burst_check's rule, for any simulated schedule.
 RecurringBurstCheck classify_recurring_stalls(double first_burst_stall_s, double steady_stall_s, double t_iss0_s,
                                               double gap_s);
+// Refuses (InputError) a check above the work limit before anything is allocated: kMaxRecurringBurstWork.
 RecurringBurstCheck recurring_burst_check(const model::Platform& platform, int producers, double bytes_per_producer,
                                           double gap_s, int bursts = 12);
+
+// Work limit of one recurring-burst check. Its simulation has about producers x bursts events (the aligned
+// producers finish one after another on the full path) and each event visits every producer, so its time grows
+// with producers^2 x bursts: 2^24 is about a second on one core (measured: 3344^2 x 12 took 8.6 s). 132 producers
+// may have up to 962 bursts; 24 bursts up to 836 producers (a GPU has a few hundred SMs at most).
+inline constexpr double kMaxRecurringBurstWork = 1 << 24;
+inline double recurring_burst_work(double producers, double bursts) { return producers * producers * bursts; }
+// The largest producer count within the limit at `bursts` bursts.
+int max_recurring_burst_producers(int bursts);
+// Throws InputError "<what>: P producers^2 x B bursts = W exceeds the limit of 16777216 of the recurring-burst
+// simulation (at B bursts: at most N producers)" when the work exceeds kMaxRecurringBurstWork.
+void require_recurring_burst_work_within(const std::string& what, double producers, double bursts);
 
 }  // namespace xstage::sim
