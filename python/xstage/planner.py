@@ -53,9 +53,35 @@ def _take(p: ctypes.c_void_p, free: str = "xstage_free") -> str:
     return text
 
 
+# Code points a terminal acts on although they are printable text: C1 controls and bidirectional marks (the set
+# the library's bounded_text escapes, xstage/model/bounded_text.hpp).
+_TERMINAL_ACTIVE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _bounded(text: str, limit: int = 80) -> str:
+    """User data or a message as errors show it: one line, control characters, C1 controls and bidirectional marks
+    escaped (\\n, \\x1b, \\u202e), cut after about `limit` characters (never inside an escape) with the whole size
+    noted ("... (1000000 bytes)"). The one helper of this module for every echo of a value."""
+    pieces, size = [], 0
+    for c in text:
+        if _TERMINAL_ACTIVE.match(c):
+            c = _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x80 else f"\\u{ord(c):04x}")
+        if size + len(c) > limit:
+            return "".join(pieces) + f"... ({len(text.encode('utf-8', 'surrogatepass'))} bytes)"
+        pieces.append(c)
+        size += len(c)
+    return "".join(pieces)
+
+
+def _shown(value: Any) -> str:
+    """A Python value in a message: its repr, bounded (_bounded)."""
+    return _bounded(repr(value))
+
+
 def _one_line(stderr: str) -> str:
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+    return _bounded(lines[-1], 600) if lines else ""
 
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -97,7 +123,7 @@ def _request_value(name: str, value: Any) -> Any:
     if isinstance(value, numbers.Real):
         number = float(value)
         if not math.isfinite(number):
-            raise ValueError(f"{name}: {value!r}; accepted: a finite number")
+            raise ValueError(f"{name}: {_shown(value)}; accepted: a finite number")
         return number
     if isinstance(value, os.PathLike):
         return os.fspath(value)
@@ -105,7 +131,7 @@ def _request_value(name: str, value: Any) -> Any:
         return value
     if isinstance(value, (list, tuple)):
         return [_request_value(name, v) for v in value]
-    raise TypeError(f"{name} is a {type(value).__name__} ({value!r}); accepted: a number, a str or a path")
+    raise TypeError(f"{name} is a {type(value).__name__} ({_shown(value)}); accepted: a number, a str or a path")
 
 
 def _planner_call(command: str, **kwargs: Any) -> Any:
@@ -118,7 +144,7 @@ def _planner_call(command: str, **kwargs: Any) -> Any:
     out, err = ctypes.c_void_p(), ctypes.c_void_p()
     code = _in_c_locale(lambda: entry(text, ctypes.byref(out), ctypes.byref(err)))
     response, message = _take(out, "xstage_planner_free"), _take(err, "xstage_planner_free")
-    message = _python_names(message, list(kwargs))  # a flag in a nested message, as run_json names it
+    message = _bounded(_python_names(message, list(kwargs)), 600)  # a flag in a nested message, as run_json names it
     if code == 2:
         raise ValueError(f"xstage: error: {message}")
     if code != 0:
@@ -150,13 +176,13 @@ def _value_text(name: str, value: Any) -> str:
     if isinstance(value, numbers.Real):
         number = float(value)
         if not math.isfinite(number):
-            raise ValueError(f"{name}: {value!r}; accepted: a finite number")
+            raise ValueError(f"{name}: {_shown(value)}; accepted: a finite number")
         return repr(number)  # shortest text that reads back as the same double, always with a '.'
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if isinstance(value, str):
         return value
-    raise TypeError(f"{name} is a {type(value).__name__} ({value!r}); accepted: a number, a str or a path")
+    raise TypeError(f"{name} is a {type(value).__name__} ({_shown(value)}); accepted: a number, a str or a path")
 
 
 def flags(**kwargs: Any) -> list[str]:

@@ -304,7 +304,7 @@ std::vector<std::string> builtin_kernel_names_in(std::string_view group) {
   return names;
 }
 
-KernelSource kernel_source(const std::string& name_or_path) {
+KernelSource kernel_source(const std::string& name_or_path, std::string_view option) {
   if (const json* j = builtin_kernel_json(name_or_path)) return {*j, "built-in " + name_or_path, ""};
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -312,7 +312,7 @@ KernelSource kernel_source(const std::string& name_or_path) {
       !fs::exists(name_or_path, ec)) {
     std::string known;
     for (const auto& n : builtin_kernel_names()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError("--kernel: \"" + bounded_text(name_or_path, 120) + "\" is neither a built-in kernel (" + known +
+    throw InputError(std::string(option) + ": \"" + bounded_text(name_or_path, 120) + "\" is neither a built-in kernel (" + known +
                      ") nor a description file");
   }
   return {load_json_input(name_or_path, "kernel description"), name_or_path,

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "xstage/model/bounded_text.hpp"
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/units.hpp"
@@ -61,7 +62,7 @@ std::vector<int> rows_of_rank0(const model::MoeKernel& k) {
                       kMaxSimulatedTokenSlots, "routed token slots", kBytesPerSimulatedTokenSlot);
   const bool generated = k.routing == "balanced" || k.routing == "skewed";
   if (!generated && !std::filesystem::exists(k.routing))
-    throw InputError("routing: must be balanced, skewed or a routing file, got \"" + k.routing + "\"");
+    throw InputError("routing: must be balanced, skewed or a routing file, got \"" + bounded_text(k.routing, 240) + "\"");
   const int tokens = static_cast<int>(k.tokens);
   std::vector<long long> received(k.experts, 0);
   for (int src = 0; src < k.ranks; ++src) {
@@ -70,8 +71,8 @@ std::vector<int> rows_of_rank0(const model::MoeKernel& k) {
                                ? moe::balanced_routing(tokens, k.experts, k.top_k, 1000 + src)
                                : moe::skewed_routing(tokens, k.experts, k.top_k, k.zipf_s, 1000 + src);
     if (r.experts != k.experts || r.top_k != k.top_k)
-      throw InputError("routing: " + k.routing + " routes to " + std::to_string(r.experts) + " experts, top-" +
-                       std::to_string(r.top_k) + "; kernel " + k.name + " has " + std::to_string(k.experts) + ", top-" +
+      throw InputError("routing: " + bounded_text(k.routing, 240) + " routes to " + std::to_string(r.experts) +
+                       " experts, top-" + std::to_string(r.top_k) + "; kernel " + bounded_text(k.name) + " has " + std::to_string(k.experts) + ", top-" +
                        std::to_string(k.top_k));
     const auto counts = moe::tokens_per_expert(r);
     for (int e = 0; e < k.experts; ++e) received[e] += counts[e];

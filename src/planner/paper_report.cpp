@@ -617,7 +617,7 @@ json to_json(const PaperReport& rep) {
 
 std::string to_text(const PaperReport& rep) {
   std::ostringstream out;
-  out << "The X-Stage paper as a test set, platform '" << rep.platform_name << "'\n"
+  out << "The X-Stage paper as a test set, platform '" << bounded_text(rep.platform_name) << "'\n"
       << "published = the paper's value; predicted from the published inputs and the assumptions below; error = "
          "predicted - published\n\n";
   const std::vector<std::string> hdr = {"row", "unit", "published", "predicted", "error", "rel", "goal", "verdict"};
@@ -1052,7 +1052,7 @@ OwnReport own_report(const model::Platform& platform, const std::string& dir) {
     rep.assumptions.push_back({std::move(id), std::move(text), std::move(source)});
   };
   add("platform", "every prediction reads the platform file only: R(K), T_iss0(K, B), Q(K) and the GEMM rate per SM "
-      "per precision; nothing is fitted to the matrices or the sweep", "the --platform file ('" + platform.name + "')");
+      "per precision; nothing is fitted to the matrices or the sweep", "the --platform file ('" + bounded_text(platform.name) + "')");
   add("moe_predictor", "sim::predict_moe_schedule (the planner's and moe bench --schedule auto's prediction): both "
       "orders through the event simulator, slowest rank's makespan, ratio = wave makespan / interleaved makespan",
       "include/xstage/sim/moe_schedules.hpp");
@@ -1141,7 +1141,8 @@ json to_json(const OwnReport& rep) {
 
 std::string to_text(const OwnReport& rep) {
   std::ostringstream out;
-  out << "xstage's own two-GPU results as a test set (" << rep.results_dir << "), platform '" << rep.platform_name << "'\n"
+  out << "xstage's own two-GPU results as a test set (" << bounded_text(rep.results_dir, 240) << "), platform '"
+      << bounded_text(rep.platform_name) << "'\n"
       << "predicted from the platform file and each run's recorded launch; error = predicted - measured\n";
   auto table = [&](const std::vector<std::string>& hdr, const std::vector<std::vector<std::string>>& cells) {
     std::vector<size_t> w(hdr.size());

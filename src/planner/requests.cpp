@@ -22,8 +22,11 @@ std::string fmt_g(double x) {
   return buf;
 }
 
-// The value as the caller wrote it: a string's own text, anything else its JSON text.
-std::string shown(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+// The value as the caller wrote it, bounded and escaped (xstage/model/bounded_text.hpp): a string's own text,
+// anything else its JSON text.
+std::string shown(const nlohmann::json& v) {
+  return v.is_string() ? bounded_text(v.get_ref<const std::string&>()) : bounded_json(v);
+}
 
 // The rules of a number argument, in the order the CLI's flags check them.
 struct NumberRule {
@@ -91,8 +94,9 @@ class Args {
     const std::string path = v->get<std::string>();
     std::error_code ec;
     const auto st = std::filesystem::status(path, ec);
-    if (ec || !std::filesystem::exists(st)) throw RequestError(key + ": File does not exist: " + path);
-    if (std::filesystem::is_directory(st)) throw RequestError(key + ": File is actually a directory: " + path);
+    if (ec || !std::filesystem::exists(st)) throw RequestError(key + ": File does not exist: " + bounded_text(path, 240));
+    if (std::filesystem::is_directory(st))
+      throw RequestError(key + ": File is actually a directory: " + bounded_text(path, 240));
     return path;
   }
 
@@ -107,7 +111,7 @@ class Args {
       if (!known_.count(key)) {
         std::string accepted;
         for (const auto& k : known_) accepted += (accepted.empty() ? "" : ", ") + k;
-        throw RequestError(key + ": no such argument of " + command_ + " (accepted: " + accepted + ")");
+        throw RequestError(bounded_text(key) + ": no such argument of " + command_ + " (accepted: " + accepted + ")");
       }
   }
 

@@ -8,6 +8,7 @@
 #include "xstage/model/work_limit.hpp"
 #include "xstage/planner/requests.hpp"
 #include "xstage/sim/schedule_file.hpp"
+#include "xstage/sim/simulator.hpp"
 
 namespace xstage::planner {
 
@@ -72,7 +73,13 @@ PeriodicSimulation simulate_periodic(const SimulateRequest& r, const SimulateHoo
   // R(K) and Q as the model has them
   s.config = sim_config(r, s.platform, s.model.drain_rate_bytes_per_s, s.model.capacity_bytes, hooks.record_timeline);
   const auto schedules = sim::periodic_schedules(r.producers, r.bytes_per_producer, s.model.t_iss0_s, in.gap_s, r.bursts);
-  s.result = sim::simulate(s.config, schedules);
+  try {
+    s.result = sim::simulate(s.config, schedules);
+  } catch (const sim::TimeLimitError& e) {
+    throw InputError(std::string(e.what()) + " (the schedule is sized by " + name("producers") + ", " +
+                     name("bytes_per_producer") + ", " + name("gap_us") + ", " + name("bursts") +
+                     (r.completion_coupled ? " and " + name("latency_us") : std::string()) + ": give smaller values)");
+  }
   s.steady = sim::producer_steady_state(s.result, r.producers);
   for (const auto& b : sim::aggregate_by_index(s.result, r.producers)) {
     s.start_s.push_back(b.start_s);

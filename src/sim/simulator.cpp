@@ -236,7 +236,7 @@ SimResult simulate(const SimConfig& cfg, const std::vector<ProducerSchedule>& sc
     if (!std::isfinite(dt)) throw InputError("simulate: no progress possible (deadlocked schedule)");
     dt = std::max(dt, 0.0);
     if (t + dt > cfg.time_limit_s)
-      throw InputError("simulate: schedule did not finish within the time limit of " + std::to_string(cfg.time_limit_s) + " s");
+      throw TimeLimitError("simulate: schedule did not finish within the time limit of " + std::to_string(cfg.time_limit_s) + " s");
 
     t += dt;
     const double q_before = q;

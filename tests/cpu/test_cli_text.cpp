@@ -21,6 +21,19 @@ using xstage::test::run_cli;
 
 namespace {
 
+// True when `s` holds a raw C1 control (U+0080..U+009F) or a bidirectional override, isolate or mark.
+bool has_terminal_active(const std::string& s) {
+  for (std::size_t i = 0; i + 1 < s.size(); ++i) {
+    const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+    if (b(i) == 0xC2 && b(i + 1) >= 0x80 && b(i + 1) <= 0x9F) return true;
+    if (i + 2 < s.size() && b(i) == 0xE2 && b(i + 1) == 0x80 && ((b(i + 2) >= 0xAA && b(i + 2) <= 0xAE) || b(i + 2) == 0x8E || b(i + 2) == 0x8F))
+      return true;
+    if (i + 2 < s.size() && b(i) == 0xE2 && b(i + 1) == 0x81 && b(i + 2) >= 0xA6 && b(i + 2) <= 0xA9) return true;
+    if (b(i) == 0xD8 && b(i + 1) == 0x9C) return true;
+  }
+  return false;
+}
+
 // Exit 2, one line under 600 bytes, no raw control byte, every fragment present.
 void expect_clean_refusal(const CliRun& r, const std::string& what, const std::vector<std::string>& fragments = {}) {
   EXPECT_EQ(r.code, 2) << what << "\nstderr: " << r.err.substr(0, 600);
@@ -29,6 +42,7 @@ void expect_clean_refusal(const CliRun& r, const std::string& what, const std::v
   for (char c : r.err.substr(0, r.err.size() - 1))
     EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7F) << what << ": raw control byte " << int(c);
   EXPECT_EQ(r.err.find("\xE2\x80\xAE"), std::string::npos) << what << ": raw right-to-left override";
+  EXPECT_FALSE(has_terminal_active(r.err)) << what << ": raw C1 control or bidirectional mark";
   for (const auto& f : fragments) EXPECT_NE(r.err.find(f), std::string::npos) << what << ": \"" << f << "\" missing: " << r.err;
 }
 
@@ -143,6 +157,14 @@ TEST(CliText, PlanNumbersWithinTheCapsOfTheFiles) {
   EXPECT_EQ(ok.out.find("inf"), std::string::npos) << ok.out;
 }
 
+// A simulation past its simulated-time limit names the arguments that sized it.
+TEST(CliText, ScheduleTimeLimitNamesTheArguments) {
+  expect_clean_refusal(run_cli("plan attn --seq 67108864 --sigma-us 1000000 --block-n 1"), "a Q-loop gap of hours",
+                       {"time limit", "--seq", "--sigma-us", "--block-n"});
+  expect_clean_refusal(run_cli("simulate --producers 16 --bytes-per-producer 32768 --gap-us 1000000 --bursts 100000"),
+                       "bursts for a day", {"time limit", "--gap-us", "--bursts"});
+}
+
 // The recurring-burst checks simulate every producer against every other: K is capped before anything is
 // allocated, naming where K came from (--producers, or the platform's largest measured K).
 TEST_F(CliTextFiles, PlanRefusesAProducerCountBeyondTheSimulationLimit) {
@@ -204,6 +226,46 @@ TEST_F(CliTextFiles, UlyssesPointBeyondTheSimulationLimitIsRefused) {
   expect_clean_refusal(run_cli("fidelity --records " + rec.string() + " --ulysses " + file.string()),
                        "model.producers 1e6", {file.string(), "points[0].model.producers"});
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+}
+
+// plan moe's word options and the kernel's name echo user text escaped and bounded; --shape is named as given.
+TEST_F(CliTextFiles, PlanMoeEchoesEscapedAndNamesTheOptionGiven) {
+  const std::string hostile[] = {"\x1b[31mRED\x1b[0m", "a\xC2\x9B" "31mb", "a\nb", std::string(120000, 'L')};
+  for (const auto& h : hostile) {
+    expect_clean_refusal(run_cli("plan moe --shape deepseek-v3 --precision " + quoted(h)), "--precision", {"--precision"});
+    expect_clean_refusal(run_cli("plan moe --shape deepseek-v3 --simulate --combine " + quoted(h)), "--combine", {"--combine"});
+    expect_clean_refusal(run_cli("plan moe --shape deepseek-v3 --simulate --routing " + quoted(h)), "--routing", {"routing"});
+    expect_clean_refusal(run_cli("plan moe --shape " + quoted(h)), "--shape", {"--shape"});
+    expect_clean_refusal(run_cli("plan moe --kernel " + quoted(h)), "--kernel", {"--kernel"});
+    expect_clean_refusal(run_cli(quoted(h)), "a command");
+  }
+  std::ifstream in(std::string(XSTAGE_SOURCE_DIR) + "/kernels/moe/builtin/deepseek-v3.json");
+  nlohmann::json k = nlohmann::json::parse(in);
+  for (const std::string name : {"\x1b[31mK\x1b[0m", "a\xC2\x9B" "31mb", "r\xE2\x80\xAEl", "b\x07" "el"}) {
+    k["name"] = name;
+    k["description"] = "d" + name;
+    const fs::path file = dir_ / "kernel.json";
+    std::ofstream(file, std::ios::trunc) << k.dump();
+    const CliRun r = run_cli("plan moe --kernel " + file.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (char c : r.out) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 && c != '\n') << "raw control byte " << int(c);
+    EXPECT_FALSE(has_terminal_active(r.out)) << r.out;
+  }
+}
+
+// A platform's name with a C1 control sequence introducer is shown escaped.
+TEST_F(CliTextFiles, PlatformNameWithC1ControlsIsEscaped) {
+  std::ifstream in(std::string(XSTAGE_SOURCE_DIR) + "/platforms/h200_x2_measured.json");
+  nlohmann::json p = nlohmann::json::parse(in);
+  p["name"] = "a\xC2\x9B" "31mb";
+  const fs::path file = dir_ / "platform.json";
+  std::ofstream(file) << p.dump();
+  for (const std::string cmd : {"plan attn", "model --producers 132 --bytes-per-producer 32768 --gap-us 2"}) {
+    const CliRun r = run_cli(cmd + " --platform " + file.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_FALSE(has_terminal_active(r.out)) << cmd;
+    EXPECT_NE(r.out.find("a\\u009B31mb"), std::string::npos) << r.out.substr(0, 300);
+  }
 }
 
 }  // namespace

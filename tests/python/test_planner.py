@@ -4,6 +4,7 @@ raise ValueError with the CLI's one-line message (CPU only)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -157,7 +158,7 @@ def test_comma_decimal_locale_of_the_host_changes_nothing():
 
 
 def test_bad_plan_moe_shape(cli):
-    expected = cli_error(cli, "plan", "moe", "--shape", "no-such-model").replace("--kernel", "kernel")
+    expected = cli_error(cli, "plan", "moe", "--shape", "no-such-model").replace("--shape", "shape")
     with pytest.raises(ValueError) as info:
         xp.plan_moe(shape="no-such-model")
     assert str(info.value) == expected
@@ -237,3 +238,30 @@ def test_simulate_bad_arguments_raise_the_cli_message_in_python_names(cli, kwarg
     with pytest.raises(ValueError) as info:
         xp.simulate(**kwargs)
     assert str(info.value) == expected
+
+
+HOSTILE_TEXT = ["\x1b[31m1", "a\x9b31mb", "r\u202el", "a\nb", "1" * 1_000_000]
+TERMINAL_ACTIVE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXT, ids=["esc", "c1-csi", "rtl", "newline", "1MB"])
+def test_errors_echo_values_bounded_and_escaped(text):
+    """Every error of the planner shows a value as the library's bounded_text does: one line, nothing a terminal
+    acts on, at most a few hundred characters whatever the value's size."""
+    calls = [lambda: xp.model(producers=text, bytes_per_producer=32768),
+             lambda: xp.model(producers=132, bytes_per_producer=32768, platform=text),
+             lambda: xp.plan_moe(shape="deepseek-v3", precision=text),
+             lambda: xp.model(producers=132, bytes_per_producer=[text] * 1000)]
+    for call in calls:
+        with pytest.raises((ValueError, TypeError)) as e:
+            call()
+        message = str(e.value)
+        assert not TERMINAL_ACTIVE.search(message), repr(message[:200])
+        assert len(message) < 600, len(message)
+
+
+def test_bounded_is_the_one_echo_helper():
+    assert xp._bounded("a\x1b[31mb\u202ec\x9bd\ne") == "a\\x1b[31mb\\u202ec\\u009bd\\ne"
+    assert xp._bounded("1" * 1_000_000) == "1" * 80 + "... (1000000 bytes)"
+    assert xp._bounded("\x1b" * 80).endswith("... (80 bytes)")  # cut between escapes, never inside one
+    assert xp._shown([1] * 100_000).endswith("... (300000 bytes)")

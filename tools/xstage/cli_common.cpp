@@ -331,13 +331,9 @@ std::string one_line(std::string_view s, std::size_t max_bytes) {
 }
 
 std::string escape_bidi(std::string t) {
-  // Bidirectional overrides and isolates reorder what a terminal shows: shown as their code points.
-  static const std::pair<const char*, const char*> kBidi[] = {
-      {"\u202A", "\\u202A"}, {"\u202B", "\\u202B"}, {"\u202C", "\\u202C"}, {"\u202D", "\\u202D"}, {"\u202E", "\\u202E"},
-      {"\u2066", "\\u2066"}, {"\u2067", "\\u2067"}, {"\u2068", "\\u2068"}, {"\u2069", "\\u2069"}};
-  for (const auto& [raw, shown] : kBidi)
-    for (std::size_t at = t.find(raw); at != std::string::npos; at = t.find(raw, at + 6)) t.replace(at, 3, shown);
-  return t;
+  // Bidirectional overrides and isolates reorder what a terminal shows, C1 controls act on it: shown as their
+  // code points (the same set bounded_text escapes).
+  return escape_terminal_active(std::move(t));
 }
 
 void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& raw_rows) {

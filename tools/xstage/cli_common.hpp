@@ -147,7 +147,8 @@ std::string platform_label(const std::string& platform_path, const model::Platfo
 // User data (names, paths, file contents) as shown on a terminal: bounded_text (one line, control bytes
 // and invalid UTF-8 escaped, cut with its size) with bidirectional overrides also escaped.
 std::string shown_text(std::string_view s, std::size_t max_chars = 80);
-// Only the bidirectional overrides and isolates escaped (for text already bounded, InputError messages).
+// Only the C1 controls and bidirectional marks escaped (for text already bounded, InputError messages):
+// escape_terminal_active of xstage/model/bounded_text.hpp.
 std::string escape_bidi(std::string text);
 // A message echoing user text, as one line of at most about `max_bytes`: control bytes, invalid UTF-8
 // and bidirectional overrides escaped, quotes kept.

@@ -122,7 +122,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   try {
     code = run_parsed(args, out, err);
   } catch (const InputError& e) {
-    err << "xstage: error: " << escape_bidi(e.what()) << "\n";
+    // The message's parts echoing user data are bounded where they are made; one_line keeps the whole one line
+    // with nothing a terminal acts on, whichever part was not.
+    err << "xstage: error: " << one_line(e.what(), 560) << "\n";
     code = 2;
   } catch (const std::filesystem::filesystem_error& e) {
     err << "xstage: error: " << shown_text(e.path1().string(), 240) << ": " << shown_text(e.code().message(), 120) << "\n";

@@ -128,9 +128,10 @@ void add_plan(CLI::App& root) {
       throw InputError("--kernel and --shape: give one (--shape NAME is --kernel NAME)");
     moe->shape_flag = m->count("--kernel") ? "--kernel" : "--shape";
     if (moe->precision && *moe->precision != "bf16" && *moe->precision != "fp8")
-      throw InputError("--precision: must be bf16 or fp8, got \"" + *moe->precision + "\"");
+      throw InputError("--precision: must be bf16 or fp8, got \"" + shown_text(*moe->precision) + "\"");
     if (moe->combine && *moe->combine != "piggyback" && *moe->combine != "epilogue" && *moe->combine != "epilogue_issuer")
-      throw InputError("--combine: must be piggyback, epilogue or epilogue_issuer, got \"" + *moe->combine + "\"");
+      throw InputError("--combine: must be piggyback, epilogue or epilogue_issuer, got \"" + shown_text(*moe->combine) +
+                       "\"");
     moe->fields = plan::description_fields(*m);
     run_moe(*moe_common, *moe);
   });

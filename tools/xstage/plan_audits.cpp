@@ -21,6 +21,7 @@
 #include "xstage/planner/moe_plan.hpp"
 #include "xstage/sim/design_check.hpp"
 #include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/simulator.hpp"
 #include "xstage/sim/trace_events.hpp"
 
 namespace xstage::cli::plan {
@@ -273,14 +274,21 @@ void run_attn(const PlanCommon& c, const AttnOptions& o) {
   const model::Platform platform = model::load_platform_or_default(c.platform);
   const model::AttentionInput in = attention_input(o, producers_or_default(c, platform));
   const model::AttentionAudit a = model::audit_attention(platform, in);
-  if (c.json) {
-    nlohmann::json j = attention_json(platform, a, in);
-    stamp_json(j, "xstage.plan.attn/1", c.platform, platform);
-    print_json(j);
-    return;
+  try {
+    if (c.json) {
+      nlohmann::json j = attention_json(platform, a, in);
+      stamp_json(j, "xstage.plan.attn/1", c.platform, platform);
+      print_json(j);
+      return;
+    }
+    out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
+    print_attention(platform, a, in);
+  } catch (const sim::TimeLimitError& e) {
+    // The as-built check simulates bursts of b_m x d x out-bytes every Q-loop gap sigma x ceil(M / b_n).
+    throw InputError(std::string(e.what()) +
+                     " (the simulated bursts are sized by --seq, --sigma-us, --block-n, --block-m, --head-dim, "
+                     "--out-bytes, --latency-us and --producers: give smaller values)");
   }
-  out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
-  print_attention(platform, a, in);
 }
 
 namespace {
@@ -406,7 +414,7 @@ nlohmann::json description_fields(const CLI::App& cmd) {
 
 model::MoeKernel moe_kernel(const MoeOptions& o) {
   model::KernelSource src = !o.shape.empty()
-                                ? model::kernel_source(o.shape)
+                                ? model::kernel_source(o.shape, o.shape_flag)
                                 : model::KernelSource{{{"schema", model::kKernelSchema}, {"kind", "moe"}, {"name", "custom"}},
                                                       "plan moe", ""};
   const auto flags = description_flags(o);
@@ -473,13 +481,15 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   }
   out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
   if (kernel) {
-    out_stream() << "kernel " << kernel->name << (kernel->description.empty() ? "" : ": " + kernel->description) << "\n"
+    // The description's texts are user data: escaped and bounded like every echo of it.
+    out_stream() << "kernel " << shown_text(kernel->name, 200)
+                 << (kernel->description.empty() ? "" : ": " + one_line(kernel->description, 1000)) << "\n"
                  << "  hidden " << kernel->hidden << ", h_inter " << kernel->h_inter << ", " << kernel->experts
                  << " experts, top-" << kernel->top_k << ", tiles " << kernel->block_m << "x" << kernel->block_n << "x"
                  << kernel->out_bytes << " B\n"
-                 << "  T_L1 " << fmt_us(in.t_l1_mma_s, 2) << " us (" << pin->t_l1_source << ")\n"
-                 << "  T_L2 " << fmt_us(in.t_l2_mma_s, 2) << " us (" << pin->t_l2_source << ")\n";
-    for (const auto& x : kernel->assumptions) out_stream() << "  assumes: " << x << "\n";
+                 << "  T_L1 " << fmt_us(in.t_l1_mma_s, 2) << " us (" << one_line(pin->t_l1_source, 1000) << ")\n"
+                 << "  T_L2 " << fmt_us(in.t_l2_mma_s, 2) << " us (" << one_line(pin->t_l2_source, 1000) << ")\n";
+    for (const auto& x : kernel->assumptions) out_stream() << "  assumes: " << one_line(x, 1000) << "\n";
   }
   print_table(kMoeHeader, {moe_row(kernel ? kernel->name : "custom", in, a)});
   out_stream() << "  stall w/i us: eq. 15's per-tile MMA stall [T_RS - T_cover]+ of that aligned burst, T_RS = T_iss0 + dT + "

@@ -45,6 +45,41 @@ inline std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   return n;
 }
 
+// Code points a terminal acts on although they are valid UTF-8: the C1 controls (U+0080..U+009F; U+009B is
+// a one-byte CSI) and the marks that reorder or redirect text (bidirectional overrides, isolates and marks).
+inline bool is_terminal_active_code_point(unsigned cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) ||
+         cp == 0x200E || cp == 0x200F || cp == 0x061C;
+}
+
+// The code point of the valid UTF-8 sequence of `n` bytes at s[i].
+inline unsigned utf8_code_point(std::string_view s, std::size_t i, std::size_t n) {
+  static constexpr unsigned kLead[] = {0, 0x7Fu, 0x1Fu, 0x0Fu, 0x07u};
+  unsigned cp = static_cast<unsigned char>(s[i]) & kLead[n];
+  for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3Fu);
+  return cp;
+}
+
+// `text` with every terminal-active code point (is_terminal_active_code_point) written as \uXXXX; the rest,
+// escaped or not, unchanged. For text already bounded (messages built from bounded parts).
+inline std::string escape_terminal_active(std::string text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const std::size_t n = c >= 0x80 ? utf8_sequence_length(text, i) : 0;
+    if (n > 0 && is_terminal_active_code_point(utf8_code_point(text, i, n))) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04X", utf8_code_point(text, i, n));
+      out += esc;
+    } else {
+      out.append(text, i, n > 0 ? n : 1);
+    }
+    i += n > 0 ? n : 1;
+  }
+  return out;
+}
+
 // Appends whole units (an escape or a character) while they fit in the budget; never splits one.
 class BoundedOut {
  public:
@@ -57,7 +92,8 @@ class BoundedOut {
     return true;
   }
   // The bytes of `s`, escaped: \n \r \t \" \\ by name, other control bytes, DEL and bytes that are
-  // not valid UTF-8 as \xNN; valid UTF-8 characters as they are.
+  // not valid UTF-8 as \xNN, C1 controls and bidirectional marks as \uXXXX; other valid UTF-8 characters
+  // as they are.
   bool put_escaped(std::string_view s) {
     for (std::size_t i = 0; i < s.size();) {
       const unsigned char c = static_cast<unsigned char>(s[i]);
@@ -70,7 +106,13 @@ class BoundedOut {
       else if (c == '"') unit = "\\\"";
       else if (c == '\\') unit = "\\\\";
       else if (c >= 0x20 && c < 0x7F) unit = s.substr(i, 1);
-      else if (const std::size_t n = c >= 0x80 ? utf8_sequence_length(s, i) : 0; n > 0) unit = s.substr(i, n), step = n;
+      else if (const std::size_t n = c >= 0x80 ? utf8_sequence_length(s, i) : 0; n > 0) {
+        step = n;
+        if (const unsigned cp = utf8_code_point(s, i, n); is_terminal_active_code_point(cp))
+          unit = std::string_view(esc, static_cast<std::size_t>(std::snprintf(esc, sizeof esc, "\\u%04X", cp)));
+        else
+          unit = s.substr(i, n);
+      }
       else unit = std::string_view(esc, static_cast<std::size_t>(std::snprintf(esc, sizeof esc, "\\x%02X", c)));
       if (!put(unit)) return false;
       i += step;
@@ -101,6 +143,8 @@ inline int json_depth(const nlohmann::json& v) {
 }
 
 }  // namespace detail
+
+using detail::escape_terminal_active;
 
 // Text (a CSV field, a file name, a key) escaped to one line and cut after about max_chars
 // characters; a cut text ends with "... (N bytes)".

@@ -101,13 +101,14 @@ std::vector<std::string> builtin_kernel_names();
 // The built-ins of one folder of kernels/moe/: "builtin" (the shapes `xstage plan` audits) or "paper".
 std::vector<std::string> builtin_kernel_names_in(std::string_view group);
 // A built-in name or a description file's path: the description's JSON object and where it came from
-// (the JSON, not yet parsed, so that flags can be laid over it before one parse).
+// (the JSON, not yet parsed, so that flags can be laid over it before one parse). `option` names the argument
+// that gave the name in the refusal of an unknown one ("--shape" for plan moe --shape).
 struct KernelSource {
   nlohmann::json json;
   std::string origin;    // "built-in NAME" or the path
   std::string base_dir;  // the file's folder, for a relative routing file
 };
-KernelSource kernel_source(const std::string& name_or_path);
+KernelSource kernel_source(const std::string& name_or_path, std::string_view option = "--kernel");
 
 namespace detail {
 // One compiled-in description file (kernels/moe/GROUP/NAME.json); the table is generated at configure time

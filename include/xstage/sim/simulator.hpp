@@ -21,7 +21,16 @@
 #include <string>
 #include <vector>
 
+#include "xstage/model/error.hpp"
+
 namespace xstage::sim {
+
+// The simulated time passed SimConfig::time_limit_s: the schedule is too long for the limit. Its callers name
+// the arguments that sized the schedule (the simulator knows only the schedule).
+class TimeLimitError : public InputError {
+ public:
+  using InputError::InputError;
+};
 
 // What a step is in the kernel, for timelines only (the simulation ignores it): kByKind reads a compute step
 // as a mainloop, a burst as epilogue stores and a wait as an operand wait; the tile schedules
