@@ -63,7 +63,8 @@ def _bounded(text: str, limit: int = 80) -> str:
     """User data or a message as errors show it: one line, control characters, C1 controls and bidirectional marks
     escaped (\\n, \\x1b, \\u202e), cut after about `limit` characters (never inside an escape) with the whole size
     noted ("... (1000000 bytes)"). The one helper of this module for every echo of a value."""
-    pieces, size = [], 0
+    pieces: list[str] = []
+    size = 0
     for c in text:
         if _TERMINAL_ACTIVE.match(c):
             c = _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x80 else f"\\u{ord(c):04x}")
