@@ -61,6 +61,11 @@ PaperRow row(std::string id, std::string source, std::string quantity, std::stri
   r.goal = goal;
   r.tolerance = tol;
   r.inputs = std::move(inputs);
+  // A quotient whose divisor is 0 on the platform given (G* = 0 where V/R <= T_iss0, say) predicts nothing.
+  if (r.predicted && !std::isfinite(*r.predicted)) {
+    r.predicted.reset();
+    r.missing = "not defined on this platform: a quantity it divides by is 0 (" + r.inputs + ")";
+  }
   return r;
 }
 

@@ -39,7 +39,7 @@ sim::SimConfig sim_config(const SimulateRequest& r, const model::Platform& platf
   cfg.drain_ramp_s = platform.knee_ramp_s;
   cfg.completion_coupled = r.completion_coupled;
   cfg.completion_latency_s = units::us_to_s(r.latency_us);
-  cfg.time_limit_s = 1e3;
+  cfg.time_limit_s = sim::kMaxSimulatedTimeS;
   cfg.record_timeline = record_timeline;
   return cfg;
 }

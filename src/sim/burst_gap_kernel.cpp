@@ -115,7 +115,7 @@ BurstGapOutcome simulate_burst_gap_kernel(const model::Platform& platform, const
   cfg.drain_rate_bytes_per_s = platform.drain_rate_at(producers);
   cfg.capacity_bytes = platform.capacity_bytes(producers).value;
   cfg.drain_ramp_s = platform.knee_ramp_s;
-  cfg.time_limit_s = 1e3;
+  cfg.time_limit_s = kMaxSimulatedTimeS;
   cfg.record_timeline = roles || timeline != nullptr;  // the slot waits are read from the timeline
   SimResult r = simulate(cfg, built.schedules);
   SimConfig free_cfg = cfg;

@@ -36,8 +36,9 @@ RecurringBurstCheck recurring_burst_check(const model::Platform& platform, int p
   cfg.drain_rate_bytes_per_s = platform.drain_rate_at(producers);
   cfg.capacity_bytes = platform.capacity_bytes(producers).value;
   cfg.drain_ramp_s = platform.knee_ramp_s;
-  cfg.time_limit_s = 10.0;
-  const SimResult r = simulate(cfg, periodic_schedules(producers, bytes_per_producer, t0, gap_s, bursts));
+  const std::vector<ProducerSchedule> schedules = periodic_schedules(producers, bytes_per_producer, t0, gap_s, bursts);
+  cfg.time_limit_s = schedule_time_bound_s(cfg, schedules);
+  const SimResult r = simulate(cfg, schedules);
   std::vector<double> first(static_cast<std::size_t>(producers), 0.0), later(static_cast<std::size_t>(producers), 0.0);
   for (const auto& b : r.bursts) {
     const double stall = std::max(0.0, b.stall_s());

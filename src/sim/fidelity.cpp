@@ -1,10 +1,12 @@
 #include "xstage/sim/fidelity.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <map>
 #include <set>
 
+#include "xstage/model/bounded_text.hpp"
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/calibration_fit.hpp"
 #include "xstage/model/error.hpp"
@@ -46,8 +48,9 @@ void predict_periodic(const model::Platform& p, FidelityPoint& pt, int bursts, c
   cfg.drain_rate_bytes_per_s = rate;
   cfg.capacity_bytes = p.capacity_bytes(r.producers).value;
   cfg.drain_ramp_s = p.knee_ramp_s;
-  cfg.time_limit_s = 1.0;
-  const SimResult res = simulate(cfg, periodic_schedules(r.producers, r.bytes_per_producer, t0, g, bursts));
+  const std::vector<ProducerSchedule> schedules = periodic_schedules(r.producers, r.bytes_per_producer, t0, g, bursts);
+  cfg.time_limit_s = schedule_time_bound_s(cfg, schedules);
+  const SimResult res = simulate(cfg, schedules);
   const SteadyState ss = producer_steady_state(res, r.producers);
   pt.sim_t_iss_s = ss.issue_time_s;
   pt.sim_t_period_s = ss.period_s;
@@ -317,6 +320,33 @@ nlohmann::json to_json(const std::vector<UlyssesRow>& rows) {
   return a;
 }
 
+namespace {
+
+// Runs one record's prediction; a simulation past its time limit names the record (its ordinal among the file's
+// records, 1-based) and the values that sized it.
+std::string record_name(const model::CalibrationRecord& r, const std::vector<model::CalibrationRecord>& records,
+                        const FidelityOptions& options) {
+  char what[200];
+  std::snprintf(what, sizeof what, ": record %zu (%s, %d producers x %.17g bytes, gap %.6g us)",
+                static_cast<std::size_t>(&r - records.data()) + 1,
+                r.mode == BurstMode::kPeriodic ? "periodic" : "isolated", r.producers, r.bytes_per_producer,
+                r.gap_s * 1e6);
+  return bounded_text(options.records_origin, 240) + what;
+}
+
+template <class F>
+void named_by_record(const model::CalibrationRecord& r, const std::vector<model::CalibrationRecord>& records,
+                     const FidelityOptions& options, F&& predict) {
+  try {
+    predict();
+  } catch (const TimeLimitError& e) {
+    throw TimeLimitError(record_name(r, records, options) + ": " + e.what() +
+                         "; its producers x bytes_per_producer and gap size it");
+  }
+}
+
+}  // namespace
+
 FidelityReport fidelity_report(const model::Platform& platform, const std::vector<model::CalibrationRecord>& records,
                                const FidelityOptions& options) {
   FidelityReport rep;
@@ -324,6 +354,11 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
   for (const auto& r : records)
     if (r.mode == BurstMode::kPeriodic && r.target == StoreTarget::kRemote && r.gap_s > 0.0)
       swept.insert({r.producers, r.bytes_per_producer});
+  // Every record's simulation is sized before any runs: K producers against each other over its bursts.
+  for (const auto& r : records)
+    if (r.target != StoreTarget::kLocal)
+      require_recurring_burst_work_within(record_name(r, records, options), r.producers,
+                                          r.mode == BurstMode::kPeriodic ? options.periodic_bursts : 1);
   std::vector<double> pm_i, pm_p, ps_i, ps_p, sm_i, sm_p, ss_i, ss_p, im, is, km, ks;
   for (const auto& r : records) {
     if (r.target == StoreTarget::kLocal) {
@@ -334,7 +369,7 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
     pt.record = r;
     pt.gap_sweep = r.mode == BurstMode::kPeriodic && swept.count({r.producers, r.bytes_per_producer}) > 0;
     if (r.mode == BurstMode::kPeriodic) {
-      predict_periodic(platform, pt, options.periodic_bursts, options.zero_gap_loops);
+      named_by_record(r, records, options, [&] { predict_periodic(platform, pt, options.periodic_bursts, options.zero_gap_loops); });
       pm_i.push_back(rel_error(pt.model_t_iss_s, r.t_iss_s));
       pm_p.push_back(rel_error(pt.model_t_period_s, r.t_period_s));
       ps_i.push_back(rel_error(pt.sim_t_iss_s, r.t_iss_s));
@@ -346,7 +381,7 @@ FidelityReport fidelity_report(const model::Platform& platform, const std::vecto
         ss_p.push_back(ps_p.back());
       }
     } else {
-      predict_isolated(platform, pt);
+      named_by_record(r, records, options, [&] { predict_isolated(platform, pt); });
       im.push_back(rel_error(pt.model_t_iss_s, r.t_iss_s));
       is.push_back(rel_error(pt.sim_t_iss_s, r.t_iss_s));
       if (r.volume_bytes() > platform.capacity_bytes(r.producers).value) {

@@ -201,7 +201,6 @@ MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const Moe
   SimConfig cfg;
   cfg.drain_rate_bytes_per_s = platform.drain_rate_bytes_per_s;
   cfg.capacity_bytes = platform.capacity_bytes(k).value;
-  cfg.time_limit_s = 10.0;
   // The order comparison was chosen and measured with the proportional share of a full path; it has
   // not been re-validated under first-come service (docs/model.md, "Simulator").
   cfg.proportional_share = true;
@@ -220,6 +219,7 @@ MoeOrderPrediction predict_moe_orders(const model::Platform& platform, const Moe
     } else {
       for (const auto& seq : orders) schedules.push_back(moe_producer_schedule(seq, costs, p.n1, p.n2_real));
     }
+    cfg.time_limit_s = schedule_time_bound_s(cfg, schedules);
     SimResult r = simulate(cfg, schedules);
     std::vector<double> stalls;
     for (const auto& b : r.bursts) stalls.push_back(std::max(0.0, b.stall_s()));

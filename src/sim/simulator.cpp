@@ -294,14 +294,29 @@ std::vector<AggregateBurst> aggregate_by_index(const SimResult& r, int producers
   return agg;
 }
 
+double schedule_time_bound_s(const SimConfig& config, const std::vector<ProducerSchedule>& schedules) {
+  double serial_s = 0.0, bytes = 0.0;
+  for (const ProducerSchedule& ps : schedules)
+    for (const Step& st : ps) {
+      serial_s += st.duration_s + st.issue_floor_s;
+      if (st.kind == Step::Kind::kBurst) {
+        bytes += st.bytes;
+        serial_s += config.completion_latency_s + config.drain_ramp_s;
+      }
+    }
+  const double drain_s = config.drain_rate_bytes_per_s > 0.0 ? bytes / config.drain_rate_bytes_per_s : 0.0;
+  return std::clamp(2.0 * (serial_s + drain_s), 1.0, kMaxSimulatedTimeS);
+}
+
 double isolated_issue_time_s(int producers, double bytes_per_producer, double issue_floor_s, double drain_rate_bytes_per_s,
                              double capacity_bytes, double drain_ramp_s) {
   SimConfig cfg;
   cfg.drain_rate_bytes_per_s = drain_rate_bytes_per_s;
   cfg.capacity_bytes = capacity_bytes;
   cfg.drain_ramp_s = drain_ramp_s;
-  cfg.time_limit_s = 1.0;
-  const SimResult res = simulate(cfg, periodic_schedules(producers, bytes_per_producer, issue_floor_s, 0.0, 1));
+  const std::vector<ProducerSchedule> schedules = periodic_schedules(producers, bytes_per_producer, issue_floor_s, 0.0, 1);
+  cfg.time_limit_s = schedule_time_bound_s(cfg, schedules);
+  const SimResult res = simulate(cfg, schedules);
   const auto agg = aggregate_by_index(res, producers);
   return agg.at(0).issue_end_s - agg.at(0).start_s;
 }

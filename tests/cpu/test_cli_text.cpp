@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "cli_fixtures.hpp"
@@ -181,6 +182,73 @@ TEST_F(CliTextFiles, PlanRefusesAProducerCountBeyondTheSimulationLimit) {
                        {file.string(), "producers"});
   EXPECT_EQ(run_cli("plan attn --seq 8192 --platform " + file.string() + " --producers 132").code, 0);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
+// A record is sized before it is simulated: K producers against each other over the fidelity's bursts, refused
+// naming the file and the record; a record of billions of bytes per producer is simulated as long as it takes
+// (the time limit follows the record's size), not refused by a fixed time limit.
+TEST_F(CliTextFiles, FidelityRecordsAreSizedAndNamed) {
+  const std::string records = std::string(XSTAGE_SOURCE_DIR) + "/results/h200-x2/calibration/records.csv";
+  std::ifstream in(records);
+  std::string header, first, rest, line;
+  std::getline(in, header);
+  std::getline(in, first);
+  while (std::getline(in, line)) rest += line + "\n";
+  auto with_first = [&](int column, const std::string& value, const std::string& name) {
+    std::vector<std::string> cols;
+    std::stringstream ss(first);
+    for (std::string c; std::getline(ss, c, ',');) cols.push_back(c);
+    cols.at(column) = value;
+    std::string row;
+    for (const auto& c : cols) row += (row.empty() ? "" : ",") + c;
+    const fs::path f = dir_ / name;
+    std::ofstream(f) << header << "\n" << row << "\n" << rest;
+    return f.string();
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string many = with_first(2, "100000", "many_producers.csv");
+  expect_clean_refusal(run_cli("fidelity --records " + many), "a record of 1e5 producers",
+                       {many, "record 1", "100000 producers", "647 producers"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  const CliRun big = run_cli("fidelity --json --records " + with_first(3, "4294967428", "big_bytes.csv"));
+  ASSERT_EQ(big.code, 0) << big.err;
+  const auto j = nlohmann::json::parse(big.out);
+  ASSERT_TRUE(j.contains("points")) << big.out.substr(0, 400);
+  EXPECT_EQ(j["points"][0]["bytes_per_producer"].get<double>(), 4294967428.0);
+  // 16 producers x 4.3 GB at the platform's drain: about 0.16 s per burst, 40 bursts past the old 1 s limit.
+  EXPECT_GT(j["points"][0]["sim_t_iss_us"].get<double>(), 1e5);
+}
+
+// fidelity --folds takes 2..10 and says so under its own name.
+TEST(CliText, FidelityFoldsRange) {
+  const std::string records = std::string(XSTAGE_SOURCE_DIR) + "/results/h200-x2/calibration/records.csv";
+  for (const char* folds : {"1", "11", "+70"})
+    expect_clean_refusal(run_cli("fidelity --cross-validate --records " + records + " --folds " + folds),
+                         std::string("--folds ") + folds, {"--folds", "[2, 10]"});
+}
+
+// paper on a platform where a published ratio's divisor is 0 (G* = 0 at a drain of 1e6 GB/s) prints no inf: the
+// row is not predicted, and says why.
+TEST_F(CliTextFiles, PaperRowWithAZeroDivisorIsNotPredicted) {
+  std::ifstream in(std::string(XSTAGE_SOURCE_DIR) + "/platforms/paper_8gpu_148sm.json");
+  nlohmann::json p = nlohmann::json::parse(in);
+  p["drain_rate_gbps"] = 1e6;
+  const fs::path file = dir_ / "fast.json";
+  std::ofstream(file) << p.dump();
+  const CliRun text = run_cli("paper --only knee --platform " + file.string());
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_EQ(text.out.find(" inf"), std::string::npos) << text.out;
+  const CliRun js = run_cli("paper --only knee --json --platform " + file.string());
+  ASSERT_EQ(js.code, 0) << js.err;
+  bool found = false;
+  const nlohmann::json report = nlohmann::json::parse(js.out);
+  for (const auto& row : report.at("rows"))
+    if (row["id"] == "s4.3.qloop_over_g_star") {
+      found = true;
+      EXPECT_TRUE(!row.contains("predicted") || row["predicted"].is_null()) << row.dump();
+      EXPECT_NE(row.value("missing", "").find("not defined on this platform"), std::string::npos) << row.dump();
+    }
+  EXPECT_TRUE(found);
 }
 
 // A records file is capped at kMaxRecords rows, refused at the first row past it (fit and fidelity).

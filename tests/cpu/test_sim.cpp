@@ -156,6 +156,27 @@ TEST(Simulator, BadInput) {
   EXPECT_THROW(sim::simulate({1e9, 1e6, false, 0, 1e-3}, {{sim::Step::compute(1.0)}}), InputError);
 }
 
+// The time bound of a fixed-size simulation covers the schedule (serial steps plus drain), at least 1 s and at most
+// kMaxSimulatedTimeS: a long but progressing schedule finishes, one longer than the cap is TimeLimitError.
+TEST(Simulator, ScheduleTimeBoundCoversTheSchedule) {
+  sim::SimConfig cfg{400e9, 2e6, false, 0, 1};
+  const auto small = sim::periodic_schedules(8, 65536, 1e-6, 2e-6, 10);
+  EXPECT_EQ(sim::schedule_time_bound_s(cfg, small), 1.0);
+  // 16 producers x 4.3 GB over 40 bursts: about 7 s of drain, past the 1 s a record's simulation used to get.
+  const auto big = sim::periodic_schedules(16, 4294967428.0, 1e-6, 0.0, 40);
+  cfg.time_limit_s = sim::schedule_time_bound_s(cfg, big);
+  const double drain_s = 40 * 16 * 4294967428.0 / 400e9;
+  EXPECT_GE(cfg.time_limit_s, drain_s);
+  const sim::SimResult r = sim::simulate(cfg, big);
+  EXPECT_NEAR(r.makespan_s, drain_s, 1e-3 * drain_s);
+  EXPECT_LT(r.makespan_s, cfg.time_limit_s);
+  // Longer than the cap: the bound is the cap and the simulation stops there, named as a time limit.
+  const auto huge = sim::periodic_schedules(16, 1e12, 1e-6, 0.0, 40);
+  cfg.time_limit_s = sim::schedule_time_bound_s(cfg, huge);
+  EXPECT_EQ(cfg.time_limit_s, sim::kMaxSimulatedTimeS);
+  EXPECT_THROW(sim::simulate(cfg, huge), sim::TimeLimitError);
+}
+
 TEST(ScheduleFile, ExpandsGroupsAndMatchesThePeriodicSchedule) {
   const model::Platform platform = model::default_platform();
   const auto j = nlohmann::json::parse(R"({"schema": "xstage.schedule/1", "producers": [

@@ -39,6 +39,7 @@ void run_fidelity(const FidelityOptions& o) {
   const auto records = model::load_records_csv(o.records);
   sim::FidelityOptions fo;
   if (!o.raw.empty()) fo.zero_gap_loops = sim::load_zero_gap_loops(o.raw);
+  fo.records_origin = o.records;
   const sim::FidelityReport rep = sim::fidelity_report(platform, records, fo);
   nlohmann::json j = sim::to_json(rep);
   stamp_json(j, "xstage.fidelity/1", o.platform, platform);
@@ -171,7 +172,7 @@ void add_fidelity(CLI::App& root) {
   cmd->add_flag("--cross-validate", o->cross_validate,
                 "Also refit the platform on part of the records and predict the rest (k-fold, leave one K, B or gap sweep "
                 "out), as `xstage fit` fits, under the platform's physical_bounds: held-out errors beside in-sample ones");
-  cmd->add_option("--folds", o->folds, "folds of the k-fold scheme (2..10; default 2)");
+  cmd->add_option("--folds", o->folds, "folds of the k-fold scheme (2..10; default 2)")->check(in_range(2, 10));
   add_out_option(cmd, o->out, "Also write the JSON report to this file");
   add_force_option(cmd, o->force);
   add_json_option(cmd, o->json);

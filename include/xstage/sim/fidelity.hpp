@@ -57,6 +57,8 @@ struct FidelityOptions {
   // With these, a zero-gap record's gap is its measured loop gap + h (burst_overhead); without,
   // the platform's zero_gap_overhead.
   std::vector<ZeroGapLoop> zero_gap_loops;
+  // Where the records came from (a file name), in the messages that name a record: "FILE: record 3 (...)".
+  std::string records_origin = "records";
 };
 
 // Eq. 15 on a traced MoE kernel (the paper's Table 2): per traced schedule with remote Combine

@@ -132,6 +132,17 @@ struct SimResult {
 // Throws xstage::InputError for a bad configuration or schedule.
 SimResult simulate(const SimConfig& config, const std::vector<ProducerSchedule>& schedules);
 
+// The longest simulated time any simulation may cover (about 17 minutes): past it the microsecond events of a
+// schedule are no longer resolved in double precision well enough to tell a stall from none.
+inline constexpr double kMaxSimulatedTimeS = 1e3;
+
+// The simulated-time limit (SimConfig::time_limit_s) of a fixed-size simulation (a calibration record, a
+// recurring-burst check, a MoE layer's orders): twice the span with every step of every producer run one after
+// another (compute, issue floors, the completion latency and a drain ramp per burst) plus every byte drained at R,
+// at least 1 s and at most kMaxSimulatedTimeS. A schedule that progresses finishes within it unless it is longer
+// than kMaxSimulatedTimeS; then TimeLimitError, which the callers name by the inputs that sized it.
+double schedule_time_bound_s(const SimConfig& config, const std::vector<ProducerSchedule>& schedules);
+
 // K identical producers: `bursts` × (burst of B bytes, then a gap of G), the microbenchmark's pattern.
 std::vector<ProducerSchedule> periodic_schedules(int producers, double bytes_per_producer, double issue_floor_s,
                                                  double gap_s, int bursts);
