@@ -8,6 +8,7 @@
 
 #include "xstage/model/error.hpp"
 #include "xstage/model/units.hpp"
+#include "xstage/sim/simulator.hpp"
 
 namespace xstage::sim {
 
@@ -88,16 +89,22 @@ CvScheme run_scheme(const std::string& name, const std::vector<CalibrationRecord
     const std::set<std::size_t> out(held.begin(), held.end());
     std::vector<CalibrationRecord> train, test;
     for (std::size_t i = 0; i < records.size(); ++i) (out.count(i) ? test : train).push_back(records[i]);
+    // A fold whose training part cannot be fitted, or whose fit cannot predict its held-out part (no isolated
+    // record left to fit a capacity from, say), is listed as failed with the reason; the other folds stand.
     model::FitResult fit;
+    std::vector<CvPoint> predicted;
     try {
       fit = model::fit_platform(train, o.fit);
       if (fit.platform.issue_floor.empty()) throw InputError("no issue floor could be fitted");
+      predicted = predict(fit.platform, test, o.fidelity, fold);
+    } catch (const TimeLimitError&) {
+      throw;  // sized by the records themselves, not by the fold: named by fidelity_report
     } catch (const InputError& e) {
       s.failed.push_back({fold, static_cast<int>(test.size()), e.what()});
       continue;
     }
     s.max_fitted_rate_bytes_per_s = std::max(s.max_fitted_rate_bytes_per_s, max_rate(fit.platform));
-    for (auto& p : predict(fit.platform, test, o.fidelity, fold)) {
+    for (auto& p : predicted) {
       c.add(p);
       s.points.push_back(std::move(p));
     }

@@ -227,6 +227,23 @@ TEST(CliText, FidelityFoldsRange) {
                          std::string("--folds ") + folds, {"--folds", "[2, 10]"});
 }
 
+// A fold whose fit cannot predict its held-out part (leaving out the only K with isolated records leaves no
+// capacity to fit) is listed as failed with the reason; the command still reports the other folds.
+TEST_F(CliTextFiles, CrossValidationListsAFoldThatCannotPredict) {
+  std::ifstream in(std::string(XSTAGE_SOURCE_DIR) + "/tests/fuzz/corpus/records", std::ios::binary);
+  std::string seed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const fs::path records = dir_ / "records.csv";
+  std::ofstream(records, std::ios::binary) << seed.substr(1);  // the fuzz seed without its loader selector
+  const CliRun r = run_cli("fidelity --json --cross-validate --folds 10 --records " + records.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  bool failed_fold = false;
+  for (const auto& scheme : j.at("cross_validation").at("schemes"))
+    for (const auto& f : scheme.value("failed_folds", nlohmann::json::array()))
+      failed_fold |= f.dump().find("capacity") != std::string::npos;
+  EXPECT_TRUE(failed_fold) << r.out.substr(0, 2000);
+}
+
 // paper on a platform where a published ratio's divisor is 0 (G* = 0 at a drain of 1e6 GB/s) prints no inf: the
 // row is not predicted, and says why.
 TEST_F(CliTextFiles, PaperRowWithAZeroDivisorIsNotPredicted) {
