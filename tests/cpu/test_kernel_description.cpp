@@ -169,7 +169,7 @@ TEST(PlanMoeDescription, StagingReachesTheSimulation) {
 
 TEST(PlanMoeDescription, IneffectiveFlagCombinationsNameBothFlags) {
   expect_one_line_error(run_cli("plan moe --shape glm-4.5 --tile-bytes 32768"), "--tile-bytes", "--shape");
-  expect_one_line_error(run_cli("plan moe --shape glm-4.5 --ranks 4"), "--ranks", "--simulate");
+  expect_one_line_error(run_cli("plan moe --shape glm-4.5 --tokens 4096"), "--tokens", "--simulate");
   expect_one_line_error(run_cli("plan moe --shape glm-4.5 --simulate --cover-slots 3"), "cover_slots", "combine");
   expect_one_line_error(run_cli("plan moe --shape glm-4.5 --kernel glm-4.5"), "--kernel", "--shape");
   expect_one_line_error(run_cli("plan moe --shape glm-4.5 --t-l1-us 5 --t-l2-us 5 --sm-tflops 5"), "sm_tflops",
@@ -228,6 +228,29 @@ TEST(PlanMoeDescription, TextNamesTheAlignedBurstOfItsVerdictColumn) {
 
 // plan moe --simulate --trace is bounded: a timeline too large for the trace document is refused after the
 // simulation, before the document is built, and nothing is written.
+// plan moe ends in what to act on, like each row of `plan`: the as-built checks of both orders for the kernel's
+// ranks and Combine mode, the same verdict `plan` gives a built-in shape at its defaults.
+TEST(PlanMoeDescription, OneKernelHasAnActOnVerdict) {
+  const json one = plan_json("--shape qwen3-235b-a22b --precision fp8");
+  json row;
+  const CliRun all = run_cli("plan --json");
+  ASSERT_EQ(all.code, 0) << all.err;
+  const json plan = json::parse(all.out);
+  for (const auto& m : plan.at("moe"))
+    if (m["name"] == "qwen3-235b-a22b" && m["precision"] == "fp8") row = m;
+  ASSERT_FALSE(row.is_null());
+  EXPECT_EQ(one.at("act_on"), row.at("act_on"));
+  EXPECT_EQ(one.at("wave_as_built").at("ranks"), 2);
+  EXPECT_EQ(one.at("wave_as_built").at("combine"), "piggyback");
+  // Eight ranks and an epilogue Combine: 7/8 of the tile in one burst per Linear-2 tile, a different check.
+  const json eight = plan_json("--shape qwen3-235b-a22b --precision fp8 --ranks 8 --combine epilogue");
+  EXPECT_DOUBLE_EQ(eight["wave_as_built"]["chunk_bytes"].get<double>(),
+                   one["wave_as_built"]["chunk_bytes"].get<double>() * 16 * 7 / 8);  // (1/2)/8 of a tile -> 7/8
+  const CliRun text = run_cli("plan moe --shape qwen3-235b-a22b --precision fp8");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("act on: " + one["act_on"]["text"].get<std::string>()), std::string::npos) << text.out;
+}
+
 TEST(PlanMoeDescription, TraceOverTheSpanLimitIsRefusedAndWritesNothing) {
   const auto out = std::filesystem::temp_directory_path() / ("xstage_kd_big_" + std::to_string(::getpid()) + ".json");
   std::filesystem::remove(out);

@@ -97,7 +97,7 @@ void add_plan(CLI::App& root) {
   m->add_option("--n1", moe->n1, "tile-level form: Linear-1 tiles per cycle")->check(kPositive)->check(kTilesPerCycle);
   m->add_option("--n2", moe->n2, "tile-level form: Linear-2 tiles per cycle")->check(kPositive)->check(kTilesPerCycle);
   m->add_flag("--simulate", moe->simulate, "simulate the expert-wave and interleaved orders for one routing of rank 0");
-  m->add_option("--ranks", moe->ranks, "expert-parallel ranks (--simulate; default 2)")->check(kRankCount);
+  m->add_option("--ranks", moe->ranks, "expert-parallel ranks: the remote share (N-1)/N of the as-built verdict and --simulate (default 2)")->check(kRankCount);
   m->add_option("--tokens", moe->tokens, "tokens per rank (--simulate; default 8192)")->check(kPositive);
   m->add_option("--routing", moe->routing,
                 "balanced, skewed (Zipf) or a routing file (xstage.routing/1) (--simulate; default balanced)");
@@ -112,7 +112,7 @@ void add_plan(CLI::App& root) {
                 "experts per wave of the expert-wave order (0, the default: a quarter of the local experts)")
       ->check(in_range(0, 1 << 20));
   m->add_option("--combine", moe->combine,
-                "how the simulated kernel issues a Linear-2 tile's Combine: piggyback (xstage's fused kernel, default: "
+                "how the kernel issues a Linear-2 tile's Combine (the as-built verdict and --simulate): piggyback (xstage's fused kernel, default: "
                 "one chunk per k-step of the next tiles), epilogue (one burst after the tile, on the producer) or "
                 "epilogue_issuer (a separate epilogue issuer with --cover-slots accumulator slots, MegaMoE's)");
   m->add_option("--cover-slots", moe->cover_slots,

@@ -226,23 +226,31 @@ std::vector<std::string> moe_row(const std::string& name, const model::MoeInput&
 const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT wave us", "dT int us",
                                              "stall w/i us", "eq.14", "D_knee", "aligned w -> i (eq. 10)"};
 
-// As built, MoE: the fused kernel's piggybacked Combine on the two ranks of the default plan ((N - 1)/N of
-// a tile remote), in moe::kFusedCombineChunks chunks over the next tile's k-steps, one Linear-2 tile per
-// gap: G_wave in the expert-wave order, G_int (eq. 12) in the interleaved one.
+// As built, MoE: a Linear-2 tile's Combine on N ranks ((N - 1)/N of the tile remote), one Linear-2 tile per gap
+// (G_wave in the expert-wave order, G_int of eq. 12 in the interleaved one). The fused kernel's piggybacked
+// Combine issues it in moe::kFusedCombineChunks chunks over the next tile's k-steps; an epilogue Combine issues
+// the tile's share as one burst after the tile. `plan` models the fused kernel on kPlanRanks ranks.
 constexpr int kPlanRanks = 2;
+struct MoeAsBuilt {
+  int ranks = kPlanRanks;
+  int chunks = moe::kFusedCombineChunks;  // bursts per Linear-2 tile
+  std::string combine = "piggyback";
+};
+
 sim::RecurringBurstCheck moe_as_built(const model::Platform& platform, int producers, const model::MoeInput& in,
-                                      double gap_per_l2_tile_s) {
-  const double chunk = sim::moe_remote_share(kPlanRanks) * in.tile_bytes / moe::kFusedCombineChunks;
-  const double step = gap_per_l2_tile_s / moe::kFusedCombineChunks;
+                                      double gap_per_l2_tile_s, const MoeAsBuilt& b) {
+  const double chunk = sim::moe_remote_share(b.ranks) * in.tile_bytes / b.chunks;
+  const double step = gap_per_l2_tile_s / b.chunks;
   return sim::recurring_burst_check(platform, producers, chunk,
                                     std::max(0.0, step - platform.issue_floor_s(producers, chunk).value), 24);
 }
 
-ActOn moe_act_on(const sim::RecurringBurstCheck& wave, const sim::RecurringBurstCheck& inter, bool datasheet_rate) {
+ActOn moe_act_on(const sim::RecurringBurstCheck& wave, const sim::RecurringBurstCheck& inter, bool datasheet_rate,
+                 int chunks) {
   ActOn a;
   a.stall_unit = "Linear-2 tile";
   a.datasheet_rate = datasheet_rate;
-  const double per_tile = moe::kFusedCombineChunks;
+  const double per_tile = chunks;
   const double w = wave.steady_stall_s * per_tile, i = inter.steady_stall_s * per_tile;
   const bool w_keep = wave.action == model::DesignAction::kKeep;
   const bool i_keep = inter.action == model::DesignAction::kKeep;
@@ -266,6 +274,32 @@ ActOn moe_act_on(const sim::RecurringBurstCheck& wave, const sim::RecurringBurst
   }
   if (datasheet_rate) a.text += " (datasheet rate)";
   return a;
+}
+
+// Both orders' as-built checks of one MoE layer and what to act on: the JSON keys of `plan` and `plan moe`
+// (wave_as_built, interleaved_as_built, act_on) added to `j`, and the text cells (stall pairs and the verdict).
+struct MoeVerdict {
+  ActOn act;
+  std::string stalls;  // "first/steady | first/steady" us, per Linear-2 tile
+};
+MoeVerdict moe_verdict(const model::Platform& platform, int producers, const model::MoeInput& in,
+                       const model::MoeAudit& a, bool datasheet, const MoeAsBuilt& b, nlohmann::json& j) {
+  const sim::RecurringBurstCheck wave = moe_as_built(platform, producers, in, a.wave_gap_s, b);
+  const sim::RecurringBurstCheck inter = moe_as_built(platform, producers, in, a.interleaved_gap_s, b);
+  const double chunk = sim::moe_remote_share(b.ranks) * in.tile_bytes / b.chunks;
+  for (const auto& [key, check, gap] : {std::tuple{"wave_as_built", wave, a.wave_gap_s},
+                                        std::tuple{"interleaved_as_built", inter, a.interleaved_gap_s}}) {
+    j[key] = as_built_json(check);
+    j[key]["ranks"] = b.ranks;
+    j[key]["combine"] = b.combine;
+    j[key]["chunk_bytes"] = chunk;
+    j[key]["gap_per_l2_tile_us"] = units::s_to_us(gap);
+    j[key]["steady_stall_per_l2_tile_us"] = units::s_to_us(check.steady_stall_s * b.chunks);
+  }
+  MoeVerdict v{moe_act_on(wave, inter, datasheet, b.chunks),
+               stall_pair(wave, b.chunks) + " | " + stall_pair(inter, b.chunks)};
+  j["act_on"] = to_json(v.act);
+  return v;
 }
 
 }  // namespace
@@ -343,10 +377,9 @@ void check_moe_flags(const MoeOptions& o) {
   }
   if (!o.simulate) {
     const std::pair<const char*, bool> sim_only[] = {
-        {"--ranks", bool(o.ranks)},       {"--tokens", bool(o.tokens)},           {"--routing", bool(o.routing)},
-        {"--zipf-s", bool(o.zipf_s)},     {"--lead-rows", bool(o.lead_rows)},     {"--experts-per-wave", bool(o.experts_per_wave)},
-        {"--combine", bool(o.combine)},   {"--cover-slots", bool(o.cover_slots)}, {"--trace", !o.trace.empty()},
-        {"--force", o.force}};
+        {"--tokens", bool(o.tokens)},     {"--routing", bool(o.routing)},         {"--zipf-s", bool(o.zipf_s)},
+        {"--lead-rows", bool(o.lead_rows)}, {"--experts-per-wave", bool(o.experts_per_wave)},
+        {"--cover-slots", bool(o.cover_slots)}, {"--trace", !o.trace.empty()}, {"--force", o.force}};
     for (const auto& [flag, set] : sim_only)
       if (set) refuse(flag, "has no effect without --simulate (it describes the simulated launch)");
   }
@@ -453,6 +486,15 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   if (!o.trace.empty()) check_output_path("--trace", o.trace, o.force, inputs);
   const model::MoeInput in = pin ? pin->input : tile_level_input(o, producers);
   const model::MoeAudit a = model::audit_moe(platform, in);
+  // As built: the description's ranks and Combine mode (--ranks and --combine set them; the tile-level form: the
+  // flags, else the fused kernel on kPlanRanks ranks).
+  MoeAsBuilt built;
+  built.ranks = kernel ? kernel->ranks : o.ranks.value_or(kPlanRanks);
+  built.combine = kernel ? kernel->combine : o.combine.value_or("piggyback");
+  built.chunks = built.combine == "piggyback" ? moe::kFusedCombineChunks : 1;
+  const bool datasheet = pin && pin->estimated() && std::string_view(pin->rate.source) == "datasheet";
+  nlohmann::json verdict_json = nlohmann::json::object();
+  const MoeVerdict verdict = moe_verdict(platform, producers, in, a, datasheet, built, verdict_json);
   nlohmann::json simulated;
   sim::MoeOrderTimelines timelines;
   if (o.simulate) simulated = planner::simulate_moe_orders(platform, *kernel, *pin, producers, o.trace.empty() ? nullptr : &timelines);
@@ -462,6 +504,7 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   if (!o.trace.empty()) write_moe_trace(o, *kernel, simulated, timelines, inputs);
   if (c.json) {
     nlohmann::json j = model::to_json(a);
+    j.update(verdict_json);
     if (o.simulate) j["simulated"] = simulated;
     stamp_json(j, "xstage.plan.moe/1", c.platform, platform);
     j["input"] = {{"tile_bytes", in.tile_bytes}, {"active_producers", in.active_producers},
@@ -496,6 +539,9 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
                   "staging, T_cover = T_L2 (wave) or T_L1 (interleaved); closed form\n";
   out_stream() << "  " << kMoeLegend[0].column << ": " << kMoeLegend[0].models
                << (o.simulate ? "" : "; --simulate runs both orders as built") << "\n";
+  out_stream() << "\nas built (" << built.combine << " Combine, " << built.ranks << " ranks, " << built.chunks
+               << (built.chunks == 1 ? " burst" : " bursts") << " per Linear-2 tile), stall w | i us (first/steady): "
+               << verdict.stalls << "\nact on: " << verdict.act.text << "\n";
   if (o.simulate) {
     out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << simulated["tokens_per_rank"].get<long long>()
                  << " tokens/rank over " << kernel->ranks << " ranks, K = " << simulated["producers"].get<int>()
@@ -636,26 +682,14 @@ void run_default(const PlanCommon& c) {
       mj["source"] = s.source;
       mj["t_l1_mma_us"] = units::s_to_us(in.t_l1_mma_s);
       mj["t_l2_mma_us"] = units::s_to_us(in.t_l2_mma_s);
-      const sim::RecurringBurstCheck wave = moe_as_built(platform, k, in, a.wave_gap_s);
-      const sim::RecurringBurstCheck inter = moe_as_built(platform, k, in, a.interleaved_gap_s);
-      const double chunk = sim::moe_remote_share(kPlanRanks) * in.tile_bytes / moe::kFusedCombineChunks;
-      for (const auto& [key, b, gap] : {std::tuple{"wave_as_built", wave, a.wave_gap_s},
-                                        std::tuple{"interleaved_as_built", inter, a.interleaved_gap_s}}) {
-        mj[key] = as_built_json(b);
-        mj[key]["chunk_bytes"] = chunk;
-        mj[key]["gap_per_l2_tile_us"] = units::s_to_us(gap);
-        mj[key]["steady_stall_per_l2_tile_us"] = units::s_to_us(b.steady_stall_s * moe::kFusedCombineChunks);
-      }
-      const ActOn act = moe_act_on(wave, inter, datasheet);
-      mj["act_on"] = to_json(act);
+      const MoeVerdict v = moe_verdict(platform, k, in, a, datasheet, MoeAsBuilt{}, mj);
       j["moe"].push_back(mj);
       rows.push_back({std::string(s.name) + " " + precision, fmt_mib(a.volume_bytes, 2),
                       fmt_us(in.t_l1_mma_s, 2) + "/" + fmt_us(in.t_l2_mma_s, 2), fmt_num(in.n1, 0) + "/" + fmt_num(in.n2, 0),
                       fmt_us(a.wave_issue_overhead_s, 2) + "/" + fmt_us(a.interleaved_issue_overhead_s, 2),
                       a.interleaving_sufficient ? "yes" : "no", std::to_string(a.lead_knee_rows),
                       verdict_text(a.wave_verdict) + " -> " + verdict_text(a.interleaved_verdict),
-                      stall_pair(wave, moe::kFusedCombineChunks) + " | " + stall_pair(inter, moe::kFusedCombineChunks),
-                      act.text});
+                      v.stalls, v.act.text});
     }
   }
   if (c.json) {
