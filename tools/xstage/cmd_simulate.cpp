@@ -49,6 +49,10 @@ planner::SimulateHooks trace_hooks(const SimOptions& o) {
 // per producer, written like every other output file.
 void write_trace(const SimOptions& o, const sim::SimResult& r, const model::Platform& platform, nlohmann::json run) {
   if (o.trace.empty()) return;
+  // Checked again on what the simulation recorded: every span and every path-occupancy sample is a trace event.
+  require_work_within("simulate --trace: the recorded timeline",
+                      static_cast<double>(r.timeline.size() + r.occupancy.size()), kMaxTraceSpans,
+                      "timeline spans and counter samples", kBytesPerTraceSpan);
   stamp_json(run, "xstage.simulate/1", o.platform, platform);
   const nlohmann::json trace = sim::chrome_trace(r, {}, run);
   write_file_atomically(o.trace, trace.dump() + "\n", o.force, {o.platform, o.schedule, o.kernel}, "--trace");

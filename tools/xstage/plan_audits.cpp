@@ -400,9 +400,11 @@ constexpr double kBytesPerMoeTraceSpan = 2100;
 
 void write_moe_trace(const MoeOptions& o, const model::MoeKernel& k, const nlohmann::json& simulated,
                      const sim::MoeOrderTimelines& t, const std::vector<std::string>& inputs) {
-  const double spans = static_cast<double>(t.wave.timeline.size() + t.interleaved.timeline.size());
+  // Each span and each sample of the path-occupancy counter becomes a trace event.
+  const double spans = static_cast<double>(t.wave.timeline.size() + t.interleaved.timeline.size() +
+                                           t.wave.occupancy.size() + t.interleaved.occupancy.size());
   require_work_within("plan moe --simulate --trace: both orders' timelines", spans, kMaxMoeTraceSpans,
-                      "timeline spans", kBytesPerMoeTraceSpan);
+                      "timeline spans and counter samples", kBytesPerMoeTraceSpan);
   const bool roles = k.combine == "epilogue_issuer";
   nlohmann::json trace;
   int pid = 0;
