@@ -8,6 +8,14 @@
 #include <string>
 
 #include "xstage/c_api.h"
+#include "xstage/model/error.hpp"
+#if XSTAGE_CAPI_HAVE_CUDA
+#include "xstage/gpu/check.hpp"
+#endif
+#if XSTAGE_CAPI_HAVE_DIST
+#include "xstage/c_api_dist.h"
+#include "xstage/comm/team.hpp"
+#endif
 
 namespace xstage::capi {
 
@@ -29,6 +37,29 @@ int guarded(Body&& body) noexcept {
   } catch (...) {
     return fail(XSTAGE_ERR_INTERNAL, "unknown C++ exception");
   }
+}
+
+// Runs an entry point of a GPU layer (MoE, teams, Ulysses), `guarded`, with the C++ API's exceptions as statuses:
+// bad input (InputError) VALUE, or UNSUPPORTED where it names a device the kernels are not built for (sm_90a); a
+// team's bounded wait that gave up (comm::TeamTimeout) TIMEOUT; a CUDA or NCCL failure (gpu::DeviceError) CUDA.
+template <class Body>
+int guarded_layer(Body&& body) noexcept {
+  return guarded([&]() -> int {
+    try {
+      return body();
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      return fail(what.find("sm_90a") != std::string::npos ? XSTAGE_ERR_UNSUPPORTED : XSTAGE_ERR_VALUE, what);
+#if XSTAGE_CAPI_HAVE_DIST
+    } catch (const comm::TeamTimeout& e) {
+      return fail(XSTAGE_ERR_TIMEOUT, e.what());
+#endif
+#if XSTAGE_CAPI_HAVE_CUDA
+    } catch (const gpu::DeviceError& e) {
+      return fail(XSTAGE_ERR_CUDA, e.what());
+#endif
+    }
+  });
 }
 
 // "bfloat16", "float32", "int64", ... for messages.

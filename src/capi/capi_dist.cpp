@@ -39,24 +39,6 @@ int unavailable() {
               "xstage was built without the distributed layer (needs CUDA and NCCL at build time)");
 }
 
-// The distributed layer's exceptions as statuses: bad input, a timed-out wait, a CUDA/NCCL failure.
-template <class Body>
-int guarded_dist(Body&& body) noexcept {
-  return guarded([&]() -> int {
-    try {
-      return body();
-    } catch (const InputError& e) {
-      return fail(XSTAGE_ERR_VALUE, e.what());
-#if XSTAGE_CAPI_HAVE_DIST
-    } catch (const comm::TeamTimeout& e) {
-      return fail(XSTAGE_ERR_TIMEOUT, e.what());
-    } catch (const gpu::DeviceError& e) {
-      return fail(XSTAGE_ERR_CUDA, e.what());
-#endif
-    }
-  });
-}
-
 #if XSTAGE_CAPI_HAVE_DIST
 
 // Restores the calling thread's current device when the call ends (the work runs on the team's GPU).
@@ -133,7 +115,7 @@ int xstage_dist_available(void) { return XSTAGE_CAPI_HAVE_DIST; }
 
 int xstage_ulysses_shard_info(int64_t seq, int world, int rank, int64_t out[4]) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
     if (!out) return fail(XSTAGE_ERR_VALUE, "out: null");
     const int64_t probe = seq >= world && world >= 1 && seq <= (int64_t(1) << 30)
                               ? xstage::attn::a2a_local_len(int(seq), world, rank < 0 ? 0 : rank)
@@ -151,7 +133,7 @@ int xstage_ulysses_shard_info(int64_t seq, int world, int rank, int64_t out[4]) 
 
 int xstage_ulysses_split_check(const int64_t* local_lens, int world) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
     if (!local_lens || world < 1) return fail(XSTAGE_ERR_VALUE, "local_lens: null or world " + std::to_string(world));
     const std::string why = xstage::ulysses::ulysses_split_error(std::vector<int64_t>(local_lens, local_lens + world));
     return why.empty() ? ok() : fail(XSTAGE_ERR_VALUE, why);
@@ -160,7 +142,7 @@ int xstage_ulysses_split_check(const int64_t* local_lens, int world) {
 
 int xstage_ulysses_heads_check(int64_t heads, int world) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
     const std::string why = xstage::ulysses::ulysses_heads_error(heads, world);
     return why.empty() ? ok() : fail(XSTAGE_ERR_VALUE, why);
   });
@@ -168,7 +150,7 @@ int xstage_ulysses_heads_check(int64_t heads, int world) {
 
 int xstage_dist_unique_id(uint8_t* out, int64_t size) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
     if (!out || size != XSTAGE_NCCL_UNIQUE_ID_BYTES)
       return fail(XSTAGE_ERR_VALUE, "unique id buffer: size " + std::to_string(size) + " (accepted: " +
                                         std::to_string(XSTAGE_NCCL_UNIQUE_ID_BYTES) + ")");
@@ -186,7 +168,7 @@ int xstage_dist_unique_id(uint8_t* out, int64_t size) {
 int xstage_team_create(const uint8_t* id, int64_t id_size, int rank, int world, int device, double timeout_s,
                        xstage_team** out) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
     if (!out) return fail(XSTAGE_ERR_VALUE, "out: null");
     *out = nullptr;
     if (!id || id_size != XSTAGE_NCCL_UNIQUE_ID_BYTES)
@@ -212,7 +194,7 @@ int xstage_team_create(const uint8_t* id, int64_t id_size, int rank, int world, 
 
 int xstage_team_destroy(xstage_team* team) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
 #if XSTAGE_CAPI_HAVE_DIST
     DeviceGuard guard;
     delete team;
@@ -233,7 +215,7 @@ int xstage_ulysses_create_with_precision(xstage_team* team, int64_t max_seq_loca
                                          int64_t max_joint, double wait_timeout_s, int precision,
                                          xstage_ulysses** out) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
     if (!out) return fail(XSTAGE_ERR_VALUE, "out: null");
     *out = nullptr;
 #if XSTAGE_CAPI_HAVE_DIST
@@ -276,7 +258,7 @@ int xstage_ulysses_reserve(xstage_ulysses* u, int64_t max_seq_local, int64_t max
 int xstage_ulysses_reserve_with_precision(xstage_ulysses* u, int64_t max_seq_local, int64_t max_joint,
                                           int precision) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
     if (!u) return fail(XSTAGE_ERR_VALUE, "ulysses: null handle");
 #if XSTAGE_CAPI_HAVE_DIST
     xstage::attn::AttnPrecision prec{};
@@ -302,7 +284,7 @@ int xstage_ulysses_reserve_with_precision(xstage_ulysses* u, int64_t max_seq_loc
 
 int xstage_ulysses_destroy(xstage_ulysses* u) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
 #if XSTAGE_CAPI_HAVE_DIST
     DeviceGuard guard;
     delete u;
@@ -319,7 +301,7 @@ int xstage_ulysses_check(xstage_ulysses* u, const xstage_ulysses_call* call) {
 
 int xstage_ulysses_check_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, int precision) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
 #if XSTAGE_CAPI_HAVE_DIST
     xstage::ulysses::UlyssesForwardArgs args;
     const int s = ulysses_args(u, call, precision, &args);
@@ -339,7 +321,7 @@ int xstage_ulysses_forward(xstage_ulysses* u, const xstage_ulysses_call* call) {
 
 int xstage_ulysses_forward_with_precision(xstage_ulysses* u, const xstage_ulysses_call* call, int precision) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
 #if XSTAGE_CAPI_HAVE_DIST
     xstage::ulysses::UlyssesForwardArgs args;
     if (const int s = ulysses_args(u, call, precision, &args); s != XSTAGE_OK) return s;
@@ -372,7 +354,7 @@ const char* xstage_ulysses_last_failure(xstage_ulysses* u) {
 
 int xstage_testing_ulysses_withhold_flags(xstage_ulysses* u, uint32_t epochs) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
 #if XSTAGE_CAPI_HAVE_DIST
     if (!u) return fail(XSTAGE_ERR_VALUE, "ulysses: null handle");
     if (epochs > (1u << 20)) return fail(XSTAGE_ERR_VALUE, "epochs: " + std::to_string(epochs) + "; accepted: 0..2^20");
@@ -396,7 +378,7 @@ int xstage_testing_ulysses_emulated_rank_with_precision(const DLTensor* q, const
                                                         int64_t heads, int rank, int world, DLTensor* const* owner_out,
                                                         float softmax_scale, void* stream, int precision) {
   using namespace xstage::capi;
-  return guarded_dist([&] {
+  return guarded_layer([&] {
 #if XSTAGE_CAPI_HAVE_DIST
     xstage::attn::AttnPrecision prec{};
     if (const int s = precision_arg(precision, &prec); s != XSTAGE_OK) return s;

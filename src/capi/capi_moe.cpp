@@ -43,22 +43,6 @@ constexpr const char* kNoCuda = "xstage was built without CUDA (no nvcc at build
 using moe::FusedMoe;
 using moe::FusedMoeConfig;
 
-// Runs `body`, mapping the C++ API's exceptions to statuses: bad input (InputError) is VALUE, a CUDA
-// failure CUDA; a device the kernel is not built for is UNSUPPORTED.
-template <class Body>
-int moe_guarded(Body&& body) {
-  return guarded([&]() -> int {
-    try {
-      return body();
-    } catch (const InputError& e) {
-      const std::string what = e.what();
-      return fail(what.find("sm_90a") != std::string::npos ? XSTAGE_ERR_UNSUPPORTED : XSTAGE_ERR_VALUE, what);
-    } catch (const gpu::DeviceError& e) {
-      return fail(XSTAGE_ERR_CUDA, e.what());
-    }
-  });
-}
-
 int config_of(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision, int schedule,
               int lead_rows, int experts_per_wave, FusedMoeConfig* c) {
   if (precision != XSTAGE_MOE_BF16 && precision != XSTAGE_MOE_FP8) {
@@ -173,7 +157,7 @@ template <class Use>
 int with_config(int device, int hidden, int h_inter, int experts, int top_k, int max_tokens, int precision,
                 int schedule, int lead_rows, int experts_per_wave, Use&& use) {
 #if XSTAGE_CAPI_HAVE_CUDA
-  return moe_guarded([&] {
+  return guarded_layer([&] {
     FusedMoeConfig c;
     if (int s = config_of(device, hidden, h_inter, experts, top_k, max_tokens, precision, schedule, lead_rows,
                           experts_per_wave, &c);
@@ -226,7 +210,7 @@ int xstage_moe_create_on_team(xstage_team* team, int hidden, int h_inter, int ex
   if (!(wait_timeout_s > 0.0 && wait_timeout_s <= 10.0)) {
     return fail(XSTAGE_ERR_VALUE, "wait_timeout_s: " + std::to_string(wait_timeout_s) + "; accepted: (0, 10] seconds");
   }
-  return moe_guarded([&] {
+  return guarded_layer([&] {
     FusedMoeConfig c;
     c.team = &team->team;
     c.timeout_s = wait_timeout_s;
@@ -247,7 +231,7 @@ int xstage_moe_create_on_team(xstage_team* team, int hidden, int h_inter, int ex
 int xstage_moe_team_info(xstage_moe_layer* layer, int* rank, int* ranks) {
   using namespace xstage::capi;
 #if XSTAGE_CAPI_HAVE_CUDA
-  return moe_guarded([&] {
+  return guarded_layer([&] {
     if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
     if (rank) *rank = layer->moe.rank();
     if (ranks) *ranks = layer->moe.ranks();
@@ -269,7 +253,7 @@ void xstage_moe_destroy(xstage_moe_layer* layer) {
 int xstage_moe_set_schedule(xstage_moe_layer* layer, int schedule, int lead_rows, int experts_per_wave) {
   using namespace xstage::capi;
 #if XSTAGE_CAPI_HAVE_CUDA
-  return moe_guarded([&] {
+  return guarded_layer([&] {
     if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
     if (schedule != XSTAGE_MOE_INTERLEAVED && schedule != XSTAGE_MOE_WAVE) {
       return fail(XSTAGE_ERR_VALUE, "schedule: " + std::to_string(schedule) + "; accepted: 0 (interleaved), 1 (wave)");
@@ -289,7 +273,7 @@ int xstage_moe_set_weights(xstage_moe_layer* layer, const DLTensor* w1, const DL
                            const DLTensor* w2_scale) {
   using namespace xstage::capi;
 #if XSTAGE_CAPI_HAVE_CUDA
-  return moe_guarded([&] {
+  return guarded_layer([&] {
     if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
     const FusedMoeConfig& c = layer->moe.config();
     const bool fp8 = c.precision == xstage::moe::FusedMoePrecision::kFp8;
@@ -344,7 +328,7 @@ int xstage_moe_check(xstage_moe_layer* layer, const DLTensor* x, const DLTensor*
                      const DLTensor* y, void* stream) {
   using namespace xstage::capi;
 #if XSTAGE_CAPI_HAVE_CUDA
-  return moe_guarded([&] {
+  return guarded_layer([&] {
     xstage::moe::FusedMoeArguments a;
     if (int s = run_args(layer, x, topk_ids, topk_weights, y, &a); s) return s;
     const std::string why = layer->moe.check(a, static_cast<cudaStream_t>(stream));
@@ -360,7 +344,7 @@ int xstage_moe_run(xstage_moe_layer* layer, const DLTensor* x, const DLTensor* t
                    DLTensor* y, void* stream) {
   using namespace xstage::capi;
 #if XSTAGE_CAPI_HAVE_CUDA
-  return moe_guarded([&] {
+  return guarded_layer([&] {
     xstage::moe::FusedMoeArguments a;
     if (int s = run_args(layer, x, topk_ids, topk_weights, y, &a); s) return s;
     layer->moe.run(a, static_cast<cudaStream_t>(stream));  // checks again, then launches
@@ -375,7 +359,7 @@ int xstage_moe_run(xstage_moe_layer* layer, const DLTensor* x, const DLTensor* t
 int xstage_moe_info(xstage_moe_layer* layer, int* grid, int* schedule_param, uint64_t* runs) {
   using namespace xstage::capi;
 #if XSTAGE_CAPI_HAVE_CUDA
-  return moe_guarded([&] {
+  return guarded_layer([&] {
     if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
     if (grid) *grid = layer->moe.grid();
     if (schedule_param) *schedule_param = layer->moe.schedule_param();
@@ -406,7 +390,7 @@ const char* xstage_moe_last_failure(xstage_moe_layer* layer) {
 int xstage_testing_moe_withhold_rows(xstage_moe_layer* layer, uint64_t rows) {
   using namespace xstage::capi;
 #if XSTAGE_CAPI_HAVE_CUDA
-  return moe_guarded([&] {
+  return guarded_layer([&] {
     if (!layer) return fail(XSTAGE_ERR_VALUE, "layer: null handle");
     if (rows == 0 || rows > (1u << 20)) return fail(XSTAGE_ERR_VALUE, "rows: " + std::to_string(rows) + "; accepted: 1..2^20");
     xstage::moe::FusedMoeTesting::withhold_rows(layer->moe, rows);
@@ -421,7 +405,7 @@ int xstage_testing_moe_withhold_rows(xstage_moe_layer* layer, uint64_t rows) {
 int xstage_moe_quantize_fp8(const DLTensor* w, DLTensor* q, DLTensor* scales, void* stream) {
   using namespace xstage::capi;
 #if XSTAGE_CAPI_HAVE_CUDA
-  return moe_guarded([&] {
+  return guarded_layer([&] {
     if (!w) return fail(XSTAGE_ERR_VALUE, "w: null tensor");
     if (w->ndim != 2 && w->ndim != 3) {
       return fail(XSTAGE_ERR_VALUE, "w: " + std::to_string(w->ndim) + " dimensions (shape " + shape_text(*w) +
