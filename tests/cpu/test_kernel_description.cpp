@@ -246,6 +246,10 @@ TEST(PlanMoeDescription, OneKernelHasAnActOnVerdict) {
   const json eight = plan_json("--shape qwen3-235b-a22b --precision fp8 --ranks 8 --combine epilogue");
   EXPECT_DOUBLE_EQ(eight["wave_as_built"]["chunk_bytes"].get<double>(),
                    one["wave_as_built"]["chunk_bytes"].get<double>() * 16 * 7 / 8);  // (1/2)/8 of a tile -> 7/8
+  // One rank: every Combine store is local, nothing to check.
+  const json local = plan_json("--shape qwen3-235b-a22b --precision fp8 --ranks 1");
+  EXPECT_EQ(local["act_on"]["verdict"], "keep");
+  EXPECT_NE(local["act_on"]["text"].get<std::string>().find("local"), std::string::npos);
   const CliRun text = run_cli("plan moe --shape qwen3-235b-a22b --precision fp8");
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("act on: " + one["act_on"]["text"].get<std::string>()), std::string::npos) << text.out;

@@ -241,6 +241,8 @@ sim::RecurringBurstCheck moe_as_built(const model::Platform& platform, int produ
                                       double gap_per_l2_tile_s, const MoeAsBuilt& b) {
   const double chunk = sim::moe_remote_share(b.ranks) * in.tile_bytes / b.chunks;
   const double step = gap_per_l2_tile_s / b.chunks;
+  // One rank: every Combine store is local, nothing enters the path, nothing stalls.
+  if (chunk <= 0.0) return sim::classify_recurring_stalls(0.0, 0.0, 0.0, step);
   return sim::recurring_burst_check(platform, producers, chunk,
                                     std::max(0.0, step - platform.issue_floor_s(producers, chunk).value), 24);
 }
@@ -298,6 +300,7 @@ MoeVerdict moe_verdict(const model::Platform& platform, int producers, const mod
   }
   MoeVerdict v{moe_act_on(wave, inter, datasheet, b.chunks),
                stall_pair(wave, b.chunks) + " | " + stall_pair(inter, b.chunks)};
+  if (chunk <= 0.0) v.act.text = "keep: every Combine store is local on 1 rank; nothing enters the path";
   j["act_on"] = to_json(v.act);
   return v;
 }
@@ -541,7 +544,8 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
                   "staging, T_cover = T_L2 (wave) or T_L1 (interleaved); closed form\n";
   out_stream() << "  " << kMoeLegend[0].column << ": " << kMoeLegend[0].models
                << (o.simulate ? "" : "; --simulate runs both orders as built") << "\n";
-  out_stream() << "\nas built (" << built.combine << " Combine, " << built.ranks << " ranks, " << built.chunks
+  out_stream() << "\nas built (" << built.combine << " Combine, " << built.ranks << (built.ranks == 1 ? " rank, " : " ranks, ")
+               << built.chunks
                << (built.chunks == 1 ? " burst" : " bursts") << " per Linear-2 tile), stall w | i us (first/steady): "
                << verdict.stalls << "\nact on: " << verdict.act.text << "\n";
   if (o.simulate) {
