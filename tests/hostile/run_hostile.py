@@ -1608,6 +1608,8 @@ def write_summary(args, cli, version, python_note, started, finished, results):
         per_group[c.group.split(":")[0]][r["category"]] += 1
         per_subgroup[c.group][r["category"]] += 1
     rev = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    # The revision the binary was built from, as its --version states it ("git revision: SHORT (FULL[-dirty])").
+    built = re.search(r"git revision: \S+ \(([0-9a-f]{40})(-dirty)?\)", version)
     failures = []
     for c, r in zip(CASES, results):
         if r["category"] != "ok":
@@ -1619,6 +1621,7 @@ def write_summary(args, cli, version, python_note, started, finished, results):
         "schema": "xstage.hostile/1",
         "provenance": {
             "binary": cli, "binary_version": version, "repository_head": rev,
+            "git_revision": built.group(1) if built else None, "dirty": bool(built and built.group(2)),
             "started_utc": started.isoformat(timespec="seconds"), "finished_utc": finished.isoformat(timespec="seconds"),
             "command": " ".join(shlex.quote(a) for a in [sys.executable.split("/")[-1]] + sys.argv),
             "timeout_s": args.timeout, "jobs": args.jobs, "python": python_note, "host": os.uname().nodename,
