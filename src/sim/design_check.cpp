@@ -31,6 +31,8 @@ RecurringBurstCheck recurring_burst_check(const model::Platform& platform, int p
                                           double gap_s, int bursts) {
   if (bursts < 2) throw InputError("recurring burst check: bursts must be >= 2, got " + std::to_string(bursts));
   require_recurring_burst_work_within("recurring burst check", producers, bursts);
+  // No bytes (every store local): nothing enters the path, nothing stalls.
+  if (bytes_per_producer <= 0.0) return classify_recurring_stalls(0.0, 0.0, 0.0, gap_s);
   const double t0 = platform.issue_floor_s(producers, bytes_per_producer).value;
   SimConfig cfg;
   cfg.drain_rate_bytes_per_s = platform.drain_rate_at(producers);

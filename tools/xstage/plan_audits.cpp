@@ -233,16 +233,16 @@ const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "
 constexpr int kPlanRanks = 2;
 struct MoeAsBuilt {
   int ranks = kPlanRanks;
-  int chunks = moe::kFusedCombineChunks;  // bursts per Linear-2 tile
   std::string combine = "piggyback";
+  // Bursts per Linear-2 tile, and the bytes of each per producer.
+  int chunks() const { return combine == "piggyback" ? moe::kFusedCombineChunks : 1; }
+  double chunk_bytes(const model::MoeInput& in) const { return sim::moe_remote_share(ranks) * in.tile_bytes / chunks(); }
 };
 
 sim::RecurringBurstCheck moe_as_built(const model::Platform& platform, int producers, const model::MoeInput& in,
                                       double gap_per_l2_tile_s, const MoeAsBuilt& b) {
-  const double chunk = sim::moe_remote_share(b.ranks) * in.tile_bytes / b.chunks;
-  const double step = gap_per_l2_tile_s / b.chunks;
-  // One rank: every Combine store is local, nothing enters the path, nothing stalls.
-  if (chunk <= 0.0) return sim::classify_recurring_stalls(0.0, 0.0, 0.0, step);
+  const double chunk = b.chunk_bytes(in);
+  const double step = gap_per_l2_tile_s / b.chunks();
   return sim::recurring_burst_check(platform, producers, chunk,
                                     std::max(0.0, step - platform.issue_floor_s(producers, chunk).value), 24);
 }
@@ -288,7 +288,7 @@ MoeVerdict moe_verdict(const model::Platform& platform, int producers, const mod
                        const model::MoeAudit& a, bool datasheet, const MoeAsBuilt& b, nlohmann::json& j) {
   const sim::RecurringBurstCheck wave = moe_as_built(platform, producers, in, a.wave_gap_s, b);
   const sim::RecurringBurstCheck inter = moe_as_built(platform, producers, in, a.interleaved_gap_s, b);
-  const double chunk = sim::moe_remote_share(b.ranks) * in.tile_bytes / b.chunks;
+  const double chunk = b.chunk_bytes(in);
   for (const auto& [key, check, gap] : {std::tuple{"wave_as_built", wave, a.wave_gap_s},
                                         std::tuple{"interleaved_as_built", inter, a.interleaved_gap_s}}) {
     j[key] = as_built_json(check);
@@ -296,10 +296,10 @@ MoeVerdict moe_verdict(const model::Platform& platform, int producers, const mod
     j[key]["combine"] = b.combine;
     j[key]["chunk_bytes"] = chunk;
     j[key]["gap_per_l2_tile_us"] = units::s_to_us(gap);
-    j[key]["steady_stall_per_l2_tile_us"] = units::s_to_us(check.steady_stall_s * b.chunks);
+    j[key]["steady_stall_per_l2_tile_us"] = units::s_to_us(check.steady_stall_s * b.chunks());
   }
-  MoeVerdict v{moe_act_on(wave, inter, datasheet, b.chunks),
-               stall_pair(wave, b.chunks) + " | " + stall_pair(inter, b.chunks)};
+  MoeVerdict v{moe_act_on(wave, inter, datasheet, b.chunks()),
+               stall_pair(wave, b.chunks()) + " | " + stall_pair(inter, b.chunks())};
   if (chunk <= 0.0) v.act.text = "keep: every Combine store is local on 1 rank; nothing enters the path";
   j["act_on"] = to_json(v.act);
   return v;
@@ -496,7 +496,6 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   MoeAsBuilt built;
   built.ranks = kernel ? kernel->ranks : o.ranks.value_or(kPlanRanks);
   built.combine = kernel ? kernel->combine : o.combine.value_or("piggyback");
-  built.chunks = built.combine == "piggyback" ? moe::kFusedCombineChunks : 1;
   const bool datasheet = pin && pin->estimated() && std::string_view(pin->rate.source) == "datasheet";
   nlohmann::json verdict_json = nlohmann::json::object();
   const MoeVerdict verdict = moe_verdict(platform, producers, in, a, datasheet, built, verdict_json);
@@ -545,8 +544,7 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
   out_stream() << "  " << kMoeLegend[0].column << ": " << kMoeLegend[0].models
                << (o.simulate ? "" : "; --simulate runs both orders as built") << "\n";
   out_stream() << "\nas built (" << built.combine << " Combine, " << built.ranks << (built.ranks == 1 ? " rank, " : " ranks, ")
-               << built.chunks
-               << (built.chunks == 1 ? " burst" : " bursts") << " per Linear-2 tile), stall w | i us (first/steady): "
+               << built.chunks() << (built.chunks() == 1 ? " burst" : " bursts") << " per Linear-2 tile), stall w | i us (first/steady): "
                << verdict.stalls << "\nact on: " << verdict.act.text << "\n";
   if (o.simulate) {
     out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << simulated["tokens_per_rank"].get<long long>()

@@ -27,6 +27,7 @@ struct RecurringBurstCheck {
 RecurringBurstCheck classify_recurring_stalls(double first_burst_stall_s, double steady_stall_s, double t_iss0_s,
                                               double gap_s);
 // Refuses (InputError) a check above the work limit before anything is allocated: kMaxRecurringBurstWork.
+// Bursts of 0 bytes (every store local: a MoE Combine on one rank) put nothing in the path: keep, no stall.
 RecurringBurstCheck recurring_burst_check(const model::Platform& platform, int producers, double bytes_per_producer,
                                           double gap_s, int bursts = 12);
 
