@@ -1,5 +1,6 @@
 # Every library arrow points down (docs/DESIGN.md, "Boundaries"): a kernel library links neither the
-# simulator nor the testing/bench libraries, and the C ABI the wheel ships does not link the CLI core.
+# simulator nor the testing/bench libraries, and the C ABI the wheel ships links neither the CLI core nor the
+# testing/bench libraries (the CLI's own shared library, libxstage_cli.so, sits above both).
 # xstage_check_link_arrows() walks each rule's libraries' link graphs at configure time (direct and
 # transitive, over the targets of this configuration) and stops configuring with the offending path.
 #
@@ -10,9 +11,7 @@
 # Kernel libraries: xstage_sim, xstage_testing* and xstage_bench_* are forbidden below them.
 set(XSTAGE_KERNEL_LIBRARIES xstage_attn xstage_ulysses xstage_moe xstage_comm xstage_gpu xstage_probe)
 set(XSTAGE_KERNEL_FORBIDDEN "^xstage_sim$" "^xstage_testing" "^xstage_bench_")
-set(XSTAGE_CAPI_FORBIDDEN "^xstage_cli_core$")
-# Known upward arrows still being removed (issue #46): reported as a warning, not an error.
-set(XSTAGE_LINK_ARROWS_KNOWN "xstage_capi -> xstage_cli_core")
+set(XSTAGE_CAPI_FORBIDDEN "^xstage_cli_core$" "^xstage_testing" "^xstage_bench_")
 
 # Direct links of `name`, generator expressions of the form $<LINK_ONLY:x> / $<BUILD_INTERFACE:x> unwrapped,
 # other generator expressions and plain file or flag entries dropped.
@@ -105,15 +104,13 @@ function(xstage_check_link_arrows)
       continue()
     endif()
     _xstage_forbidden_path(${lib} "${XSTAGE_${kind}_FORBIDDEN}" path)
-    if(path AND path IN_LIST XSTAGE_LINK_ARROWS_KNOWN)
-      message(WARNING "xstage: known upward library arrow, still to be removed (issue #46): ${path}")
-    elseif(path)
+    if(path)
       list(APPEND violations "${path}")
     endif()
   endforeach()
   if(violations)
     list(JOIN violations "\n  " text)
     message(FATAL_ERROR "xstage: a library arrow points up (docs/DESIGN.md: kernel libraries link neither "
-                        "xstage_sim nor xstage_testing*/xstage_bench_*; xstage_capi does not link the CLI):\n  ${text}")
+                        "xstage_sim nor xstage_testing*/xstage_bench_*; xstage_capi links neither the CLI nor those):\n  ${text}")
   endif()
 endfunction()

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the xstage wheel that package indexes accept: manylinux-tagged (auditwheel), installable and importable on
-# a machine without nvcc or CUTLASS. The wheel holds the Python package, libxstage_capi.so (CUDA runtime linked
-# statically) and the `xstage` console script; NCCL and cuBLAS are not grafted in but come from the
-# nvidia-nccl-cu13 / nvidia-cublas wheels it depends on (the copies torch's CUDA 13 wheels install), so that
-# xstage and torch load one NCCL.
+# a machine without nvcc or CUTLASS. The wheel holds the Python package, libxstage_capi.so (the C ABI; CUDA runtime
+# linked statically), libxstage_cli.so (the command line, likewise) and the `xstage` console script over it; NCCL
+# and cuBLAS are not grafted in but come from the nvidia-nccl-cu13 / nvidia-cublas wheels it depends on (the copies
+# torch's CUDA 13 wheels install), so that xstage and torch load one NCCL.
 #   wheel.sh OUTDIR                  package the library of an existing build (scripts/build.sh; $XSTAGE_BUILD_DIR,
 #                                    default build/), or build it first (as --from-source) where there is none
 #   wheel.sh --from-source OUTDIR    build the library with pip (scikit-build-core, the same CMake) in BUILD-wheel
@@ -30,8 +30,8 @@ export PATH=$tools/bin:$PATH
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if [ $from_source -eq 0 ] && [ ! -f "$build/libxstage_capi.so" ]; then
-  echo "wheel: no $build/libxstage_capi.so: building from source" >&2
+if [ $from_source -eq 0 ] && { [ ! -f "$build/libxstage_capi.so" ] || [ ! -f "$build/libxstage_cli.so" ]; }; then
+  echo "wheel: no $build/libxstage_capi.so or libxstage_cli.so: building from source" >&2
   from_source=1
 fi
 if [ $from_source -eq 1 ]; then
@@ -45,7 +45,7 @@ else
   cp "$root/docs/python.md" "$src/docs/"
   cp -r "$root/python/xstage" "$src/python/"
   find "$src/python" -name __pycache__ -prune -exec rm -rf {} +
-  cp "$build/libxstage_capi.so" "$src/python/xstage/"
+  cp "$build/libxstage_capi.so" "$build/libxstage_cli.so" "$src/python/xstage/"
   "$tools/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$work/raw" \
     --config-settings=wheel.cmake=false --config-settings=wheel.platlib=true "$src"
 fi

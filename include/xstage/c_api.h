@@ -21,8 +21,8 @@ extern "C" {
 #endif
 
 /* 2: xstage_attention_call gained precision and workspace (its size changed), and the precision and
- * workspace entry points were added. */
-#define XSTAGE_C_API_VERSION 2
+ * workspace entry points were added. 3: xstage_cli_run moved to the CLI's own library (xstage/cli_c_api.h). */
+#define XSTAGE_C_API_VERSION 3
 
 typedef enum xstage_status {
   XSTAGE_OK = 0,
@@ -46,7 +46,7 @@ const char* xstage_build_info(void);
 /* The calling thread's message for the last failed call ("" if none); valid until its next call. */
 const char* xstage_last_error(void);
 
-/* Frees memory returned by the library (xstage_cli_run's out and err). NULL is ignored. */
+/* Frees memory returned by the library (xstage_platform_json's out). NULL is ignored. */
 void xstage_free(void* p);
 
 /* --- attention forward ------------------------------------------------------------------------
@@ -126,13 +126,6 @@ int xstage_attention_view_check(const DLTensor* t, const char* name);
  * empty) as the model reads it, as JSON text in *out (free with xstage_free). A missing or invalid
  * file is XSTAGE_ERR_VALUE with the model's one-line message. */
 int xstage_platform_json(const char* path, char** out);
-
-/* --- model, planner, simulator: the CLI in process --------------------------------------------
- * Runs `xstage ARGV...` (argv without the program name) exactly as the CLI would; *out and *err
- * receive its stdout and stderr text (NUL-terminated, free with xstage_free). Returns the CLI's exit
- * code (0 success, 2 bad input, 1 failure), or -1 when the library was built without the CLI
- * (message in xstage_last_error). */
-int xstage_cli_run(int argc, const char* const* argv, char** out, char** err);
 
 #ifdef __cplusplus
 }

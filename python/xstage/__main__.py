@@ -1,5 +1,5 @@
 """The xstage command line in Python: `xstage ARGS...` (the wheel's console script) and `python -m xstage ARGS...`
-run the CLI's commands (model, plan, simulate, calibrate, ...) in process through the C ABI's xstage_cli_run:
+run the CLI's commands (model, plan, simulate, calibrate, ...) in process through libxstage_cli.so's xstage_cli_run:
 the same commands, output and exit codes as the CLI built by scripts/build.sh."""
 
 import sys as _sys
@@ -21,8 +21,7 @@ def main(argv: _typing.Sequence[str] | None = None) -> int:
     _sys.stdout.write(out)
     _sys.stdout.flush()
     _sys.stderr.write(err)
-    if code == -1 and not out and not err:
-        print(f"xstage: {_native.last_error()}", file=_sys.stderr)
+    if code == -1:  # the call itself failed (its reason is in err, written above)
         return 1
     return code
 

@@ -1,4 +1,5 @@
-"""Loader of libxstage_capi.so (the C ABI, include/xstage/c_api.h) through ctypes.
+"""Loader of libxstage_capi.so (the C ABI, include/xstage/c_api.h) and of libxstage_cli.so (the command line in
+process, include/xstage/cli_c_api.h) through ctypes.
 
 The library is plain C, so one wheel serves every Python 3 version. The CUDA runtime is linked into it statically
 (it needs only the driver, libcuda.so.1, r580 or later for CUDA 13.0); NCCL and cuBLAS are shared libraries that
@@ -18,7 +19,8 @@ import struct
 import threading
 from typing import Sequence
 
-C_API_VERSION = 2  # XSTAGE_C_API_VERSION
+C_API_VERSION = 3  # XSTAGE_C_API_VERSION
+CLI_C_API_VERSION = 1  # XSTAGE_CLI_C_API_VERSION
 
 OK = 0
 ERR_TYPE = 1
@@ -29,12 +31,14 @@ ERR_CUDA = 5
 ERR_INTERNAL = 6
 
 _LIB_NAME = "libxstage_capi.so"
+_CLI_LIB_NAME = "libxstage_cli.so"
 _lock = threading.Lock()
 _lib = None
+_cli_lib = None
 
 
 class XstageLoadError(ImportError):
-    """libxstage_capi.so or a shared library it needs could not be loaded."""
+    """libxstage_capi.so, libxstage_cli.so or a shared library either needs could not be loaded."""
 
 
 # --- DLPack structures (dlpack.h, ABI stable since 0.5) ----------------------------------------
@@ -158,6 +162,11 @@ def library_path() -> str:
     return os.environ.get("XSTAGE_CAPI_LIBRARY") or os.path.join(_package_dir(), _LIB_NAME)
 
 
+def cli_library_path() -> str:
+    """Path of the command line's library: $XSTAGE_CLI_LIBRARY, else the copy installed in the package."""
+    return os.environ.get("XSTAGE_CLI_LIBRARY") or os.path.join(_package_dir(), _CLI_LIB_NAME)
+
+
 def _declare(lib: ctypes.CDLL) -> None:
     c_int, c_float, c_char_p, c_void_p = ctypes.c_int, ctypes.c_float, ctypes.c_char_p, ctypes.c_void_p
     lib.xstage_c_api_version.restype = c_int
@@ -191,9 +200,36 @@ def _declare(lib: ctypes.CDLL) -> None:
         entry.argtypes = [c_char_p, ctypes.POINTER(c_void_p), ctypes.POINTER(c_void_p)]
     lib.xstage_planner_free.restype = None
     lib.xstage_planner_free.argtypes = [c_void_p]
+
+
+def _declare_cli(lib: ctypes.CDLL) -> None:
+    c_int, c_char_p, c_void_p = ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p
+    lib.xstage_cli_c_api_version.restype = c_int
+    lib.xstage_cli_c_api_version.argtypes = []
     lib.xstage_cli_run.restype = c_int
     lib.xstage_cli_run.argtypes = [c_int, ctypes.POINTER(c_char_p), ctypes.POINTER(c_void_p),
                                    ctypes.POINTER(c_void_p)]
+    lib.xstage_cli_free.restype = None
+    lib.xstage_cli_free.argtypes = [c_void_p]
+
+
+def _open(path: str) -> ctypes.CDLL:
+    """dlopen `path` after the NVIDIA wheels' NCCL and cuBLAS (see the module's docstring)."""
+    if not os.path.exists(path):
+        raise XstageLoadError(f"xstage: {path} not found: the package was not built "
+                              "(install it with `pip install .` from the xstage source tree)")
+    _preload_from_wheel("nvidia.nccl", ["libnccl.so*"])
+    # CUDA 12 wheels: nvidia/cublas/lib; CUDA 13 wheels: nvidia/cu13/lib
+    _preload_from_wheel("nvidia.cublas", ["libcublasLt.so*", "libcublas.so*"])
+    _preload_from_wheel("nvidia.cu13", ["libcublasLt.so.13*", "libcublas.so.13*"])
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        hint = ""
+        if "nccl" in str(e) or "cublas" in str(e):
+            hint = (" (NCCL and cuBLAS come from the process: install torch with CUDA, or the nvidia-nccl-cu13 /"
+                    " nvidia-cublas wheels, or put their lib folders on LD_LIBRARY_PATH)")
+        raise XstageLoadError(f"xstage: cannot load {path}: {e}{hint}") from e
 
 
 def lib() -> ctypes.CDLL:
@@ -205,21 +241,7 @@ def lib() -> ctypes.CDLL:
         if _lib is not None:
             return _lib
         path = library_path()
-        if not os.path.exists(path):
-            raise XstageLoadError(f"xstage: {path} not found: the package was not built "
-                                  "(install it with `pip install .` from the xstage source tree)")
-        _preload_from_wheel("nvidia.nccl", ["libnccl.so*"])
-        # CUDA 12 wheels: nvidia/cublas/lib; CUDA 13 wheels: nvidia/cu13/lib
-        _preload_from_wheel("nvidia.cublas", ["libcublasLt.so*", "libcublas.so*"])
-        _preload_from_wheel("nvidia.cu13", ["libcublasLt.so.13*", "libcublas.so.13*"])
-        try:
-            loaded = ctypes.CDLL(path)
-        except OSError as e:
-            hint = ""
-            if "nccl" in str(e) or "cublas" in str(e):
-                hint = (" (NCCL and cuBLAS come from the process: install torch with CUDA, or the nvidia-nccl-cu13 /"
-                        " nvidia-cublas wheels, or put their lib folders on LD_LIBRARY_PATH)")
-            raise XstageLoadError(f"xstage: cannot load {path}: {e}{hint}") from e
+        loaded = _open(path)
         _declare(loaded)
         version = loaded.xstage_c_api_version()
         if version != C_API_VERSION:
@@ -227,6 +249,26 @@ def lib() -> ctypes.CDLL:
         check_nccl(loaded.xstage_build_info().decode("utf-8", "replace"))
         _lib = loaded
         return _lib
+
+
+def cli_lib() -> ctypes.CDLL:
+    """The command line's library (loaded on first use of the console script or xstage.planner.run)."""
+    global _cli_lib
+    if _cli_lib is not None:
+        return _cli_lib
+    lib()  # the NCCL check and the kernels' library first: both libraries then run against the same NCCL
+    with _lock:
+        if _cli_lib is not None:
+            return _cli_lib
+        path = cli_library_path()
+        loaded = _open(path)
+        _declare_cli(loaded)
+        version = loaded.xstage_cli_c_api_version()
+        if version != CLI_C_API_VERSION:
+            raise XstageLoadError(f"xstage: {path} has CLI C API version {version}, this package expects "
+                                  f"{CLI_C_API_VERSION}")
+        _cli_lib = loaded
+        return _cli_lib
 
 
 def _loaded_path(soname_prefix: str) -> str:

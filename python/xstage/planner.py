@@ -2,8 +2,8 @@
 
 `model` and `simulate` call the planner library's typed C ABI (xstage_planner_model, xstage_planner_simulate: the
 keyword arguments as one JSON request, the command's JSON output back; `simulate` with a `trace` file still runs the
-CLI, which writes it); the other functions still run the xstage CLI's command in process (the
-C ABI's xstage_cli_run) with `--json`, typed keyword arguments mapped to flags (``gap_us=2`` is ``--gap-us 2``,
+CLI, which writes it); the other functions run the xstage CLI's command in process (xstage_cli_run of the command
+line's own library, libxstage_cli.so) with `--json`, typed keyword arguments mapped to flags (``gap_us=2`` is ``--gap-us 2``,
 ``True`` a bare flag, a list one flag followed by its values). Either way the result is the parsed JSON: the same
 object that ``xstage COMMAND ... --json`` prints, since the CLI calls the same planner functions. Bad values raise
 ValueError with the CLI's one-line message, the arguments in it written as the Python keyword names (``gap_us``,
@@ -44,12 +44,12 @@ class CliError(RuntimeError):
         self.stderr = stderr
 
 
-def _take(p: ctypes.c_void_p, free: str = "xstage_free") -> str:
-    """The library's string at `p` as text, released with the library function `free`."""
+def _take(p: ctypes.c_void_p, free: str = "xstage_free", library: ctypes.CDLL | None = None) -> str:
+    """The string at `p` as text, released with the function `free` of `library` (default: the C ABI library)."""
     if not p.value:
         return ""
     text = ctypes.string_at(p.value).decode("utf-8", "replace")
-    getattr(_native.lib(), free)(p)
+    getattr(library or _native.lib(), free)(p)
     return text
 
 
@@ -107,12 +107,12 @@ def _in_c_locale(call: Any) -> Any:
 
 def _run_raw(args: Sequence[Any]) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of `xstage ARGS...` run in process, in the "C" numeric locale."""
-    lib = _native.lib()
+    lib = _native.cli_lib()
     encoded = [os.fsencode(str(a)) if not isinstance(a, bytes) else a for a in args]
     argv = (ctypes.c_char_p * max(1, len(encoded)))(*encoded)
     out, err = ctypes.c_void_p(), ctypes.c_void_p()
     code = _in_c_locale(lambda: lib.xstage_cli_run(len(encoded), argv, ctypes.byref(out), ctypes.byref(err)))
-    return code, _take(out), _take(err)
+    return code, _take(out, "xstage_cli_free", lib), _take(err, "xstage_cli_free", lib)
 
 
 def _request_value(name: str, value: Any) -> Any:
@@ -159,8 +159,8 @@ def run(*args: str) -> str:
     Exit code 2 (bad input) raises ValueError with the CLI's message; other failures raise CliError.
     """
     code, stdout, stderr = _run_raw(args)
-    if code == -1 and not stdout and not stderr:
-        raise RuntimeError(f"xstage.planner: {_native.last_error()}")
+    if code == -1:
+        raise RuntimeError(f"xstage.planner: {_one_line(stderr) or 'the command line library failed'}")
     if code == 2:
         raise ValueError(_one_line(stderr) or f"xstage {' '.join(map(str, args))}: bad input")
     if code != 0:

@@ -1519,6 +1519,7 @@ def main():
     ap.add_argument("--python-path", default=os.path.join(REPO, "python"),
                     help="folder holding the xstage package for the Python planner cases")
     ap.add_argument("--capi", default="", help="libxstage_capi.so (default: next to --cli)")
+    ap.add_argument("--cli-library", default="", help="libxstage_cli.so (default: next to --cli)")
     ap.add_argument("--no-python", action="store_true")
     ap.add_argument("--limit-list", type=int, default=400, help="non-ok cases listed per category in summary.txt")
     args = ap.parse_args()
@@ -1534,6 +1535,7 @@ def main():
     with open(private, "rb") as f:
         version += "\nsha256: " + hashlib.sha256(f.read()).hexdigest()
     capi = args.capi or os.path.join(os.path.dirname(cli), "libxstage_capi.so")
+    cli_library = args.cli_library or os.path.join(os.path.dirname(cli), "libxstage_cli.so")
 
     gen_args()
     gen_combos()
@@ -1548,9 +1550,12 @@ def main():
     pyenv = {}
     if not args.no_python:
         private_capi = os.path.join(workroot, "libxstage_capi.so")
-        if os.path.exists(capi):
-            shutil.copy2(capi, private_capi)
-        pyenv = {"PYTHONPATH": os.path.abspath(args.python_path), "XSTAGE_CAPI_LIBRARY": private_capi}
+        private_cli_library = os.path.join(workroot, "libxstage_cli.so")
+        for source, copy in ((capi, private_capi), (cli_library, private_cli_library)):
+            if os.path.exists(source):
+                shutil.copy2(source, copy)
+        pyenv = {"PYTHONPATH": os.path.abspath(args.python_path), "XSTAGE_CAPI_LIBRARY": private_capi,
+                 "XSTAGE_CLI_LIBRARY": private_cli_library}
         probe = subprocess.run([sys.executable, "-c", "import xstage.planner as xp; "
                                 "xp.model(producers=4, bytes_per_producer=4096)"],
                                env=dict(os.environ, **pyenv), capture_output=True, text=True)

@@ -44,8 +44,19 @@ def test_library_exports_only_the_c_abi():
     names = [line.split()[-1] for line in result.stdout.splitlines() if line.strip()]
     assert names, "no exported symbols"
     assert [n for n in names if not n.startswith("xstage_")] == []
-    for required in ("xstage_attention_forward", "xstage_last_error", "xstage_cli_run", "xstage_free"):
+    for required in ("xstage_attention_forward", "xstage_last_error", "xstage_free", "xstage_planner_model"):
         assert required in names
+    # The command line is a library of its own above this one (the C ABI links neither the CLI nor the bench code).
+    assert [n for n in names if n.startswith("xstage_cli_")] == []
+
+
+def test_cli_library_exports_only_its_c_abi():
+    path = _native.cli_library_path()
+    result = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    names = sorted(line.split()[-1] for line in result.stdout.splitlines() if line.strip())
+    assert names == ["xstage_cli_c_api_version", "xstage_cli_free", "xstage_cli_run"]
+    assert _native.cli_lib().xstage_cli_c_api_version() == _native.CLI_C_API_VERSION
 
 
 def test_last_error_is_empty_after_success():
