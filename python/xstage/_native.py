@@ -194,7 +194,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.xstage_attention_view_check.argtypes = [DLTensorPtr, c_char_p]
     lib.xstage_platform_json.restype = c_int
     lib.xstage_platform_json.argtypes = [c_char_p, ctypes.POINTER(c_void_p)]
-    for command in ("model", "simulate"):  # the planner's typed C ABI (include/xstage/planner/planner_c_api.h)
+    # the planner's typed C ABI (include/xstage/planner/planner_c_api.h)
+    for command in ("model", "simulate", "plan", "plan_attn"):
         entry = getattr(lib, "xstage_planner_" + command)
         entry.restype = c_int
         entry.argtypes = [c_char_p, ctypes.POINTER(c_void_p), ctypes.POINTER(c_void_p)]

@@ -1,8 +1,9 @@
 """The platform model, planner and simulator in Python (CPU only, no GPU needed).
 
-`model` and `simulate` call the planner library's typed C ABI (xstage_planner_model, xstage_planner_simulate: the
-keyword arguments as one JSON request, the command's JSON output back; `simulate` with a `trace` file still runs the
-CLI, which writes it); the other functions run the xstage CLI's command in process (xstage_cli_run of the command
+`model`, `simulate`, `plan` and `plan_attn` call the planner library's typed C ABI (xstage_planner_model,
+xstage_planner_simulate, xstage_planner_plan, xstage_planner_plan_attn: the keyword arguments as one JSON request,
+the command's JSON output back; `simulate` with a `trace` file still runs the CLI, which writes it); the other
+functions (`plan_moe`, `run`, `run_json`) run the xstage CLI's command in process (xstage_cli_run of the command
 line's own library, libxstage_cli.so) with `--json`, typed keyword arguments mapped to flags (``gap_us=2`` is ``--gap-us 2``,
 ``True`` a bare flag, a list one flag followed by its values). Either way the result is the parsed JSON: the same
 object that ``xstage COMMAND ... --json`` prints, since the CLI calls the same planner functions. Bad values raise
@@ -135,6 +136,16 @@ def _request_value(name: str, value: Any) -> Any:
     raise TypeError(f"{name} is a {type(value).__name__} ({_shown(value)}); accepted: a number, a str or a path")
 
 
+def _int_list(values: Any) -> Any:
+    """A list argument of a request: one integer is a list of one, an empty or None one is not given (the CLI's
+    default), any other sequence a list."""
+    if values is None or isinstance(values, (str, bytes)):
+        return values or None
+    if isinstance(values, numbers.Integral):
+        return [values]
+    return list(values) or None
+
+
 def _planner_call(command: str, **kwargs: Any) -> Any:
     """The planner library's typed C ABI (xstage_planner_COMMAND): the keyword arguments (None left out) as the
     JSON request, the command's JSON output parsed. A bad request raises ValueError with the message the CLI
@@ -252,7 +263,7 @@ def model(*, producers: Integral, bytes_per_producer: Real, gap_us: Real | None 
 def plan(*, producers: Integral | None = None, platform: PathLike | None = None) -> Any:
     """`xstage plan --json`: the design test of the built-in DiT attention and MoE workloads (`producers`: K,
     default the platform's largest measured K)."""
-    return run_json(["plan"], producers=producers, platform=platform)
+    return _planner_call("plan", producers=producers, platform=platform)
 
 
 def plan_attn(*, producers: Integral | None = None, block_m: Integral | None = None,
@@ -263,9 +274,10 @@ def plan_attn(*, producers: Integral | None = None, block_m: Integral | None = N
               platform: PathLike | None = None) -> Any:
     """`xstage plan attn --json`: the attention epilogue All-to-All audit (None: the CLI's default; `xstage plan
     attn --help` describes each: block_m b_m, head_dim d, block_n b_n, sigma_us, seq a list of lengths, ...)."""
-    return run_json(["plan", "attn"], producers=producers, block_m=block_m, head_dim=head_dim, block_n=block_n,
-                    out_bytes=out_bytes, sigma_us=sigma_us, qk_cover_us=qk_cover_us, latency_us=latency_us,
-                    cover_us=cover_us, seq=seq, heads_per_gpu=heads_per_gpu, batch=batch, platform=platform)
+    return _planner_call("plan_attn", producers=producers, block_m=block_m, head_dim=head_dim, block_n=block_n,
+                         out_bytes=out_bytes, sigma_us=sigma_us, qk_cover_us=qk_cover_us, latency_us=latency_us,
+                         cover_us=cover_us, seq=_int_list(seq), heads_per_gpu=heads_per_gpu,
+                         batch=batch, platform=platform)
 
 
 def plan_moe(*, kernel: PathLike | None = None, shape: str | None = None, hidden: Integral | None = None,

@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 
+#include "xstage/planner/plan.hpp"
 #include "xstage/planner/requests.hpp"
 
 namespace {
@@ -69,6 +70,16 @@ extern "C" int xstage_planner_model(const char* request_json, char** response_js
 extern "C" int xstage_planner_simulate(const char* request_json, char** response_json, char** error) {
   return run("simulate", request_json, response_json, error,
              [](const nlohmann::json& r) { return xstage::planner::simulate_output(r); });
+}
+
+extern "C" int xstage_planner_plan(const char* request_json, char** response_json, char** error) {
+  return run("plan", request_json, response_json, error,
+             [](const nlohmann::json& r) { return xstage::planner::plan_output(r); });
+}
+
+extern "C" int xstage_planner_plan_attn(const char* request_json, char** response_json, char** error) {
+  return run("plan attn", request_json, response_json, error,
+             [](const nlohmann::json& r) { return xstage::planner::plan_attn_output(r); });
 }
 
 extern "C" void xstage_planner_free(char* text) { std::free(text); }

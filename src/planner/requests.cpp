@@ -7,6 +7,7 @@
 
 #include "xstage/model/input_file.hpp"
 #include "xstage/model/units.hpp"
+#include "request_args.hpp"
 
 #ifndef XSTAGE_PLANNER_VERSION
 #error "XSTAGE_PLANNER_VERSION: the project version, defined by CMakeLists.txt"
@@ -14,119 +15,12 @@
 
 namespace xstage::planner {
 
-namespace {
-
-std::string fmt_g(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
-// The value as the caller wrote it, bounded and escaped (xstage/model/bounded_text.hpp): a string's own text,
-// anything else its JSON text.
-std::string shown(const nlohmann::json& v) {
-  return v.is_string() ? bounded_text(v.get_ref<const std::string&>()) : bounded_json(v);
-}
-
-// The rules of a number argument, in the order the CLI's flags check them.
-struct NumberRule {
-  bool positive = false;                  // "> 0"
-  bool non_negative = false;              // ">= 0"
-  std::optional<std::pair<double, double>> range;  // "in [lo, hi]"
-};
-
-// Reads the request's arguments by name; every name read is known, any other key is refused by done().
-class Args {
- public:
-  Args(const nlohmann::json& request, const char* command) : request_(request), command_(command) {
-    if (!request_.is_object())
-      throw RequestError(std::string(command) + ": the request must be a JSON object, got " + request_.type_name());
-  }
-
-  // The value under `key`, or nullptr where absent or null.
-  const nlohmann::json* find(const std::string& key) {
-    known_.insert(key);
-    const auto it = request_.find(key);
-    return it == request_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  std::optional<double> number(const std::string& key, const NumberRule& rule) {
-    const nlohmann::json* v = find(key);
-    if (!v) return std::nullopt;
-    const bool is_number = v->is_number();
-    const double x = is_number ? v->get<double>() : 0.0;
-    if (rule.positive) {
-      if (!is_number) throw RequestError(key + ": must be a finite number > 0, got \"" + shown(*v) + "\"");
-      if (x <= 0) throw RequestError(key + ": must be > 0, got " + shown(*v));
-    }
-    if (rule.non_negative) {
-      if (!is_number) throw RequestError(key + ": must be a finite number >= 0, got \"" + shown(*v) + "\"");
-      if (x < 0) throw RequestError(key + ": must be >= 0, got " + shown(*v));
-    }
-    if (rule.range && (!is_number || x < rule.range->first || x > rule.range->second))
-      throw RequestError(key + ": must be in [" + fmt_g(rule.range->first) + ", " + fmt_g(rule.range->second) +
-                         "], got " + shown(*v));
-    if (!is_number) throw RequestError(key + ": must be a finite decimal number, got \"" + shown(*v) + "\"");
-    return x;
-  }
-
-  std::optional<int> integer(const std::string& key, const NumberRule& rule) {
-    const nlohmann::json* v = find(key);
-    if (!v) return std::nullopt;
-    if (!v->is_number_integer()) throw RequestError(key + ": must be a decimal integer, got \"" + shown(*v) + "\"");
-    const std::optional<double> x = number(key, rule);
-    return static_cast<int>(*x);
-  }
-
-  // A flag: true or false; false where absent.
-  bool flag(const std::string& key) {
-    const nlohmann::json* v = find(key);
-    if (!v) return false;
-    if (!v->is_boolean()) throw RequestError(key + ": must be true or false, got " + shown(*v));
-    return v->get<bool>();
-  }
-
-  // A path that must name an existing file (not a folder); "" where absent.
-  std::string existing_file(const std::string& key) {
-    const nlohmann::json* v = find(key);
-    if (!v) return {};
-    if (!v->is_string()) throw RequestError(key + ": must be a path (a string), got " + shown(*v));
-    const std::string path = v->get<std::string>();
-    std::error_code ec;
-    const auto st = std::filesystem::status(path, ec);
-    if (ec || !std::filesystem::exists(st)) throw RequestError(key + ": File does not exist: " + bounded_text(path, 240));
-    if (std::filesystem::is_directory(st))
-      throw RequestError(key + ": File is actually a directory: " + bounded_text(path, 240));
-    return path;
-  }
-
-  template <class T>
-  static T required(const std::optional<T>& v, const std::string& key) {
-    if (!v) throw RequestError(key + " is required");
-    return *v;
-  }
-
-  void done() const {
-    for (const auto& [key, value] : request_.items())
-      if (!known_.count(key)) {
-        std::string accepted;
-        for (const auto& k : known_) accepted += (accepted.empty() ? "" : ", ") + k;
-        throw RequestError(bounded_text(key) + ": no such argument of " + command_ + " (accepted: " + accepted + ")");
-      }
-  }
-
- private:
-  const nlohmann::json& request_;
-  std::string command_;
-  std::set<std::string> known_;
-};
-
-constexpr double kMaxGapUs = 1e6;  // the CLI's --gap-us bound
-const NumberRule kProducerRule{true, false, std::pair{double(ranges::kProducers.lo), double(ranges::kProducers.hi)}};
-const NumberRule kByteRule{true, false, std::pair{ranges::kBytes.lo, ranges::kBytes.hi}};
-const NumberRule kDurationRule{true, false, std::pair{0.0, 1e6}};
-
-}  // namespace
+using detail::Args;
+using detail::NumberRule;
+using detail::kByteRule;
+using detail::kDurationRule;
+using detail::kMaxGapUs;
+using detail::kProducerRule;
 
 const char* version() { return XSTAGE_PLANNER_VERSION; }
 

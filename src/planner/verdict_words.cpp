@@ -5,16 +5,9 @@
 #include <string_view>
 
 #include "xstage/model/units.hpp"
+#include "xstage/planner/text.hpp"
 
 namespace xstage::planner {
-
-namespace {
-std::string fmt_us(double seconds, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, units::s_to_us(seconds));
-  return buf;
-}
-}  // namespace
 
 std::string verdict_text(const model::DesignVerdict& v) {
   const char* why = !v.rate_bound_ok && !v.capacity_bound_ok ? " (rate, capacity)"

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "cli_runner.hpp"
 #include "xstage/planner/planner_c_api.h"
@@ -213,4 +214,76 @@ TEST(PlannerCApi, SimulateBadRequestIsTheCliMessageWithTheArgumentsNamed) {
   a = simulate(R"({"producers": 3, "bytes_per_producer": 4, "trace": "/tmp/t.json"})");
   EXPECT_EQ(a.code, 2);
   EXPECT_NE(a.error.find("trace: no such argument of simulate"), std::string::npos) << a.error;
+}
+
+namespace {
+
+using PlanEntry = int (*)(const char*, char**, char**);
+
+Answer call(PlanEntry entry, const std::string& request) {
+  char* response = nullptr;
+  char* error = nullptr;
+  const int code = entry(request.c_str(), &response, &error);
+  Answer a{code, response ? response : "", error ? error : ""};
+  EXPECT_TRUE(code == 0 ? (response != nullptr && error == nullptr) : (response == nullptr && error != nullptr));
+  xstage_planner_free(response);
+  xstage_planner_free(error);
+  return a;
+}
+
+}  // namespace
+
+TEST(PlannerCApi, PlanAndPlanAttnEqualTheCliJson) {
+  const std::tuple<PlanEntry, std::string, std::string> cases[] = {
+      {xstage_planner_plan, "{}", "plan"},
+      {xstage_planner_plan, R"({"producers": 66, "platform": ")" + kPaper + "\"}", "plan --producers 66 --platform " + kPaper},
+      {xstage_planner_plan_attn, "{}", "plan attn"},
+      {xstage_planner_plan_attn, R"({"seq": [8192, 75600], "heads_per_gpu": 5, "sigma_us": 0.9, "block_n": 64})",
+       "plan attn --seq 8192 75600 --heads-per-gpu 5 --sigma-us 0.9 --block-n 64"},
+      {xstage_planner_plan_attn,
+       R"({"producers": 132, "head_dim": 64, "out_bytes": 4, "latency_us": 1.5, "cover_us": 0.2, "qk_cover_us": 0.1,
+           "batch": 2, "block_m": 64, "seq": [4096], "platform": ")" + kPaper + "\"}",
+       "plan attn --producers 132 --head-dim 64 --out-bytes 4 --latency-us 1.5 --cover-us 0.2 --qk-cover-us 0.1 "
+       "--batch 2 --block-m 64 --seq 4096 --platform " + kPaper},
+  };
+  for (const auto& [entry, request, command] : cases) {
+    const Answer a = call(entry, request);
+    ASSERT_EQ(a.code, 0) << a.error;
+    const xstage::test::CliRun cli = xstage::test::run_cli(command + " --json");
+    ASSERT_EQ(cli.code, 0) << cli.err;
+    EXPECT_EQ(nlohmann::json::parse(a.response), nlohmann::json::parse(cli.out)) << request;
+  }
+}
+
+TEST(PlannerCApi, PlanBadRequestIsTheCliMessageWithTheArgumentsNamed) {
+  const std::tuple<PlanEntry, std::string, std::string> cases[] = {
+      {xstage_planner_plan, R"({"producers": 0})", "plan --producers 0"},
+      {xstage_planner_plan, R"({"producers": 1000000})", "plan --producers 1000000"},
+      {xstage_planner_plan, R"({"platform": "/nonexistent/p.json"})", "plan --platform /nonexistent/p.json"},
+      {xstage_planner_plan_attn, R"({"block_m": 0})", "plan attn --block-m 0"},
+      {xstage_planner_plan_attn, R"({"out_bytes": 9})", "plan attn --out-bytes 9"},
+      {xstage_planner_plan_attn, R"({"sigma_us": 0})", "plan attn --sigma-us 0"},
+      {xstage_planner_plan_attn, R"({"latency_us": 2000000})", "plan attn --latency-us 2000000"},
+      {xstage_planner_plan_attn, R"({"producers": 1000000})", "plan attn --producers 1000000"},
+      {xstage_planner_plan_attn, R"({"seq": [67108864], "block_m": 1, "heads_per_gpu": 65536, "batch": 2147483647})",
+       "plan attn --seq 67108864 --block-m 1 --heads-per-gpu 65536 --batch 2147483647"},
+      {xstage_planner_plan_attn, R"({"sigma_us": 1000000, "seq": [67108864]})",
+       "plan attn --sigma-us 1000000 --seq 67108864"},
+  };
+  for (const auto& [entry, request, command] : cases) {
+    const Answer a = call(entry, request);
+    EXPECT_EQ(a.code, 2) << request;
+    const xstage::test::CliRun cli = xstage::test::run_cli(command + " --json");
+    ASSERT_EQ(cli.code, 2) << command;
+    EXPECT_EQ("xstage: error: " + a.error, in_request_keys(cli.err)) << request;
+  }
+  Answer a = call(xstage_planner_plan_attn, R"({"seq": []})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error, "seq: must be a non-empty list of integers, got []");
+  a = call(xstage_planner_plan_attn, R"({"seq": [8192, 0]})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_NE(a.error.find("seq: "), std::string::npos) << a.error;
+  a = call(xstage_planner_plan, R"({"json": true})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_NE(a.error.find("json: no such argument of plan"), std::string::npos) << a.error;
 }

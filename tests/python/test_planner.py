@@ -86,6 +86,33 @@ def test_bad_arguments_raise_the_cli_message_in_python_names(cli, kwargs, args):
     assert "--" not in str(info.value)
 
 
+@pytest.mark.parametrize("function, kwargs, args", [
+    (xp.plan, dict(producers=0), ["plan", "--producers", "0"]),
+    (xp.plan_attn, dict(block_m=0), ["plan", "attn", "--block-m", "0"]),
+    (xp.plan_attn, dict(seq=[8192, 0]), ["plan", "attn", "--seq", "8192", "0"]),
+    (xp.plan_attn, dict(heads_per_gpu=65536, seq=[67108864], block_m=1, batch=2147483647),
+     ["plan", "attn", "--heads-per-gpu", "65536", "--seq", "67108864", "--block-m", "1", "--batch", "2147483647"]),
+])
+def test_plan_bad_arguments_raise_the_cli_message_in_python_names(cli, function, kwargs, args):
+    # plan and plan_attn go through the planner's typed C ABI: the same message as the CLI's, keys for flags.
+    expected = cli_error(cli, *args)
+    for name in kwargs:
+        expected = expected.replace("--" + name.replace("_", "-"), name)
+    with pytest.raises(ValueError) as info:
+        function(**kwargs)
+    assert str(info.value) == expected
+    assert "--" not in str(info.value)
+
+
+def test_plan_attn_seq_takes_one_length_or_a_sequence():
+    one = xp.plan_attn(seq=16384)
+    assert one == xp.plan_attn(seq=[16384]) == xp.plan_attn(seq=(16384,))
+    assert [p["seq_len"] for p in one["points"]] == [16384]
+    assert xp.plan_attn(seq=[]) == xp.plan_attn()  # empty: the default lengths, as the CLI without --seq
+    with pytest.raises(ValueError, match="^xstage: error: producers: must be a decimal integer"):
+        xp.plan(producers="3")  # typed: a number, not its text
+
+
 def test_keyword_typo_is_a_type_error_naming_it():
     with pytest.raises(TypeError, match="no_such_flag"):
         xp.model(producers=148, bytes_per_producer=32768, gap_us=2, no_such_flag=1)

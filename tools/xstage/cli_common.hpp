@@ -13,8 +13,19 @@
 #include "xstage/model/audit.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/model/work_limit.hpp"
+#include "xstage/planner/text.hpp"
 
 namespace xstage::cli {
+
+// Numbers, user data and the platform in text (xstage/planner/text.hpp, shared with the planner library).
+using planner::checked_product;
+using planner::escape_bidi;
+using planner::fmt_mib;
+using planner::fmt_num;
+using planner::fmt_us;
+using planner::one_line;
+using planner::platform_label;
+using planner::shown_text;
 
 // --- where a command's output goes --------------------------------------------------------------
 // Every subcommand writes through out_stream()/err_stream(): the streams of the run_cli call running
@@ -111,10 +122,6 @@ extern const CLI::Validator kRankCount;
 // --- work and arithmetic limits on user numbers --------------------------------------------------
 // require_work_within: xstage/model/work_limit.hpp.
 
-// Product of named user numbers in 64-bit integers; throws InputError naming them on overflow or when
-// the product exceeds `limit`.
-std::int64_t checked_product(const std::vector<std::pair<std::string, std::int64_t>>& factors,
-                             std::int64_t limit = INT64_MAX);
 
 void print_json(const nlohmann::json& j);
 
@@ -141,26 +148,12 @@ class CommandLineScope {
  private:
   const std::vector<std::string>* prev_;
 };
-// "'h200-x2' (embedded)" or "'mine' (/abs/mine.json)": how human output names the platform.
-std::string platform_label(const std::string& platform_path, const model::Platform& platform);
 
-// User data (names, paths, file contents) as shown on a terminal: bounded_text (one line, control bytes
-// and invalid UTF-8 escaped, cut with its size) with bidirectional overrides also escaped.
-std::string shown_text(std::string_view s, std::size_t max_chars = 80);
-// Only the C1 controls and bidirectional marks escaped (for text already bounded, InputError messages):
-// escape_terminal_active of xstage/model/bounded_text.hpp.
-std::string escape_bidi(std::string text);
-// A message echoing user text, as one line of at most about `max_bytes`: control bytes, invalid UTF-8
-// and bidirectional overrides escaped, quotes kept.
-std::string one_line(std::string_view s, std::size_t max_bytes = 400);
 
 // Plain text table: header row, rule, rows (cells escaped by shown_text); columns padded to their
 // widest cell.
 void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 
-std::string fmt_us(double seconds, int decimals = 2);
-std::string fmt_mib(double bytes, int decimals = 2);
-std::string fmt_num(double x, int decimals = 2);
 
 // --- output files (every --out of every subcommand) ----------------------------------------------
 // Checks an output path before any work: non-empty, its folder exists, it is not a folder, it is not

@@ -40,133 +40,8 @@ namespace {
 
 using units::us_to_s;
 
-// Bursts of the longest recurring-burst check plan runs (moe_as_built's).
-constexpr int kPlanCheckBursts = 24;
-
-// K: --producers, or the platform's largest measured K; refused, naming where it came from, when the
-// recurring-burst checks could not simulate it in about a second (sim::kMaxRecurringBurstWork).
-int producers_or_default(const PlanCommon& c, const model::Platform& p) {
-  const int k = c.producers > 0 ? c.producers : platform_max_producers(p);
-  sim::require_recurring_burst_work_within(
-      c.producers > 0 ? std::string("--producers")
-                      : "platform " + platform_label(c.platform, p) +
-                            ": issue_floor: its largest producers, the default K (give a smaller --producers)",
-      k, kPlanCheckBursts);
-  return k;
-}
-
-model::AttentionInput attention_input(const AttnOptions& o, int producers) {
-  model::AttentionInput in;
-  in.producers = producers;
-  in.block_m = o.block_m;
-  in.head_dim = o.head_dim;
-  in.block_n = o.block_n;
-  in.output_bytes_per_element = o.out_bytes;
-  in.sigma_s = us_to_s(o.sigma_us);
-  in.qk_cover_s = o.qk_cover_us < 0 ? -1.0 : us_to_s(o.qk_cover_us);
-  in.completion_latency_s = us_to_s(o.latency_us);
-  in.completion_cover_s = o.cover_us < 0 ? -1.0 : us_to_s(o.cover_us);
-  in.heads_per_gpu = o.heads_per_gpu;
-  in.batch = o.batch;
-  for (long long m : o.seq) {
-    // N_t = ceil(M / b_m) * heads * batch (eq. 17) in 64-bit integers: refuse what does not fit.
-    checked_product({{"ceil(--seq " + std::to_string(m) + " / --block-m " + std::to_string(o.block_m) + ")",
-                      (m + o.block_m - 1) / o.block_m},
-                     {"--heads-per-gpu", o.heads_per_gpu},
-                     {"--batch", o.batch}});
-    in.seq_lens.push_back(m);
-  }
-  return in;
-}
-
-// One legend line per verdict column: which burst the column models.
-struct LegendLine {
-  const char* column;
-  const char* models;
-};
-const std::vector<LegendLine> kAttentionLegend = {
-    {"aligned (eq. 10)",
-     "one burst of all K producers' output tiles (b_m x d each, all remote) issued at once, then the Q-loop gap "
-     "G(M); the worst case, shown as context"},
-    {"as built stall us",
-     "the same bursts recurring every Q-loop (gap G(M)) from an aligned start with first-come service "
-     "(simulated): the median producer's stall in the first burst / per later burst"},
-    {"act on",
-     "the as-built verdict: keep (the stores drain under the next Q-loop) or reshape (they stall every burst); "
-     "a first-burst stall is paid once per launch"}};
-const std::vector<LegendLine> kMoeLegend = {
-    {"aligned w -> i (eq. 10)",
-     "the whole Linear-2 tile's Combine (V_t per producer, all remote) from all K producers at once, gap "
-     "G_wave = T_L2 or G_int = T_L2 + (n1/n2) T_L1 (eq. 12); the worst case, shown as context"},
-    {"as built stall w | i us",
-     "the fused kernel's piggybacked Combine: (N-1)/N of each tile remote (N = 2 ranks) in 8 chunks over the next "
-     "tile's k-steps, G_wave/8 (wave) or G_int/8 (interleaved) apart, from an aligned start (simulated): the median "
-     "producer's stall in the first chunk / per Linear-2 tile in steady state"},
-    {"act on",
-     "the as-built verdict over both orders: keep (the Combine drains under the next tile's mainloop) or reshape "
-     "(change the order or the tile); \"(datasheet rate)\": the mainloop times rest on the datasheet Tensor Core rate"}};
-
 void print_legend(const std::vector<LegendLine>& legend) {
   for (const auto& l : legend) out_stream() << "  " << l.column << ": " << l.models << "\n";
-}
-nlohmann::json to_json(const std::vector<LegendLine>& legend) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const auto& l : legend) a.push_back({{"column", l.column}, {"models", l.models}});
-  return a;
-}
-
-// As built, attention: the output bursts recur every Q-loop; the simulator says what binds in steady state.
-sim::RecurringBurstCheck attention_as_built(const model::Platform& platform, int producers,
-                                            const model::AttentionAudit& a, const model::AttentionPoint& p) {
-  return sim::recurring_burst_check(platform, producers, a.bytes_per_producer, p.qloop_gap_s);
-}
-
-ActOn attention_act_on(const sim::RecurringBurstCheck& b) { return act_on(b, "output burst", "the next Q-loop"); }
-
-// Stall figures of one as-built check: "first/steady" (steady scaled to the row's unit).
-std::string stall_pair(const sim::RecurringBurstCheck& b, double steady_scale = 1.0) {
-  return fmt_us(b.first_burst_stall_s, 2) + "/" + fmt_us(b.steady_stall_s * steady_scale, 2);
-}
-
-
-// `plan attn --json` and each attention row of `plan --json`: the audit, each point's as-built check and
-// act-on verdict, and at the top level the verdict over the points. The top-level "burst" (kept for
-// compatibility) is the aligned worst case of one burst with no gap; "aligned_burst_worst_case" names it so.
-nlohmann::json attention_json(const model::Platform& platform, const model::AttentionAudit& a,
-                              const model::AttentionInput& in) {
-  nlohmann::json j = model::to_json(a, in);
-  const char* models = "one aligned burst of all K output tiles with no gap (G = 0): what the Q-loop must cover; "
-                       "context, not a verdict (see act_on)";
-  j["burst"]["models"] = models;
-  j["aligned_burst_worst_case"] = j["burst"];
-  j["drain_rate_gbps"] = units::bytes_per_s_to_gbps(a.burst.drain_rate_bytes_per_s);
-  ActOn top;
-  top.stall_unit = "output burst";
-  std::vector<std::string> reshape_at;
-  for (std::size_t i = 0; i < a.points.size(); ++i) {
-    const auto built = attention_as_built(platform, in.producers, a, a.points[i]);
-    const ActOn act = attention_act_on(built);
-    j["points"][i]["as_built"] = as_built_json(built);
-    j["points"][i]["act_on"] = to_json(act);
-    top.first_launch_cost_s = std::max(top.first_launch_cost_s, act.first_launch_cost_s);
-    top.steady_stall_s = std::max(top.steady_stall_s, act.steady_stall_s);
-    if (std::string_view(act.verdict) == kReshape) reshape_at.push_back(std::to_string(a.points[i].seq_len));
-  }
-  if (a.points.size() == 1) {
-    top = attention_act_on(attention_as_built(platform, in.producers, a, a.points.front()));
-  } else if (!reshape_at.empty()) {
-    top.verdict = kReshape;
-    std::string ms;
-    for (const auto& m : reshape_at) ms += (ms.empty() ? "" : ", ") + m;
-    top.text = "reshape at M = " + ms + ": steady stall up to " + fmt_us(top.steady_stall_s, 2) +
-               " us per output burst (rate bound)";
-  } else {
-    top.text = "keep at every M evaluated: stores drain under the next Q-loop";
-    if (top.first_launch_cost_s > 0.0) top.text += launch_cost_clause(top.first_launch_cost_s);
-  }
-  j["act_on"] = to_json(top);
-  j["legend"] = to_json(kAttentionLegend);
-  return j;
 }
 
 void print_attention(const model::Platform& platform, const model::AttentionAudit& a, const model::AttentionInput& in) {
@@ -226,106 +101,20 @@ std::vector<std::string> moe_row(const std::string& name, const model::MoeInput&
 const std::vector<std::string> kMoeHeader = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT wave us", "dT int us",
                                              "stall w/i us", "eq.14", "D_knee", "aligned w -> i (eq. 10)"};
 
-// As built, MoE: a Linear-2 tile's Combine on N ranks ((N - 1)/N of the tile remote), one Linear-2 tile per gap
-// (G_wave in the expert-wave order, G_int of eq. 12 in the interleaved one). The fused kernel's piggybacked
-// Combine issues it in moe::kFusedCombineChunks chunks over the next tile's k-steps; an epilogue Combine issues
-// the tile's share as one burst after the tile. `plan` models the fused kernel on kPlanRanks ranks.
-constexpr int kPlanRanks = 2;
-struct MoeAsBuilt {
-  int ranks = kPlanRanks;
-  std::string combine = "piggyback";
-  // Bursts per Linear-2 tile, and the bytes of each per producer.
-  int chunks() const { return combine == "piggyback" ? moe::kFusedCombineChunks : 1; }
-  double chunk_bytes(const model::MoeInput& in) const { return sim::moe_remote_share(ranks) * in.tile_bytes / chunks(); }
-};
-
-sim::RecurringBurstCheck moe_as_built(const model::Platform& platform, int producers, const model::MoeInput& in,
-                                      double gap_per_l2_tile_s, const MoeAsBuilt& b) {
-  const double chunk = b.chunk_bytes(in);
-  const double step = gap_per_l2_tile_s / b.chunks();
-  return sim::recurring_burst_check(platform, producers, chunk,
-                                    std::max(0.0, step - platform.issue_floor_s(producers, chunk).value), 24);
-}
-
-ActOn moe_act_on(const sim::RecurringBurstCheck& wave, const sim::RecurringBurstCheck& inter, bool datasheet_rate,
-                 int chunks) {
-  ActOn a;
-  a.stall_unit = "Linear-2 tile";
-  a.datasheet_rate = datasheet_rate;
-  const double per_tile = chunks;
-  const double w = wave.steady_stall_s * per_tile, i = inter.steady_stall_s * per_tile;
-  const bool w_keep = wave.action == model::DesignAction::kKeep;
-  const bool i_keep = inter.action == model::DesignAction::kKeep;
-  a.first_launch_cost_s = std::max(first_burst_stalls(wave) ? wave.first_burst_stall_s : 0.0,
-                                   first_burst_stalls(inter) ? inter.first_burst_stall_s : 0.0);
-  if (w_keep && i_keep) {
-    a.text = "keep: the Combine drains under the next tile's mainloop in both orders";
-    if (a.first_launch_cost_s > 0.0) a.text += launch_cost_clause(a.first_launch_cost_s);
-  } else {
-    a.verdict = kReshape;
-    a.steady_stall_s = std::max(w_keep ? 0.0 : w, i_keep ? 0.0 : i);
-    if (!w_keep && i_keep)
-      a.text = "reshape: run the interleaved order; the wave order stalls " + fmt_us(w, 2) +
-               " us per Linear-2 tile (rate bound)";
-    else if (w_keep)
-      a.text = "reshape: run the expert-wave order; the interleaved order stalls " + fmt_us(i, 2) +
-               " us per Linear-2 tile (rate bound)";
-    else
-      a.text = "reshape: steady stall " + fmt_us(w, 2) + " us per Linear-2 tile in the wave order, " + fmt_us(i, 2) +
-               " in the interleaved (rate bound)";
-  }
-  if (datasheet_rate) a.text += " (datasheet rate)";
-  return a;
-}
-
-// Both orders' as-built checks of one MoE layer and what to act on: the JSON keys of `plan` and `plan moe`
-// (wave_as_built, interleaved_as_built, act_on) added to `j`, and the text cells (stall pairs and the verdict).
-struct MoeVerdict {
-  ActOn act;
-  std::string stalls;  // "first/steady | first/steady" us, per Linear-2 tile
-};
-MoeVerdict moe_verdict(const model::Platform& platform, int producers, const model::MoeInput& in,
-                       const model::MoeAudit& a, bool datasheet, const MoeAsBuilt& b, nlohmann::json& j) {
-  const sim::RecurringBurstCheck wave = moe_as_built(platform, producers, in, a.wave_gap_s, b);
-  const sim::RecurringBurstCheck inter = moe_as_built(platform, producers, in, a.interleaved_gap_s, b);
-  const double chunk = b.chunk_bytes(in);
-  for (const auto& [key, check, gap] : {std::tuple{"wave_as_built", wave, a.wave_gap_s},
-                                        std::tuple{"interleaved_as_built", inter, a.interleaved_gap_s}}) {
-    j[key] = as_built_json(check);
-    j[key]["ranks"] = b.ranks;
-    j[key]["combine"] = b.combine;
-    j[key]["chunk_bytes"] = chunk;
-    j[key]["gap_per_l2_tile_us"] = units::s_to_us(gap);
-    j[key]["steady_stall_per_l2_tile_us"] = units::s_to_us(check.steady_stall_s * b.chunks());
-  }
-  MoeVerdict v{moe_act_on(wave, inter, datasheet, b.chunks()),
-               stall_pair(wave, b.chunks()) + " | " + stall_pair(inter, b.chunks())};
-  if (chunk <= 0.0) v.act.text = "keep: every Combine store is local on 1 rank; nothing enters the path";
-  j["act_on"] = to_json(v.act);
-  return v;
-}
 
 }  // namespace
 
-void run_attn(const PlanCommon& c, const AttnOptions& o) {
-  const model::Platform platform = model::load_platform_or_default(c.platform);
-  const model::AttentionInput in = attention_input(o, producers_or_default(c, platform));
-  const model::AttentionAudit a = model::audit_attention(platform, in);
-  try {
-    if (c.json) {
-      nlohmann::json j = attention_json(platform, a, in);
-      stamp_json(j, "xstage.plan.attn/1", c.platform, platform);
-      print_json(j);
-      return;
-    }
-    out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
-    print_attention(platform, a, in);
-  } catch (const sim::TimeLimitError& e) {
-    // The as-built check simulates bursts of b_m x d x out-bytes every Q-loop gap sigma x ceil(M / b_n).
-    throw InputError(std::string(e.what()) +
-                     " (the simulated bursts are sized by --seq, --sigma-us, --block-n, --block-m, --head-dim, "
-                     "--out-bytes, --latency-us and --producers: give smaller values)");
+void run_attn(const PlanCommon& c, const AttnOptions& options) {
+  AttnOptions o = options;
+  o.platform = c.platform;
+  o.producers = c.producers;
+  const planner::PlanAttnResult r = planner::plan_attn(o, true);
+  if (c.json) {
+    print_json(r.json);
+    return;
   }
+  out_stream() << "platform " << platform_label(c.platform, r.platform) << "\n";
+  print_attention(r.platform, r.audit, r.input);
 }
 
 namespace {
@@ -478,7 +267,7 @@ model::MoeKernel moe_kernel(const MoeOptions& o) {
 void run_moe(const PlanCommon& c, const MoeOptions& o) {
   check_moe_flags(o);
   const model::Platform platform = model::load_platform_or_default(c.platform);
-  const int producers = producers_or_default(c, platform);
+  const int producers = planner::plan_producers(c.producers, "--producers", c.platform, platform);
   std::optional<model::MoeKernel> kernel;
   std::optional<planner::MoePlanInput> pin;
   if (o.described()) {
@@ -584,124 +373,72 @@ void run_moe(const PlanCommon& c, const MoeOptions& o) {
 // `xstage plan` with no kernel: every built-in workload on the platform. Each row ends in what to act on
 // (the as-built verdict in words), beside the aligned worst case (eq. 10) as context.
 void run_default(const PlanCommon& c) {
-  const model::Platform platform = model::load_platform_or_default(c.platform);
-  const int k = producers_or_default(c, platform);
-  // R(K): the rate of every figure below (attention, MoE eq. 12-14 and the simulations); the nominal R is in the
-  // JSON for reference.
-  const double r_k_gbps = units::bytes_per_s_to_gbps(platform.drain_rate_at(k));
-  const double r_nominal_gbps = units::bytes_per_s_to_gbps(platform.drain_rate_bytes_per_s);
-  nlohmann::json j = {{"producers", k},
-                      {"drain_rate_gbps", r_k_gbps},
-                      {"nominal_drain_rate_gbps", r_nominal_gbps},
-                      {"verdict_words",
-                       {{kKeep, "leave the bursts where they are: the next mainloop covers the drain"},
-                        {kReshape, "the stores stall; change the order, the tile or the gap"}}},
-                      {"legend", {{"attention", to_json(kAttentionLegend)}, {"moe", to_json(kMoeLegend)}}},
-                      {"attention", nlohmann::json::array()},
-                      {"moe", nlohmann::json::array()}};
-  stamp_json(j, "xstage.plan/1", c.platform, platform);
-  if (!c.json) {
-    out_stream() << "xstage plan: design test of built-in workloads on platform " << platform_label(c.platform, platform)
-                 << " (K = " << k << ", R(K=" << k << ") = " << fmt_num(r_k_gbps, 1) << " GB/s";
-    out_stream() << ")\n";
-    if (!platform.description.empty()) out_stream() << "  " << platform.description << "\n";
-    const model::Lookup t0 = platform.issue_floor_s(k, 32768);
-    out_stream() << "  " << platform.issue_floor.size() << " measured issue floors; T_iss0(K=" << k
-              << ", B=32 KiB) = " << fmt_us(t0.value, 3) << " us (" << model::to_string(t0.source) << ")\n";
-    for (const auto& q : platform.capacity)
-      out_stream() << "  Q(K=" << q.producers << ") = " << fmt_mib(q.bytes, 3) << " MiB"
-                   << (q.isolated_drain_rate_bytes_per_s > 0.0
-                           ? " (smooth knee, R_iso = " + fmt_num(units::bytes_per_s_to_gbps(q.isolated_drain_rate_bytes_per_s), 1) + " GB/s)"
-                           : std::string())
-                   << "\n";
-    if (!platform.drain_rate_by_producers.empty()) {
-      out_stream() << "  R(K) =";
-      for (const auto& d : platform.drain_rate_by_producers)
-        out_stream() << " " << fmt_num(units::bytes_per_s_to_gbps(d.bytes_per_s), 1) << " (K=" << d.producers << ")";
-      out_stream() << " GB/s\n";
-    }
-    if (platform.bounds.link_rate_bytes_per_s > 0.0)
-      out_stream() << "  fitted under physical bounds: link " << fmt_num(units::bytes_per_s_to_gbps(platform.bounds.link_rate_bytes_per_s), 1)
-                   << " GB/s per direction (" << one_line(platform.bounds.link_source, 200) << "); no rate above it\n";
-    out_stream() << "  verdicts: keep = leave the bursts where they are, the next mainloop covers the drain; reshape = "
-                    "the stores stall, change the order, the tile or the gap\n";
-    out_stream() << "\nDiT attention, post-attention All-to-All from the FlashAttention epilogue (bf16, 128x128 tiles, sigma = "
-              << fmt_num(units::s_to_us(model::kPaperSigmaS), 2) << " us/KV tile)\n";
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& w : model::builtin_attention_workloads()) {
-    AttnOptions o;
-    o.head_dim = w.head_dim;
-    o.heads_per_gpu = w.heads / w.sp_degree;
-    o.seq = {w.seq_len};
-    const model::AttentionInput in = attention_input(o, k);
-    const model::AttentionAudit a = model::audit_attention(platform, in);
-    const auto& p = a.points.front();
-    const sim::RecurringBurstCheck built = attention_as_built(platform, k, a, p);
-    nlohmann::json wj = attention_json(platform, a, in);
-    wj.erase("legend");  // once, at the top level
-    wj["name"] = w.name;
-    wj["source"] = w.source;
-    wj["as_built"] = wj["points"][0]["as_built"];
-    j["attention"].push_back(wj);
-    rows.push_back({w.name, std::to_string(w.seq_len), std::to_string(o.heads_per_gpu), fmt_us(a.recovery_gap_s, 2),
-                    fmt_mib(a.burst.q_peak0_bytes, 2), std::to_string(a.sufficient_seq_len_tokens),
-                    fmt_us(p.issue_backpressure_s, 2), fmt_us(p.completion_coupled_exposed_s, 1), verdict_text(p.verdict),
-                    stall_pair(built), attention_act_on(built).text});
-  }
-  if (!c.json) {
-    std::vector<std::string> header = {"workload", "M", "heads/GPU", "G* us", "q_peak0 MiB", "M_ub*", "dt(M) us",
-                                       "E_cc us", kAttentionLegend[0].column, kAttentionLegend[1].column,
-                                       kAttentionLegend[2].column};
-    left_align(header, rows, {8, 10});
-    print_table(header, rows);
-    print_legend(kAttentionLegend);
-  }
-
-  // Mainloops at the platform's per-SM GEMM rate of each precision (measured by the traced kernels where
-  // the platform states it, else the datasheet); Combine output is bf16 in both.
-  const model::GemmRate rate_bf16 = platform.gemm_rate_at("bf16"), rate_fp8 = platform.gemm_rate_at("fp8");
-  j["gemm_rate_per_sm"] = {{"bf16", {{"tflops_per_sm", rate_bf16.flop_per_s_per_sm / 1e12}, {"source", rate_bf16.source}}},
-                           {"fp8", {{"tflops_per_sm", rate_fp8.flop_per_s_per_sm / 1e12}, {"source", rate_fp8.source}}}};
-  if (!c.json)
-    out_stream() << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << model::MoeKernel{}.block_n
-              << ", bf16 Combine, " << kPlanRanks << " ranks; mainloops estimated at "
-              << fmt_num(rate_bf16.flop_per_s_per_sm / 1e12, 2) << " TFLOP/s per SM bf16 (" << rate_bf16.source << "), "
-              << fmt_num(rate_fp8.flop_per_s_per_sm / 1e12, 2) << " FP8 (" << rate_fp8.source << "))\n";
-  rows.clear();
-  for (const char* precision : {"bf16", "fp8"}) {
-    MoeOptions po;
-    po.precision = precision;
-    po.fields["precision"] = precision;
-    for (const auto& s : model::builtin_moe_shapes()) {
-      po.shape = s.name;
-      // The verdict rests on the datasheet Tensor Core rate where a mainloop is estimated at that rate.
-      const planner::MoePlanInput pin = planner::moe_plan_input(platform, moe_kernel(po), k);
-      const bool datasheet = pin.estimated() && std::string_view(pin.rate.source) == "datasheet";
-      const model::MoeInput& in = pin.input;
-      const model::MoeAudit a = model::audit_moe(platform, in);
-      nlohmann::json mj = model::to_json(a);
-      mj["name"] = s.name;
-      mj["precision"] = precision;
-      mj["source"] = s.source;
-      mj["t_l1_mma_us"] = units::s_to_us(in.t_l1_mma_s);
-      mj["t_l2_mma_us"] = units::s_to_us(in.t_l2_mma_s);
-      const MoeVerdict v = moe_verdict(platform, k, in, a, datasheet, MoeAsBuilt{}, mj);
-      j["moe"].push_back(mj);
-      rows.push_back({std::string(s.name) + " " + precision, fmt_mib(a.volume_bytes, 2),
-                      fmt_us(in.t_l1_mma_s, 2) + "/" + fmt_us(in.t_l2_mma_s, 2), fmt_num(in.n1, 0) + "/" + fmt_num(in.n2, 0),
-                      fmt_us(a.wave_issue_overhead_s, 2) + "/" + fmt_us(a.interleaved_issue_overhead_s, 2),
-                      a.interleaving_sufficient ? "yes" : "no", std::to_string(a.lead_knee_rows),
-                      verdict_text(a.wave_verdict) + " -> " + verdict_text(a.interleaved_verdict),
-                      v.stalls, v.act.text});
-    }
-  }
+  const planner::PlanResult r = planner::plan({c.platform, c.producers}, true);
   if (c.json) {
-    print_json(j);
+    print_json(r.json);
     return;
   }
-  std::vector<std::string> header = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT w/i us", "eq.14", "D_knee",
-                                     kMoeLegend[0].column, kMoeLegend[1].column, kMoeLegend[2].column};
+  const model::Platform& platform = r.platform;
+  const int k = r.producers;
+  out_stream() << "xstage plan: design test of built-in workloads on platform " << platform_label(c.platform, platform)
+               << " (K = " << k << ", R(K=" << k << ") = " << fmt_num(r.drain_rate_gbps, 1) << " GB/s";
+  out_stream() << ")\n";
+  if (!platform.description.empty()) out_stream() << "  " << platform.description << "\n";
+  const model::Lookup t0 = platform.issue_floor_s(k, 32768);
+  out_stream() << "  " << platform.issue_floor.size() << " measured issue floors; T_iss0(K=" << k
+               << ", B=32 KiB) = " << fmt_us(t0.value, 3) << " us (" << model::to_string(t0.source) << ")\n";
+  for (const auto& q : platform.capacity)
+    out_stream() << "  Q(K=" << q.producers << ") = " << fmt_mib(q.bytes, 3) << " MiB"
+                 << (q.isolated_drain_rate_bytes_per_s > 0.0
+                         ? " (smooth knee, R_iso = " + fmt_num(units::bytes_per_s_to_gbps(q.isolated_drain_rate_bytes_per_s), 1) + " GB/s)"
+                         : std::string())
+                 << "\n";
+  if (!platform.drain_rate_by_producers.empty()) {
+    out_stream() << "  R(K) =";
+    for (const auto& d : platform.drain_rate_by_producers)
+      out_stream() << " " << fmt_num(units::bytes_per_s_to_gbps(d.bytes_per_s), 1) << " (K=" << d.producers << ")";
+    out_stream() << " GB/s\n";
+  }
+  if (platform.bounds.link_rate_bytes_per_s > 0.0)
+    out_stream() << "  fitted under physical bounds: link " << fmt_num(units::bytes_per_s_to_gbps(platform.bounds.link_rate_bytes_per_s), 1)
+                 << " GB/s per direction (" << one_line(platform.bounds.link_source, 200) << "); no rate above it\n";
+  out_stream() << "  verdicts: keep = leave the bursts where they are, the next mainloop covers the drain; reshape = "
+                  "the stores stall, change the order, the tile or the gap\n";
+  out_stream() << "\nDiT attention, post-attention All-to-All from the FlashAttention epilogue (bf16, 128x128 tiles, sigma = "
+               << fmt_num(units::s_to_us(model::kPaperSigmaS), 2) << " us/KV tile)\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& w : r.attention) {
+    const model::AttentionAudit& a = w.audit;
+    const auto& p = a.points.front();
+    rows.push_back({w.name, std::to_string(w.seq_len), std::to_string(w.heads_per_gpu), fmt_us(a.recovery_gap_s, 2),
+                    fmt_mib(a.burst.q_peak0_bytes, 2), std::to_string(a.sufficient_seq_len_tokens),
+                    fmt_us(p.issue_backpressure_s, 2), fmt_us(p.completion_coupled_exposed_s, 1), verdict_text(p.verdict),
+                    stall_pair(w.as_built), w.act.text});
+  }
+  std::vector<std::string> header = {"workload", "M", "heads/GPU", "G* us", "q_peak0 MiB", "M_ub*", "dt(M) us",
+                                     "E_cc us", kAttentionLegend[0].column, kAttentionLegend[1].column,
+                                     kAttentionLegend[2].column};
+  left_align(header, rows, {8, 10});
+  print_table(header, rows);
+  print_legend(kAttentionLegend);
+
+  out_stream() << "\nMoE Combine bursts, expert-wave vs interleaved (b_m = b_n = " << model::MoeKernel{}.block_n
+               << ", bf16 Combine, " << kPlanRanks << " ranks; mainloops estimated at "
+               << fmt_num(r.rate_bf16.flop_per_s_per_sm / 1e12, 2) << " TFLOP/s per SM bf16 (" << r.rate_bf16.source << "), "
+               << fmt_num(r.rate_fp8.flop_per_s_per_sm / 1e12, 2) << " FP8 (" << r.rate_fp8.source << "))\n";
+  rows.clear();
+  for (const auto& m : r.moe) {
+    const model::MoeInput& in = m.input;
+    const model::MoeAudit& a = m.audit;
+    rows.push_back({m.name, fmt_mib(a.volume_bytes, 2),
+                    fmt_us(in.t_l1_mma_s, 2) + "/" + fmt_us(in.t_l2_mma_s, 2), fmt_num(in.n1, 0) + "/" + fmt_num(in.n2, 0),
+                    fmt_us(a.wave_issue_overhead_s, 2) + "/" + fmt_us(a.interleaved_issue_overhead_s, 2),
+                    a.interleaving_sufficient ? "yes" : "no", std::to_string(a.lead_knee_rows),
+                    verdict_text(a.wave_verdict) + " -> " + verdict_text(a.interleaved_verdict),
+                    m.verdict.stalls, m.verdict.act.text});
+  }
+  header = {"shape", "V MiB", "T_L1/T_L2 us", "n1/n2", "dT w/i us", "eq.14", "D_knee",
+            kMoeLegend[0].column, kMoeLegend[1].column, kMoeLegend[2].column};
   left_align(header, rows, {7, 9});
   print_table(header, rows);
   print_legend(kMoeLegend);

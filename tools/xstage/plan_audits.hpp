@@ -10,6 +10,7 @@
 #include "xstage/model/kernel_description.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
+#include "xstage/planner/plan.hpp"
 #include "xstage/planner/verdict_words.hpp"
 #include "xstage/sim/design_check.hpp"
 
@@ -26,6 +27,18 @@ using planner::launch_cost_clause;
 using planner::to_json;
 using planner::verdict_text;
 
+// ---- the planner's design tests (xstage/planner/plan.hpp), whose tables these print -------------------------
+using planner::attention_act_on;
+using planner::attention_as_built;
+using planner::kAttentionLegend;
+using planner::kMoeLegend;
+using planner::kPlanRanks;
+using planner::LegendLine;
+using planner::moe_verdict;
+using planner::MoeAsBuilt;
+using planner::MoeVerdict;
+using planner::stall_pair;
+
 // Text cells read left to right: pad the given columns and their headers to one width (print_table right-aligns
 // every column but the first, which suits the numbers).
 void left_align(std::vector<std::string>& header, std::vector<std::vector<std::string>>& rows,
@@ -37,12 +50,8 @@ struct PlanCommon {
   bool json = false;
 };
 
-struct AttnOptions {
-  int block_m = 128, head_dim = 128, block_n = 128, out_bytes = 2, heads_per_gpu = 4, batch = 1;
-  double sigma_us = units::s_to_us(model::kPaperSigmaS);
-  double qk_cover_us = -1, latency_us = 0, cover_us = -1;
-  std::vector<long long> seq = {8192, 16384, 32768, 49152, 65536};
-};
+// `plan attn`'s options: the planner's request (its platform and producers are PlanCommon's).
+using AttnOptions = planner::PlanAttnRequest;
 
 // `plan moe`: a kernel description (xstage/model/kernel_description.hpp) from --kernel/--shape and the flags laid
 // over it (each flag is the description's field of the same name; unset: the description's value), or the

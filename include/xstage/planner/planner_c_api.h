@@ -14,8 +14,8 @@
 extern "C" {
 #endif
 
-/* 1: xstage_planner_model. 2: xstage_planner_simulate. */
-#define XSTAGE_PLANNER_C_API_VERSION 2
+/* 1: xstage_planner_model. 2: xstage_planner_simulate. 3: xstage_planner_plan, xstage_planner_plan_attn. */
+#define XSTAGE_PLANNER_C_API_VERSION 3
 int xstage_planner_c_api_version(void);
 
 /* xstage model: {"producers", "bytes_per_producer", "gap_us", "t_iss0_us", "capacity_bytes", "platform"} ->
@@ -27,6 +27,15 @@ int xstage_planner_model(const char* request_json, char** response_json, char** 
  * {"kernel": FILE} (xstage.kernel/1, kind "burst_gap"); each with an optional "platform" -> xstage.simulate/1
  * (xstage.simulate.kernel/1 for a kernel). The CLI's --trace (an output file) is not part of a request. */
 int xstage_planner_simulate(const char* request_json, char** response_json, char** error);
+
+/* xstage plan: {"producers", "platform"} -> xstage.plan/1, the design test of the built-in DiT attention and MoE
+ * workloads (include/xstage/planner/plan.hpp). */
+int xstage_planner_plan(const char* request_json, char** response_json, char** error);
+
+/* xstage plan attn: {"producers", "block_m", "head_dim", "block_n", "out_bytes", "sigma_us", "qk_cover_us",
+ * "latency_us", "cover_us", "seq" (a list of sequence lengths), "heads_per_gpu", "batch", "platform"} ->
+ * xstage.plan.attn/1, one attention kernel's epilogue All-to-All (eq. 17-20). */
+int xstage_planner_plan_attn(const char* request_json, char** response_json, char** error);
 
 void xstage_planner_free(char* text);
 
