@@ -351,7 +351,7 @@ void FusedMoe::run(const FusedMoeArguments& a, cudaStream_t stream) {
   in.expert_ids = a.topk_ids;
   in.weights = a.topk_weights;
   in.y = static_cast<std::uint16_t*>(a.y);
-  const MoeFusedParams p = moe_fused_params(s.dims, s.sizes, s.rank, run, in, s.local, s.peers.data());
+  const MoeFusedArguments p = moe_fused_params(s.dims, s.sizes, s.rank, run, in, s.local, s.peers.data());
   auto fail = [&](cudaError_t e, const char* what) {
     std::string msg = std::string("fused MoE: ") + what + " failed: " + cudaGetErrorName(e) + " (" +
                       cudaGetErrorString(e) + ")";

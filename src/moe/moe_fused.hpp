@@ -72,7 +72,7 @@ class MoeFused {
   struct RankState;
   struct Shared;
   void run_rank(int local_index, double timeout_s);
-  MoeFusedParams params_of(int local_index, double timeout_s) const;  // a normal run's parameters
+  MoeFusedArguments params_of(int local_index, double timeout_s) const;  // a normal run's parameters
   void wait_rank(int local_index, cudaEvent_t done, double timeout_s) const;  // throws on failure / timeout
   void quantize_weights(int local_index);  // FP8: the rank's e4m3 weights and block scales
   RankState& state_of_rank(int rank) const;

@@ -142,8 +142,6 @@ struct MoeFusedArguments {
   int trace_capacity = 0;
   std::uint16_t* comb_local = nullptr;
 };
-// The name the layer's and the API's call sites use.
-using MoeFusedParams = MoeFusedArguments;
 
 // ---- Device parameters of the fused kernel, one part per role (to_params below builds them) ----
 // The kernel reads only these (one __grid_constant__ struct); host-only arguments (events, the operands

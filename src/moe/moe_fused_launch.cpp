@@ -117,11 +117,11 @@ void free_fused_peer(MoeFusedPeerView& v) noexcept {
   v = MoeFusedPeerView{};
 }
 
-MoeFusedParams moe_fused_params(const MoeDims& d, const MoeFusedSizes& z, int rank, const MoeFusedRunConfig& run,
-                                const MoeFusedOperands& in, const MoeFusedLocalBuffers& local,
-                                const MoeFusedPeerView* peers) {
+MoeFusedArguments moe_fused_params(const MoeDims& d, const MoeFusedSizes& z, int rank, const MoeFusedRunConfig& run,
+                                   const MoeFusedOperands& in, const MoeFusedLocalBuffers& local,
+                                   const MoeFusedPeerView* peers) {
   const int N = d.ranks, me = rank;
-  MoeFusedParams p;
+  MoeFusedArguments p;
   p.rank = me;
   p.ranks = N;
   p.tokens = run.tokens;
@@ -258,8 +258,8 @@ int moe_fused_schedule_param(MoeFusedSchedule schedule, int requested, const Moe
   return int(model::moe_default_lead_rows(128, grid, d.h_inter, d.hidden));
 }
 
-cudaError_t enqueue_moe_fused_run(const MoeFusedParams& p, const MoeFusedLocalBuffers& local, MoeFusedSchedule schedule,
-                                  int grid, cudaStream_t stream) {
+cudaError_t enqueue_moe_fused_run(const MoeFusedArguments& p, const MoeFusedLocalBuffers& local,
+                                  MoeFusedSchedule schedule, int grid, cudaStream_t stream) {
   const std::size_t l1_bytes = std::size_t(p.recv_rows / kFusedBlockM) * sizeof(std::uint32_t);
   cudaError_t e = cudaMemsetAsync(local.l1_done, 0, l1_bytes, stream);
   if (e != cudaSuccess) return e;

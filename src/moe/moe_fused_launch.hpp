@@ -70,7 +70,7 @@ void alloc_fused_peer(const MoeFusedSizes& z, MoePrecision precision, MoeFusedPe
 void free_fused_peer(MoeFusedPeerView& v) noexcept;
 
 // The operands of one run on one rank: bf16 tokens and output, the routing, the GEMM weights (bf16, or
-// e4m3 with their 128 x 128 block scales) in the kernel's layouts (MoeFusedParams).
+// e4m3 with their 128 x 128 block scales) in the kernel's layouts (MoeFusedArguments).
 struct MoeFusedOperands {
   const std::uint16_t* x = nullptr;  // [tokens][hidden]
   const void* w1 = nullptr;          // [local experts][2·h_inter][hidden]: gate rows, then up rows
@@ -93,9 +93,9 @@ struct MoeFusedRunConfig {
 };
 
 // Kernel parameters of a normal run of rank `rank` (d.ranks peers in `peers`, index: team rank).
-MoeFusedParams moe_fused_params(const MoeDims& d, const MoeFusedSizes& z, int rank, const MoeFusedRunConfig& run,
-                                const MoeFusedOperands& in, const MoeFusedLocalBuffers& local,
-                                const MoeFusedPeerView* peers);
+MoeFusedArguments moe_fused_params(const MoeDims& d, const MoeFusedSizes& z, int rank, const MoeFusedRunConfig& run,
+                                   const MoeFusedOperands& in, const MoeFusedLocalBuffers& local,
+                                   const MoeFusedPeerView* peers);
 
 // The default schedule parameter: the lead rows D of the interleaved order (model::moe_default_lead_rows
 // for this grid) or a quarter of the local experts per wave; `requested` > 0 is taken as given.
@@ -103,8 +103,8 @@ int moe_fused_schedule_param(MoeFusedSchedule schedule, int requested, const Moe
 
 // One run on `stream`, nothing waited for on the host: l1_done reset, dispatch plan of p.tokens tokens,
 // fused kernel and completion kernel.
-cudaError_t enqueue_moe_fused_run(const MoeFusedParams& p, const MoeFusedLocalBuffers& local, MoeFusedSchedule schedule,
-                                  int grid, cudaStream_t stream);
+cudaError_t enqueue_moe_fused_run(const MoeFusedArguments& p, const MoeFusedLocalBuffers& local,
+                                  MoeFusedSchedule schedule, int grid, cudaStream_t stream);
 
 // One line describing the bounded wait that expired ("" when f.code is 0).
 std::string moe_fused_failure_text(const MoeFusedWaitFailure& f);

@@ -147,7 +147,7 @@ void MoeFused::run(double timeout_s) {
   ran_ = true;
 }
 
-MoeFusedParams MoeFused::params_of(int li, double timeout_s) const {
+MoeFusedArguments MoeFused::params_of(int li, double timeout_s) const {
   const RankState& s = *ranks_[li];
   MoeFusedRunConfig run;
   run.tokens = dims_.tokens;
@@ -165,7 +165,7 @@ MoeFusedParams MoeFused::params_of(int li, double timeout_s) const {
   in.expert_ids = s.ids;
   in.weights = s.weights;
   in.y = s.y;
-  MoeFusedParams p = moe_fused_params(dims_, sizes_, s.lr->rank, run, in, s.local, shared_->views.data());
+  MoeFusedArguments p = moe_fused_params(dims_, sizes_, s.lr->rank, run, in, s.local, shared_->views.data());
   if (trace_) {
     p.trace = s.trace;
     p.trace_count = s.trace_count;
@@ -178,7 +178,7 @@ MoeFusedParams MoeFused::params_of(int li, double timeout_s) const {
 void MoeFused::run_rank(int li, double timeout_s) {
   RankState& s = *ranks_[li];
   cudaStream_t st = s.lr->stream;
-  const MoeFusedParams p = params_of(li, timeout_s);
+  const MoeFusedArguments p = params_of(li, timeout_s);
 
   XSTAGE_CUDA_CHECK(cudaEventRecord(s.ev[0], st));
   XSTAGE_CUDA_CHECK(enqueue_moe_fused_run(p, s.local, options_.schedule, grid_, st));

@@ -91,7 +91,7 @@ std::vector<double> MoeFusedHarness::time_gemm_only(moe::MoeFused& l, int mode, 
     moe::MoeFused::RankState& s = *l.ranks_[li];
     XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
     cudaStream_t st = s.lr->stream;
-    MoeFusedParams p = l.params_of(li, timeout_s);
+    MoeFusedArguments p = l.params_of(li, timeout_s);
     p.gemm_only = mode;
     // Nothing is dispatched: the arrival counters do not move, so neither may their bases. The
     // completion kernel adds this run's row totals to p.arrive_base; point it (and the totals, which

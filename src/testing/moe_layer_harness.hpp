@@ -27,7 +27,7 @@ class MoeFusedHarness {
   static void set_trace(moe::MoeFused& layer, bool enabled, bool local_store_control);
   // Tiles of the last traced run of team rank `rank`, CTA by CTA in each CTA's order.
   static std::vector<moe::MoeFusedTileTrace> last_trace(const moe::MoeFused& layer, int rank);
-  // GEMM phases alone (MoeFusedParams::gemm_only; mode 1: Linear-1 + SwiGLU tiles, mode 2: Linear-2
+  // GEMM phases alone (MoeFusedArguments::gemm_only; mode 1: Linear-1 + SwiGLU tiles, mode 2: Linear-2
   // tiles without the Combine stores) on the operands of the last run(), which must have happened: iters
   // launches back to back per rank (fused kernel + completion kernel each, no dispatch plan), CUDA events
   // around the fused kernel alone. Returns per team rank the median ms. Nothing is dispatched or

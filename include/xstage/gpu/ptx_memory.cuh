@@ -24,13 +24,6 @@ __device__ __forceinline__ std::uint32_t load_flag_acquire(const std::uint32_t* 
   return v;
 }
 
-// Relaxed system-scope load: polling without ordering (follow a successful poll with an acquire).
-__device__ __forceinline__ std::uint32_t load_flag_relaxed(const std::uint32_t* flag) {
-  std::uint32_t v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-  return v;
-}
-
 // Device-scope arrival counter for grid barriers within one GPU (red.release.gpu).
 __device__ __forceinline__ void arrive_counter_release_gpu(std::uint32_t* counter, std::uint32_t inc) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(counter), "r"(inc) : "memory");

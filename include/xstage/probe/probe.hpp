@@ -113,7 +113,6 @@ class ProbeRunner {
   std::uint64_t buffer_bytes() const { return buffer_bytes_; }
   // Largest V = K·B one sender may write in one burst with this buffer.
   std::uint64_t max_volume_per_sender() const;
-  bool remote_possible() const { return team_.world_size() >= 2; }
   StorePath path() const { return path_; }
 
   // Copy-engine reference: cudaMemcpyPeerAsync between team ranks (single-process teams), or a local
