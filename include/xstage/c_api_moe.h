@@ -46,7 +46,7 @@ int xstage_moe_can_implement(int device, int hidden, int h_inter, int experts, i
                              int schedule, int lead_rows, int experts_per_wave, uint64_t* workspace_bytes);
 
 /* The tile order the schedule "auto" runs (CPU only, no device or layer needed): the event simulator's
- * makespans of both orders (xstage/sim/moe_schedules.hpp, predict_moe_schedule) on the embedded platform,
+ * makespans of both orders (xstage/sim/moe_order_simulation.hpp, predict_moe_schedule) on the embedded platform,
  * for `tokens` tokens on each of `ranks` ranks routed evenly over the experts, with the layer's launch: grid
  * (CTAs, even), lead_rows (the interleaved order's lead) and experts_per_wave (the wave order's), as
  * xstage_moe_info reports them for each order. *choice receives XSTAGE_MOE_INTERLEAVED or XSTAGE_MOE_WAVE,

@@ -12,7 +12,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/model/workloads.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 
 #if XSTAGE_CAPI_HAVE_CUDA
 #include <cuda_runtime_api.h>

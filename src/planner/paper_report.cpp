@@ -11,7 +11,7 @@
 #include "xstage/model/input_file.hpp"
 #include "xstage/model/stats.hpp"
 #include "xstage/moe/routing.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/kernel_description.hpp"
 #include "xstage/model/units.hpp"
@@ -1060,7 +1060,7 @@ OwnReport own_report(const model::Platform& platform, const std::string& dir) {
       "per precision; nothing is fitted to the matrices or the sweep", "the --platform file ('" + bounded_text(platform.name) + "')");
   add("moe_predictor", "sim::predict_moe_schedule (the planner's and moe bench --schedule auto's prediction): both "
       "orders through the event simulator, slowest rank's makespan, ratio = wave makespan / interleaved makespan",
-      "include/xstage/sim/moe_schedules.hpp");
+      "include/xstage/sim/moe_order_simulation.hpp");
   add("moe_launch", "dimensions, ranks, tokens, fused grid (K = 132), interleaved lead rows, experts per wave and Combine "
       "issue (piggyback) as each run recorded them", "the matrix files' runs[].result");
   add("moe_gemm_rate", "mainloop times from the platform's GEMM rate per SM at the run's precision (bf16 " +

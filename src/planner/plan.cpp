@@ -14,7 +14,7 @@
 #include "xstage/planner/moe_plan.hpp"
 #include "xstage/planner/requests.hpp"
 #include "xstage/planner/text.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 
 namespace xstage::planner {
 

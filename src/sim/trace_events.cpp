@@ -9,7 +9,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/input_file.hpp"
 #include "xstage/model/units.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 
 namespace xstage::sim {
 

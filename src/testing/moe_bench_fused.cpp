@@ -20,7 +20,7 @@
 #include "xstage/model/platform.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 #include "xstage/model/stats.hpp"
 
 namespace xstage::testing::moe_bench {

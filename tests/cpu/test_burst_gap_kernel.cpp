@@ -19,7 +19,7 @@
 #include "xstage/model/platform.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/sim/burst_gap_kernel.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 #include "xstage/sim/trace_events.hpp"
 
 namespace fs = std::filesystem;

@@ -14,7 +14,7 @@
 #include "xstage/model/error.hpp"
 #include "xstage/model/kernel_description.hpp"
 #include "xstage/model/workloads.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 
 namespace xstage {
 namespace {

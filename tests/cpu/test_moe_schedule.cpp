@@ -14,7 +14,7 @@
 #include "xstage/model/workloads.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/sched/moe_schedule.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 
 using namespace xstage::sched;
 namespace sim = xstage::sim;

@@ -14,7 +14,7 @@
 #include "xstage/model/input_file.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/planner/paper_report.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 
 using namespace xstage;
 using nlohmann::json;

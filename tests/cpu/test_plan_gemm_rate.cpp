@@ -14,7 +14,7 @@
 #include "xstage/moe/moe_fused_layout.hpp"
 #include "xstage/sim/design_check.hpp"
 #include "xstage/sim/fidelity.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 
 using namespace xstage;
 

@@ -11,7 +11,7 @@
 
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/platform.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 
 using namespace xstage;
 

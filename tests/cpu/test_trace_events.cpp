@@ -12,7 +12,7 @@
 #include "cli_runner.hpp"
 #include "xstage/model/error.hpp"
 #include "xstage/model/platform.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 #include "xstage/sim/simulator.hpp"
 #include "xstage/sim/trace_events.hpp"
 

@@ -20,7 +20,7 @@
 #include "xstage/moe/routing.hpp"
 #include "xstage/planner/moe_plan.hpp"
 #include "xstage/sim/design_check.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 #include "xstage/sim/simulator.hpp"
 #include "xstage/sim/trace_events.hpp"
 

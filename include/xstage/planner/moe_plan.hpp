@@ -10,7 +10,7 @@
 #include "xstage/model/audit.hpp"
 #include "xstage/model/kernel_description.hpp"
 #include "xstage/model/platform.hpp"
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 
 namespace xstage::planner {
 

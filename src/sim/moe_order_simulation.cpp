@@ -1,4 +1,4 @@
-#include "xstage/sim/moe_schedules.hpp"
+#include "xstage/sim/moe_order_simulation.hpp"
 
 #include <algorithm>
 #include <cmath>
