@@ -17,7 +17,7 @@ import glob
 import os
 import struct
 import threading
-from typing import Sequence
+from typing import Callable, Sequence
 
 C_API_VERSION = 3  # XSTAGE_C_API_VERSION
 CLI_C_API_VERSION = 1  # XSTAGE_CLI_C_API_VERSION
@@ -233,22 +233,29 @@ def _open(path: str) -> ctypes.CDLL:
         raise XstageLoadError(f"xstage: cannot load {path}: {e}{hint}") from e
 
 
+def _load(path: str, declare: Callable[[ctypes.CDLL], None], version_fn: str, expected: int, what: str) -> ctypes.CDLL:
+    """dlopen `path` (_open), declare its entry points and refuse a library whose `version_fn` differs."""
+    loaded = _open(path)
+    try:
+        declare(loaded)
+    except AttributeError as e:  # another library (an older xstage, or not xstage) under that path
+        raise XstageLoadError(f"xstage: {path} is not the library this package expects: {e}") from None
+    version = getattr(loaded, version_fn)()
+    if version != expected:
+        raise XstageLoadError(f"xstage: {path} has {what} version {version}, this package expects {expected}")
+    return loaded
+
+
 def lib() -> ctypes.CDLL:
     """The loaded library (loaded on first use, so `import xstage` never fails for want of it)."""
     global _lib
     if _lib is not None:
         return _lib
     with _lock:
-        if _lib is not None:
-            return _lib
-        path = library_path()
-        loaded = _open(path)
-        _declare(loaded)
-        version = loaded.xstage_c_api_version()
-        if version != C_API_VERSION:
-            raise XstageLoadError(f"xstage: {path} has C API version {version}, this package expects {C_API_VERSION}")
-        check_nccl(loaded.xstage_build_info().decode("utf-8", "replace"))
-        _lib = loaded
+        if _lib is None:
+            loaded = _load(library_path(), _declare, "xstage_c_api_version", C_API_VERSION, "C API")
+            check_nccl(loaded.xstage_build_info().decode("utf-8", "replace"))
+            _lib = loaded
         return _lib
 
 
@@ -259,16 +266,9 @@ def cli_lib() -> ctypes.CDLL:
         return _cli_lib
     lib()  # the NCCL check and the kernels' library first: both libraries then run against the same NCCL
     with _lock:
-        if _cli_lib is not None:
-            return _cli_lib
-        path = cli_library_path()
-        loaded = _open(path)
-        _declare_cli(loaded)
-        version = loaded.xstage_cli_c_api_version()
-        if version != CLI_C_API_VERSION:
-            raise XstageLoadError(f"xstage: {path} has CLI C API version {version}, this package expects "
-                                  f"{CLI_C_API_VERSION}")
-        _cli_lib = loaded
+        if _cli_lib is None:
+            _cli_lib = _load(cli_library_path(), _declare_cli, "xstage_cli_c_api_version", CLI_C_API_VERSION,
+                             "CLI C API")
         return _cli_lib
 
 

@@ -19,16 +19,21 @@ struct Answer {
   std::string response, error;
 };
 
-Answer model(const std::string& request) {
+using PlanEntry = int (*)(const char*, char**, char**);
+
+// One call of a planner entry point: exactly one of response and error set, both freed.
+Answer call(PlanEntry entry, const std::string& request) {
   char* response = nullptr;
   char* error = nullptr;
-  const int code = xstage_planner_model(request.c_str(), &response, &error);
+  const int code = entry(request.c_str(), &response, &error);
   Answer a{code, response ? response : "", error ? error : ""};
   EXPECT_TRUE(code == 0 ? (response != nullptr && error == nullptr) : (response == nullptr && error != nullptr));
   xstage_planner_free(response);
   xstage_planner_free(error);
   return a;
 }
+
+Answer model(const std::string& request) { return call(xstage_planner_model, request); }
 
 const std::string kPaper = std::string(XSTAGE_SOURCE_DIR) + "/platforms/paper_8gpu_148sm.json";
 
@@ -113,16 +118,7 @@ TEST(PlannerCApi, TypesUnknownArgumentsAndBrokenCallsAreRefused) {
 
 namespace {
 
-Answer simulate(const std::string& request) {
-  char* response = nullptr;
-  char* error = nullptr;
-  const int code = xstage_planner_simulate(request.c_str(), &response, &error);
-  Answer a{code, response ? response : "", error ? error : ""};
-  EXPECT_TRUE(code == 0 ? (response != nullptr && error == nullptr) : (response == nullptr && error != nullptr));
-  xstage_planner_free(response);
-  xstage_planner_free(error);
-  return a;
-}
+Answer simulate(const std::string& request) { return call(xstage_planner_simulate, request); }
 
 // The CLI's first error line with every "--flag" written as its request key.
 std::string in_request_keys(const std::string& err) {
@@ -215,23 +211,6 @@ TEST(PlannerCApi, SimulateBadRequestIsTheCliMessageWithTheArgumentsNamed) {
   EXPECT_EQ(a.code, 2);
   EXPECT_NE(a.error.find("trace: no such argument of simulate"), std::string::npos) << a.error;
 }
-
-namespace {
-
-using PlanEntry = int (*)(const char*, char**, char**);
-
-Answer call(PlanEntry entry, const std::string& request) {
-  char* response = nullptr;
-  char* error = nullptr;
-  const int code = entry(request.c_str(), &response, &error);
-  Answer a{code, response ? response : "", error ? error : ""};
-  EXPECT_TRUE(code == 0 ? (response != nullptr && error == nullptr) : (response == nullptr && error != nullptr));
-  xstage_planner_free(response);
-  xstage_planner_free(error);
-  return a;
-}
-
-}  // namespace
 
 TEST(PlannerCApi, PlanAndPlanAttnEqualTheCliJson) {
   const std::tuple<PlanEntry, std::string, std::string> cases[] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -65,3 +66,14 @@ def test_last_error_is_empty_after_success():
     assert _native.lib().xstage_platform_json(None, __import__("ctypes").byref(out)) == _native.OK
     _native.lib().xstage_free(out)
     assert _native.last_error() == ""
+
+
+def test_a_wrong_library_under_the_cli_path_is_a_clear_error(tmp_path):
+    # The console script with XSTAGE_CLI_LIBRARY naming another library (here the C ABI's): exit 1, one line, no
+    # traceback.
+    env = dict(os.environ, XSTAGE_CLI_LIBRARY=_native.library_path())
+    result = subprocess.run([sys.executable, "-m", "xstage", "--version"], capture_output=True, text=True, env=env,
+                            timeout=120, cwd=tmp_path)
+    assert result.returncode == 1
+    assert "is not the library this package expects" in result.stderr
+    assert "Traceback" not in result.stderr
