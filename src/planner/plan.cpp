@@ -127,17 +127,21 @@ model::AttentionInput attention_input(const PlanAttnRequest& r, int producers, b
   return in;
 }
 
-sim::RecurringBurstCheck attention_as_built(const model::Platform& platform, int producers,
-                                            const model::AttentionAudit& a, const model::AttentionPoint& p) {
-  return sim::recurring_burst_check(platform, producers, a.bytes_per_producer, p.qloop_gap_s);
+std::vector<sim::RecurringBurstCheck> attention_as_built(const model::Platform& platform, int producers,
+                                                         const model::AttentionAudit& a) {
+  std::vector<sim::RecurringBurstCheck> built;
+  built.reserve(a.points.size());
+  for (const auto& p : a.points)
+    built.push_back(sim::recurring_burst_check(platform, producers, a.bytes_per_producer, p.qloop_gap_s));
+  return built;
 }
 
 ActOn attention_act_on(const sim::RecurringBurstCheck& b) { return act_on(b, "output burst", "the next Q-loop"); }
 
 // The top-level "burst" (kept for compatibility) is the aligned worst case of one burst with no gap;
 // "aligned_burst_worst_case" names it so.
-nlohmann::json attention_json(const model::Platform& platform, const model::AttentionAudit& a,
-                              const model::AttentionInput& in) {
+nlohmann::json attention_json(const model::AttentionAudit& a, const model::AttentionInput& in,
+                              const std::vector<sim::RecurringBurstCheck>& built) {
   nlohmann::json j = model::to_json(a, in);
   const char* models = "one aligned burst of all K output tiles with no gap (G = 0): what the Q-loop must cover; "
                        "context, not a verdict (see act_on)";
@@ -148,16 +152,15 @@ nlohmann::json attention_json(const model::Platform& platform, const model::Atte
   top.stall_unit = "output burst";
   std::vector<std::string> reshape_at;
   for (std::size_t i = 0; i < a.points.size(); ++i) {
-    const auto built = attention_as_built(platform, in.producers, a, a.points[i]);
-    const ActOn act = attention_act_on(built);
-    j["points"][i]["as_built"] = as_built_json(built);
+    const ActOn act = attention_act_on(built[i]);
+    j["points"][i]["as_built"] = as_built_json(built[i]);
     j["points"][i]["act_on"] = to_json(act);
     top.first_launch_cost_s = std::max(top.first_launch_cost_s, act.first_launch_cost_s);
     top.steady_stall_s = std::max(top.steady_stall_s, act.steady_stall_s);
     if (std::string_view(act.verdict) == kReshape) reshape_at.push_back(std::to_string(a.points[i].seq_len));
   }
   if (a.points.size() == 1) {
-    top = attention_act_on(attention_as_built(platform, in.producers, a, a.points.front()));
+    top = attention_act_on(built.front());
   } else if (!reshape_at.empty()) {
     top.verdict = kReshape;
     std::string ms;
@@ -180,7 +183,7 @@ PlanAttnResult plan_attn(const PlanAttnRequest& r, bool flag_names) {
                               flag_names);
   out.audit = model::audit_attention(out.platform, out.input);
   try {
-    out.json = attention_json(out.platform, out.audit, out.input);
+    out.as_built = attention_as_built(out.platform, out.input.producers, out.audit);
   } catch (const sim::TimeLimitError& e) {
     // The as-built check simulates bursts of b_m x d x out-bytes every Q-loop gap sigma x ceil(M / b_n).
     std::string names;
@@ -189,6 +192,7 @@ PlanAttnResult plan_attn(const PlanAttnRequest& r, bool flag_names) {
     throw InputError(std::string(e.what()) + " (the simulated bursts are sized by " + names + " and " +
                      arg(flag_names, "producers") + ": give smaller values)");
   }
+  out.json = attention_json(out.audit, out.input, out.as_built);
   stamp_output(out.json, "xstage.plan.attn/1", r.platform, out.platform);
   return out;
 }
@@ -303,9 +307,10 @@ PlanResult plan(const PlanRequest& r, bool flag_names) {
     o.seq = {w.seq_len};
     const model::AttentionInput in = attention_input(o, k, flag_names);
     PlanAttentionRow row{w.name, w.seq_len, o.heads_per_gpu, model::audit_attention(platform, in), {}, {}};
-    row.as_built = attention_as_built(platform, k, row.audit, row.audit.points.front());
+    const std::vector<sim::RecurringBurstCheck> built = attention_as_built(platform, k, row.audit);
+    row.as_built = built.front();
     row.act = attention_act_on(row.as_built);
-    nlohmann::json wj = attention_json(platform, row.audit, in);
+    nlohmann::json wj = attention_json(row.audit, in, built);
     wj.erase("legend");  // once, at the top level
     wj["name"] = w.name;
     wj["source"] = w.source;

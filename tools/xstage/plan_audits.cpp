@@ -44,7 +44,8 @@ void print_legend(const std::vector<LegendLine>& legend) {
   for (const auto& l : legend) out_stream() << "  " << l.column << ": " << l.models << "\n";
 }
 
-void print_attention(const model::Platform& platform, const model::AttentionAudit& a, const model::AttentionInput& in) {
+void print_attention(const model::AttentionAudit& a, const model::AttentionInput& in,
+                     const std::vector<sim::RecurringBurstCheck>& built_per_point) {
   out_stream() << "FlashAttention epilogue A2A: K = " << in.producers << ", output tile " << in.block_m << "x" << in.head_dim
             << " (" << fmt_num(a.bytes_per_producer / 1024, 1) << " KiB/producer), V = " << fmt_mib(a.burst.volume_bytes, 2)
             << " MiB, T_iss0 = " << fmt_us(a.burst.t_iss0_s, 3) << " us (" << model::to_string(a.burst.t_iss0_source)
@@ -56,8 +57,9 @@ void print_attention(const model::Platform& platform, const model::AttentionAudi
                                                                                fmt_us(a.burst.isolated_t_iss_s, 2) + " us")
             << "), M_ub* = " << a.sufficient_seq_len_tokens << " tokens (eq. 20)\n";
   std::vector<std::vector<std::string>> rows;
-  for (const auto& p : a.points) {
-    const auto built = attention_as_built(platform, in.producers, a, p);
+  for (std::size_t i = 0; i < a.points.size(); ++i) {
+    const model::AttentionPoint& p = a.points[i];
+    const sim::RecurringBurstCheck& built = built_per_point[i];
     rows.push_back({std::to_string(p.seq_len), fmt_us(p.qloop_gap_s, 1), fmt_us(p.issue_backpressure_s, 2),
                     fmt_us(p.critical_stall_s, 2), std::to_string(p.output_bursts), fmt_us(p.completion_coupled_exposed_s, 1),
                     verdict_text(p.verdict), stall_pair(built), attention_act_on(built).text});
@@ -114,7 +116,7 @@ void run_attn(const PlanCommon& c, const AttnOptions& options) {
     return;
   }
   out_stream() << "platform " << platform_label(c.platform, r.platform) << "\n";
-  print_attention(r.platform, r.audit, r.input);
+  print_attention(r.audit, r.input, r.as_built);
 }
 
 namespace {

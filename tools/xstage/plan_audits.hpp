@@ -29,7 +29,6 @@ using planner::verdict_text;
 
 // ---- the planner's design tests (xstage/planner/plan.hpp), whose tables these print -------------------------
 using planner::attention_act_on;
-using planner::attention_as_built;
 using planner::kAttentionLegend;
 using planner::kMoeLegend;
 using planner::kPlanRanks;

@@ -56,20 +56,22 @@ PlanAttnRequest plan_attn_request(const nlohmann::json& request);
 // The audit input of K producers; N_t's product is checked in 64-bit integers (InputError naming the factors,
 // each by `names`: the CLI's flags or the request's keys).
 model::AttentionInput attention_input(const PlanAttnRequest& r, int producers, bool flag_names = false);
-// As built: the output bursts recur every Q-loop; the simulator says what binds in steady state.
-sim::RecurringBurstCheck attention_as_built(const model::Platform& platform, int producers,
-                                            const model::AttentionAudit& a, const model::AttentionPoint& p);
+// As built: the output bursts recur every Q-loop; the simulator says what binds in steady state. One check per
+// point of the audit, in its order.
+std::vector<sim::RecurringBurstCheck> attention_as_built(const model::Platform& platform, int producers,
+                                                         const model::AttentionAudit& a);
 ActOn attention_act_on(const sim::RecurringBurstCheck& b);
-// `plan attn`'s JSON body and each attention row of `plan`: the audit, each point's as-built check and act-on
-// verdict, and the verdict over the points.
-nlohmann::json attention_json(const model::Platform& platform, const model::AttentionAudit& a,
-                              const model::AttentionInput& in);
+// `plan attn`'s JSON body and each attention row of `plan`: the audit, each point's as-built check (`built`, from
+// attention_as_built) and act-on verdict, and the verdict over the points.
+nlohmann::json attention_json(const model::AttentionAudit& a, const model::AttentionInput& in,
+                              const std::vector<sim::RecurringBurstCheck>& built);
 
 struct PlanAttnResult {
   model::Platform platform;
   model::AttentionInput input;
   model::AttentionAudit audit;
-  nlohmann::json json;  // xstage.plan.attn/1
+  std::vector<sim::RecurringBurstCheck> as_built;  // per point
+  nlohmann::json json;                             // xstage.plan.attn/1
 };
 // `flag_names`: messages name the CLI's flags (--seq) instead of the request's keys (seq).
 PlanAttnResult plan_attn(const PlanAttnRequest& r, bool flag_names = false);
