@@ -8,6 +8,10 @@
 #           then our bf16 attention against FA4's Hopper forward and cuDNN SDPA in one process (attn_vs_cudnn.sh;
 #           ATTN_BENCH_ARGS, default the d = 128 grid and d = 64, ours through the Python package), and when
 #           ULYSSES_SEQS names lengths the fused epilogue's one-GPU cost: $OUT/attn_forward.json and .png
+#   tune    (carry .carry/peers2)  as attn, then instead of its grid attn_tune.py over the carried builds (the
+#           main build as `base`, each of peers_pack.sh's VARIANTS under its name; TUNE_SETS: one or more
+#           semicolon-separated argument lists, e.g. "--shapes 16384x12 a:fp8 b:fp8; --shapes 16384x12x64 a b",
+#           where a bare name stands for that build's xstage): $OUT/attn_tune_N.json
 #   fp8     (carry .carry/peers3)  installs diffusers and the remaining peer wheels, then the 8-bit attention against cuDNN's FP8
 #           SDPA and SageAttention 2 beside the bf16 kernels, speed and accuracy (attn_fp8.py; FP8_ARGS):
 #           $OUT/attn_fp8.json and .png
@@ -20,8 +24,8 @@ BUDGET_S=${BUDGET_S:-570}
 source bench/common/device_env.sh
 dir=/tmp/xstage_peers
 case "${1:-}" in
-  stage | attn | fp8 | python) ;;
-  *) echo "usage: $0 {stage|attn|fp8|python} (bench/attn/peers_pack.sh prepares the carries; see its header)" >&2
+  stage | attn | tune | fp8 | python) ;;
+  *) echo "usage: $0 {stage|attn|tune|fp8|python} (bench/attn/peers_pack.sh prepares the carries; see its header)" >&2
      exit 2 ;;
 esac
 mkdir -p "$OUT"
@@ -45,22 +49,58 @@ case "$1" in
      echo "exit $?") | tail -80 > "$OUT/gpu_tests.txt"
     tail -4 "$OUT/gpu_tests.txt"
     grep -q "^exit 0$" "$OUT/gpu_tests.txt" || status=1
+    # Tuning builds (peers_pack.sh VARIANTS): each into $dir/NAME, its GPU tests over the same filter.
+    for t in "$dir"/gpubin-*.tar.xz; do
+      [ -f "$t" ] || continue
+      name=$(basename "$t" .tar.xz); name=${name#gpubin-}
+      mkdir -p "$dir/$name" && tar xJf "$t" -C "$dir/$name" || { echo "peers_device: $t did not unpack" >&2; exit 1; }
+      (timeout "$(left 200)" "$dir/$name/tests/xstage_gpu_tests" --gtest_filter="${TESTS:-*}" --gtest_brief=1 2>&1
+       echo "exit $?") | tail -80 > "$OUT/gpu_tests_$name.txt"
+      echo "== $name"; tail -4 "$OUT/gpu_tests_$name.txt"
+      grep -q "^exit 0$" "$OUT/gpu_tests_$name.txt" || status=1
+    done
     if [ -n "${SAN:-}" ]; then
       sanitize_gpu_tests "$dir/gb/tests/xstage_gpu_tests" "$SAN" 150 > "$OUT/sanitizer.txt" 2>&1 || status=1
       grep -E "exit|SUMMARY" "$OUT/sanitizer.txt"
     fi
     ;;
-  attn)
+  attn | tune)
     [ -f "$dir/cu13part.aa" ] && [ -x "$dir/gb/xstage" ] ||
       { echo "peers_device: no $dir from a stage call: run 'stage' first, then 'attn' within 30 s" >&2; exit 1; }
-    mkdir -p "$dir/b" && mv "$dir"/*.whl "$dir/b/" 2>/dev/null
-    cp .carry/peers2/cu13part.ab "$dir/b/" || { echo "peers_device: carry .carry/peers2 with this call" >&2; exit 1; }
-    fa4_path=$(bash .carry/peers2/fa4_device_install.sh "$dir" "$dir/b") ||
-      { echo "peers_device: FA4 did not install" >&2; exit 1; }
-    echo "$fa4_path" > "$dir/pythonpath"
-    export PYTHONPATH=$fa4_path${PYTHONPATH:+:$PYTHONPATH}
-    install_wheels .carry/peers2/wheels /tmp/site || exit 1
+    if [ -f "$dir/fa4_installed" ]; then
+      echo "peers_device: FA4 and the wheels as an earlier attn or tune call installed them"
+    else
+      mkdir -p "$dir/b" && mv "$dir"/*.whl "$dir/b/" 2>/dev/null
+      cp .carry/peers2/cu13part.ab "$dir/b/" || { echo "peers_device: carry .carry/peers2 with this call" >&2; exit 1; }
+      fa4_path=$(bash .carry/peers2/fa4_device_install.sh "$dir" "$dir/b") ||
+        { echo "peers_device: FA4 did not install" >&2; exit 1; }
+      echo "$fa4_path" > "$dir/pythonpath"
+      export PYTHONPATH=$fa4_path${PYTHONPATH:+:$PYTHONPATH}
+      install_wheels .carry/peers2/wheels /tmp/site || exit 1
+      touch "$dir/fa4_installed"
+    fi
     python3 -c 'import xstage, flash_attn.cute; print("xstage", xstage.__version__, xstage.build_info())'
+    if [ "$1" = tune ]; then
+      i=0
+      IFS=';' read -ra sets <<< "${TUNE_SETS:?TUNE_SETS names the attn_tune.py runs (see the header)}"
+      for set in "${sets[@]}"; do
+        i=$((i + 1))
+        args=()
+        for w in $set; do
+          n=${w%%:*}
+          if [ "$n" = base ] || [ -x "$dir/$n/xstage" ]; then
+            b=$([ "$n" = base ] && echo "$dir/gb" || echo "$dir/$n")
+            args+=("$n$([ "$w" != "${w#*:}" ] && echo "_${w#*:}")=$b/xstage${w#$n}")
+          else
+            args+=("$w")
+          fi
+        done
+        echo "== attn_tune set $i: ${args[*]}"
+        timeout "$(left 540)" python3 bench/attn/attn_tune.py --json "$OUT/attn_tune_$i.json" "${args[@]}" 2>&1 | tail -20
+        [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "peers_device: attn_tune set $i failed" >&2; status=1; }
+      done
+      exit $status
+    fi
     XSTAGE="$dir/gb/xstage" ATTN_BENCH_ARGS=${ATTN_BENCH_ARGS:---no-flash2 --ours-in-process} \
       timeout "$(left 480)" bash bench/attn/attn_vs_cudnn.sh "$OUT" 2>&1 | tail -40
     [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "peers_device: attn_vs_cudnn failed" >&2; status=1; }

@@ -11,6 +11,8 @@
 #                  frontend)                                                     -> peers_device.sh fp8, then python
 # FA4 comes from FA4_TOOLS/fa4_wheels.sh (default ../shared/tools), cached in .fa4. The calls run back to back while
 # the GPU machine is warm (30 s): files under /tmp carry over from one call to the next.
+#   VARIANTS (optional): NAME=BUILD_DIR ... tuning builds whose xstage and GPU tests travel beside BUILD's in call 1
+#                  (gpubin-NAME.tar.xz; peers_device.sh stage tests each, tune times them against BUILD's)
 #   BUILD (default build), WHEEL_DIR (default .whl-xstage: `scripts/python_package.sh wheel .whl-xstage`),
 #   DIFFUSERS_WHEELS (default .whl-dif), PEER_WHEELS (default ../peers/wheels; may be missing: no such peers)
 set -euo pipefail
@@ -20,8 +22,16 @@ BUILD=${BUILD:-build} WHEEL_DIR=${WHEEL_DIR:-.whl-xstage} DIFFUSERS_WHEELS=${DIF
 PEER_WHEELS=${PEER_WHEELS:-$root/../peers/wheels}
 FA4_TOOLS=${FA4_TOOLS:-$root/../shared/tools}
 limit=$((64 * 1024 * 1024))
-for f in "$BUILD/xstage" "$BUILD/tests/xstage_gpu_tests"; do
-  [ -x "$f" ] || { echo "peers_pack: $f not found: build first (scripts/build.sh)" >&2; exit 1; }
+VARIANTS=${VARIANTS:-}
+for v in $VARIANTS; do
+  [[ "$v" =~ ^[A-Za-z0-9_]+=.+$ ]] || { echo "peers_pack: VARIANTS entry '$v' (expected NAME=BUILD_DIR)" >&2; exit 1; }
+done
+builds=("$BUILD")
+for v in $VARIANTS; do builds+=("${v#*=}"); done
+for b in "${builds[@]}"; do
+  for f in "$b/xstage" "$b/tests/xstage_gpu_tests"; do
+    [ -x "$f" ] || { echo "peers_pack: $f not found: build first (scripts/build.sh)" >&2; exit 1; }
+  done
 done
 ls "$WHEEL_DIR"/xstage-*.whl >/dev/null 2>&1 ||
   { echo "peers_pack: no xstage wheel in WHEEL_DIR=$WHEEL_DIR (scripts/python_package.sh wheel $WHEEL_DIR)" >&2; exit 1; }
@@ -33,6 +43,9 @@ rm -rf .carry/peers1 .carry/peers2 .carry/peers3
 mkdir -p .carry/peers1 .carry/peers2 .carry/peers3
 cp .fa4/b/*.whl .carry/peers1/
 tar cf - -C "$BUILD" xstage tests/xstage_gpu_tests | xz -T0 -6 > .carry/peers1/gpubin.tar.xz
+for v in $VARIANTS; do
+  tar cf - -C "${v#*=}" xstage tests/xstage_gpu_tests | xz -T0 -6 > ".carry/peers1/gpubin-${v%%=*}.tar.xz"
+done
 cp "$FA4_TOOLS/fa4_device_install.sh" .carry/peers2/
 mkdir -p .carry/peers2/wheels .carry/peers3/wheels
 cp "$WHEEL_DIR"/xstage-*.whl .carry/peers2/wheels/

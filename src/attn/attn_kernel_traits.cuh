@@ -26,8 +26,10 @@ template <int HeadDim, int BlockN_ = sched::attn_tile_config(HeadDim).block_n,
           int Stages = sched::attn_tile_config(HeadDim).kv_stages,
           bool WgGemmOrder = sched::attn_tile_config(HeadDim).wg_gemm_order, bool Fp8 = false, int ClusterM = 1>
 struct AttnKernelTraits {
-  static constexpr sched::AttnTileConfig kConfig{sched::attn_tile_config(HeadDim).block_m, BlockN_, Stages,
-                                                 sched::attn_tile_config(HeadDim).mma_warpgroups, WgGemmOrder,
+  // Query rows and consumer warpgroups: the bf16 or the FP8 tile table's for the head dimension.
+  static constexpr sched::AttnTileConfig kTable =
+      Fp8 ? sched::attn_fp8_tile_config(HeadDim) : sched::attn_tile_config(HeadDim);
+  static constexpr sched::AttnTileConfig kConfig{kTable.block_m, BlockN_, Stages, kTable.mma_warpgroups, WgGemmOrder,
                                                  ClusterM};
   static constexpr bool kFp8 = Fp8;
   static constexpr bool kFp8PV = Fp8 && kFp8PvE4m3;  // P and V in e4m3 (V^T from the pre-pass); else bf16
@@ -57,11 +59,12 @@ struct AttnKernelTraits {
   static_assert(kHeadDim % 64 == 0, "128-byte swizzled rows need head_dim a multiple of 64");
 
   // Register split after setmaxnreg: the producer warpgroup only issues TMA. The CTA starts with
-  // 65536 / kNumThreads (168) per thread, and setmaxnreg.inc only draws on what .dec released inside
-  // the CTA: (168 - 24) x 128 = (240 - 168) x 256, exactly. A split that frees less blocks the
-  // consumers in setmaxnreg.inc forever.
+  // 65536 / kNumThreads per thread (168 with two consumer warpgroups, 128 with three), and setmaxnreg.inc
+  // only draws on what .dec released inside the CTA: (168 - 24) x 128 = (240 - 168) x 256 exactly, and
+  // (128 - 24) x 128 >= (160 - 128) x 384. A split that frees less blocks the consumers in setmaxnreg.inc forever.
+  static_assert(kConfig.mma_warpgroups == 2 || kConfig.mma_warpgroups == 3, "two or three consumer warpgroups");
   static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = 240;
+  static constexpr int kConsumerRegisters = kConfig.mma_warpgroups == 2 ? 240 : 160;
   static constexpr int kRegistersAtLaunch = (65536 / kNumThreads) / 8 * 8;
   static_assert((kRegistersAtLaunch - kProducerRegisters) * 128 >=
                     (kConsumerRegisters - kRegistersAtLaunch) * kNumMmaThreads,

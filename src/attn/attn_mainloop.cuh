@@ -257,10 +257,11 @@ struct AttnMainloop {
     const int kb_hi = kAllKeys ? (p.seq_k + kBlockN - 1) / kBlockN : kb_end;
 
     // GEMM issue turns between the consumer warpgroups: each issue section waits for its own turn and
-    // hands the turn to the other warpgroup, so the tensor cores alternate between them and one
-    // warpgroup's softmax runs while the other's GEMMs execute. Both warpgroups run the same number of
-    // sections per tile, so the alternation never drifts.
+    // hands the turn to the next warpgroup (round robin over two or three), so the tensor cores take them
+    // in turn and the others' softmax runs while one's GEMMs execute. Every warpgroup runs the same number
+    // of sections per tile, so the order never drifts.
     const int wg = mma_thread_idx / 128;
+    constexpr int kWgs = Traits::kNumMmaWarpGroups;
     auto turn_wait = [&] {
       if constexpr (Traits::kWgGemmOrder) {
         gpu::named_barrier_sync(2 * 128, AttnNamedBarrier::kWgOrder0, wg);
@@ -268,7 +269,11 @@ struct AttnMainloop {
     };
     auto turn_pass = [&] {
       if constexpr (Traits::kWgGemmOrder) {
-        gpu::named_barrier_arrive(2 * 128, AttnNamedBarrier::kWgOrder0, (wg ^ 1));
+        if constexpr (kWgs == 2) {
+          gpu::named_barrier_arrive(2 * 128, AttnNamedBarrier::kWgOrder0, (wg ^ 1));
+        } else {
+          gpu::named_barrier_arrive(2 * 128, AttnNamedBarrier::kWgOrder0, wg + 1 == kWgs ? 0 : wg + 1);
+        }
       }
     };
 

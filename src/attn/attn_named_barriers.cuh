@@ -11,7 +11,8 @@ namespace xstage::attn {
 enum class AttnNamedBarrier : uint32_t {
   kWgOrder0 = 0,   // + consumer warpgroup i: "warpgroup i may issue its GEMMs" (mainloop GEMM turns)
   kWgOrder1 = 1,
-  // ids 2 and 3 are free
+  kWgOrder2 = 2,   // (three consumer warpgroups)
+  // id 3 is free
   kA2AFinish = 4,  // the A2A epilogue's consumers -> the producer's TMA warp, before the CTA's flags
   kCount
 };

@@ -318,10 +318,10 @@ std::string UlyssesAttention::can_implement(const UlyssesForwardArgs& a, Ulysses
   k = UlyssesRefusal::kValue;
   // The fused kernel's own checks on this problem.
   const attn::AttnForwardProblem prob = attn::make_bshd_problem(1, a.seq, a.seq + int(T), m.hl, int(D));
-  const int grid = attn::attn_fused_a2a_grid(prob, m.device);
+  const int grid = attn::attn_fused_a2a_grid(prob, m.device, a.precision);
   if (grid < 1 || grid > attn::kA2AMaxCtas) return "fused attention grid " + std::to_string(grid) + " out of range";
   const A2AEpilogueParams ep =
-      attn::ulysses_epilogue_params(m.rank, m.world, a.seq, m.hl, int(D), kOrder, m.table, m.epoch);
+      attn::ulysses_epilogue_params(m.rank, m.world, a.seq, m.hl, int(D), a.precision, kOrder, m.table, m.epoch);
   AttnForwardArgs fa{prob, m.qkv[0], m.qkv[1], m.qkv[2], nullptr, nullptr};
   m.set_precision(a.precision, fa);
   if (std::string why = attn::attn_fused_a2a_can_implement(fa, ep); !why.empty()) return "fused attention: " + why;
@@ -348,10 +348,10 @@ void UlyssesAttention::forward(const UlyssesForwardArgs& a, cudaStream_t stream)
   const int T = a.joint_k.data ? int(a.joint_k.size[1]) : 0;
   const int shard = attn::a2a_shard_len(seq, n);
   const std::size_t row_elems = std::size_t(hl) * d;
-  const A2AEpilogueParams ep = attn::ulysses_epilogue_params(m.rank, n, seq, hl, d, kOrder, m.table, m.epoch);
+  const A2AEpilogueParams ep = attn::ulysses_epilogue_params(m.rank, n, seq, hl, d, a.precision, kOrder, m.table, m.epoch);
   attn::AttnForwardProblem prob = attn::make_bshd_problem(1, seq, seq + T, hl, d);
   prob.softmax_scale = a.softmax_scale;
-  const int grid = attn::attn_fused_a2a_grid(prob, m.device);
+  const int grid = attn::attn_fused_a2a_grid(prob, m.device, a.precision);
   const uint16_t* window_out = static_cast<const uint16_t*>(m.window->local_ptr(0));
   const uint32_t* flags = reinterpret_cast<const uint32_t*>(static_cast<const char*>(m.window->local_ptr(0)) + m.out_bytes);
   auto at = [](const BshdView& v, int64_t b) {
@@ -429,7 +429,7 @@ std::string emulated_rank_forward(const void* q, const void* k, const void* v, i
   prob.softmax_scale = softmax_scale;
   int device = 0;
   XSTAGE_CUDA_CHECK(cudaGetDevice(&device));
-  const int grid = attn::attn_fused_a2a_grid(prob, device);
+  const int grid = attn::attn_fused_a2a_grid(prob, device, precision);
   if (grid < 1 || grid > attn::kA2AMaxCtas) return "fused grid " + std::to_string(grid) + " out of range";
   std::vector<void*> h(2 * world);
   void** table = nullptr;
@@ -454,7 +454,7 @@ std::string emulated_rank_forward(const void* q, const void* k, const void* v, i
     XSTAGE_CUDA_CHECK(cudaMemcpy(table, h.data(), sizeof(void*) * h.size(), cudaMemcpyHostToDevice));
     XSTAGE_CUDA_CHECK(cudaMalloc(&epoch, sizeof(uint32_t)));
     XSTAGE_CUDA_CHECK(cudaMemsetAsync(epoch, 0, sizeof(uint32_t), stream));
-    const A2AEpilogueParams ep = attn::ulysses_epilogue_params(rank, world, seq, hl, head_dim, kOrder, table, epoch);
+    const A2AEpilogueParams ep = attn::ulysses_epilogue_params(rank, world, seq, hl, head_dim, precision, kOrder, table, epoch);
     AttnForwardArgs fa{prob, q, k, v, nullptr, nullptr};
     fa.precision = precision;
     fa.workspace = workspace;

@@ -25,7 +25,8 @@ std::string attn_fused_a2a_can_implement(const AttnForwardArgs& args, const A2AE
   if (ep.shard_len != a2a_shard_len(ep.seq, ep.world) || a2a_local_len(ep.seq, ep.world, ep.world - 1) < 1)
     return "seq " + std::to_string(ep.seq) + " cannot be sharded over " + std::to_string(ep.world) + " ranks";
   if (ep.head_offset + p.heads > ep.heads_total) return "head_offset + heads exceeds heads_total";
-  const int m_blocks = (p.seq_q + FusedTraits::kBlockM - 1) / FusedTraits::kBlockM;
+  const int block_m = sched::attn_block_m(p.head_dim, args.precision == AttnPrecision::kFp8);
+  const int m_blocks = (p.seq_q + block_m - 1) / block_m;
   if (ep.first_m_blocks < 0 || ep.first_m_blocks > m_blocks)
     return "first_m_blocks " + std::to_string(ep.first_m_blocks) + " (0.." + std::to_string(m_blocks) + ")";
   // ep.dst / ep.flags are device tables (checked by the layer that fills them).
@@ -35,10 +36,11 @@ std::string attn_fused_a2a_can_implement(const AttnForwardArgs& args, const A2AE
   return attn_forward_can_implement(local);
 }
 
-int attn_fused_a2a_grid(const AttnForwardProblem& p, int device) {
+int attn_fused_a2a_grid(const AttnForwardProblem& p, int device, AttnPrecision precision) {
   int grid = 0;
-  if (attn_grid_size<FusedTraits>(p, device, &grid) != cudaSuccess) return 0;
-  return grid;
+  const cudaError_t e = precision == AttnPrecision::kFp8 ? attn_grid_size<AttnFp8KernelTraits<128>>(p, device, &grid)
+                                                         : attn_grid_size<FusedTraits>(p, device, &grid);
+  return e == cudaSuccess ? grid : 0;
 }
 
 cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogueParams& ep, FusedEpilogue mode,
@@ -49,7 +51,7 @@ cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogu
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
-  if (attn_fused_a2a_grid(args.problem, device) > kA2AMaxCtas) return cudaErrorInvalidValue;
+  if (attn_fused_a2a_grid(args.problem, device, a.precision) > kA2AMaxCtas) return cudaErrorInvalidValue;
   if (a.precision == AttnPrecision::kFp8) return attn_forward_fused_a2a_fp8(a, ep, mode, stream);
   return launch_fused_a2a<FusedTraits>(a, ep, mode, stream);
 }

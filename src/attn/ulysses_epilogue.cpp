@@ -24,6 +24,7 @@ bool parse_ulysses_tile_order(const std::string& s, UlyssesTileOrder* out) {
 }
 
 A2AEpilogueParams ulysses_epilogue_params(int rank, int world, int seq, int heads_per_gpu, int head_dim,
+                                          AttnPrecision precision,
                                           UlyssesTileOrder order, void* const* table, const uint32_t* epoch) {
   A2AEpilogueParams ep{};
   ep.rank = rank;
@@ -35,7 +36,7 @@ A2AEpilogueParams ulysses_epilogue_params(int rank, int world, int seq, int head
   ep.epoch = epoch;
   ep.row_rotation = order == UlyssesTileOrder::kNatural ? 0 : a2a_own_rows_last_rotation(seq, world, rank);
   ep.first_m_blocks = order == UlyssesTileOrder::kRemoteFirst
-                          ? a2a_remote_m_blocks(seq, world, rank, sched::attn_tile_config(head_dim).block_m)
+                          ? a2a_remote_m_blocks(seq, world, rank, sched::attn_block_m(head_dim, precision == AttnPrecision::kFp8))
                           : 0;
   ep.dst = table;
   ep.flags = reinterpret_cast<uint32_t* const*>(table + world);

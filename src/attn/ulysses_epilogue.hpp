@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "a2a_params.hpp"
+#include "xstage/attn/forward.hpp"
 #include "xstage/comm/window.hpp"
 
 namespace xstage::attn {
@@ -42,7 +43,7 @@ bool parse_ulysses_tile_order(const std::string& s, UlyssesTileOrder* out);
 // device table `table` ([dst x world, flags x world] as this GPU reaches them), the rotation of
 // UlyssesTileOrder `order` (row_rotation) and its first scheduling phase (first_m_blocks).
 A2AEpilogueParams ulysses_epilogue_params(int rank, int world, int seq, int heads_per_gpu, int head_dim,
-                                          UlyssesTileOrder order, void* const* table, const uint32_t* epoch);
+                                          AttnPrecision precision, UlyssesTileOrder order, void* const* table, const uint32_t* epoch);
 
 // The [dst x world, flags x world] pointers of every rank's window as local rank `local_index` reaches
 // them (LSA pointers: output at offset 0, flags at `flags_offset`), checked non-null and 16-byte aligned.

@@ -30,8 +30,8 @@ cudaError_t attn_forward_fused_a2a(const AttnForwardArgs& args, const A2AEpilogu
 // checks: quantizes into args.workspace, then launches.
 cudaError_t attn_forward_fused_a2a_fp8(const AttnForwardArgs& args, const A2AEpilogueParams& ep, FusedEpilogue mode,
                                        cudaStream_t stream);
-// CTAs of the fused kernel's persistent grid (each publishes one flag per receiver).
-int attn_fused_a2a_grid(const AttnForwardProblem& p, int device);
+// CTAs of the fused kernel's persistent grid at a precision (each publishes one flag per receiver).
+int attn_fused_a2a_grid(const AttnForwardProblem& p, int device, AttnPrecision precision);
 
 // Stand-alone post-attention All-to-All: o_local is [seq, heads_per_gpu, head_dim] bf16 (the local
 // epilogue's layout, rows in the kernel's rotated query order); every row goes to its owner exactly as the fused epilogue sends it; each CTA

@@ -71,11 +71,11 @@ cudaError_t record_timing_event(cudaEvent_t event, cudaStream_t stream) {
 
 int UlyssesLayer::first_m_blocks(int rank) const {
   if (cfg_.tile_order != UlyssesTileOrder::kRemoteFirst) return 0;
-  return a2a_remote_m_blocks(cfg_.seq, world_, rank, sched::attn_tile_config(cfg_.head_dim).block_m);
+  return a2a_remote_m_blocks(cfg_.seq, world_, rank, block_m());
 }
 
 int64_t UlyssesLayer::final_round_remote_bytes(int rank) const {
-  const int block_m = sched::attn_tile_config(cfg_.head_dim).block_m;
+  const int block_m = this->block_m();
   const sched::AttnTileScheduler s(cfg_.seq, block_m, cfg_.heads_per_gpu, 1, first_m_blocks(rank));
   return a2a_final_round_remote_bytes(s, fused_grid_, block_m, cfg_.seq, world_, rank, row_rotation(rank), cfg_.head_dim);
 }
@@ -204,9 +204,9 @@ UlyssesLayer::UlyssesLayer(comm::Team& team, const UlyssesConfig& cfg)
     XSTAGE_CUDA_CHECK(cudaMalloc(&R.d_table, sizeof(void*) * 2 * n));
     XSTAGE_CUDA_CHECK(cudaMemcpy(R.d_table, h.data(), sizeof(void*) * 2 * n, cudaMemcpyHostToDevice));
     A2AEpilogueParams& ep = R.ep;
-    ep = ulysses_epilogue_params(R.rank, n, cfg.seq, hl, d, cfg.tile_order, R.d_table, R.epoch);
+    ep = ulysses_epilogue_params(R.rank, n, cfg.seq, hl, d, cfg.precision, cfg.tile_order, R.d_table, R.epoch);
     AttnForwardProblem prob = make_bshd_problem(1, cfg.seq, cfg.seq, hl, d);
-    fused_grid_ = attn_fused_a2a_grid(prob, R.device);
+    fused_grid_ = attn_fused_a2a_grid(prob, R.device, cfg.precision);
     int sms = 0;
     XSTAGE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, R.device));
     a2a_grid_ = std::min(2 * sms, kA2AMaxCtas);

@@ -251,7 +251,8 @@ void two_phase_tile_schedule_keeps_every_bit(AttnPrecision precision) {
   ep.heads_total = hl;
   ep.head_offset = 0;
   ep.row_rotation = 0;
-  const int m_blocks = (seq + 127) / 128, grid = attn_fused_a2a_grid(prob, 0);
+  const int block_m = sched::attn_block_m(128, precision == AttnPrecision::kFp8);
+  const int m_blocks = (seq + block_m - 1) / block_m, grid = attn_fused_a2a_grid(prob, 0, precision);
   ASSERT_GT(grid, 0);
   const AttnForwardArgs args = la.args(nullptr);
   for (int f : {1, 79, m_blocks - 1, 0}) {
@@ -347,7 +348,7 @@ void emulated_rank_stores_every_row_to_its_owner(AttnPrecision precision, const 
     ep.heads_total = ht;
     ep.head_offset = rank * hl;
     ep.row_rotation = sh.own_last ? a2a_own_rows_last_rotation(seq, world, rank) : 0;
-    const int grid = attn_fused_a2a_grid(prob, 0);
+    const int grid = attn_fused_a2a_grid(prob, 0, precision);
     const AttnForwardArgs args = la.args(nullptr);
     for (int phased = 0; phased < 2; ++phased) {
       for (FusedEpilogue mode : {FusedEpilogue::kPiggybackTma, FusedEpilogue::kCompletionCoupledTma}) {

@@ -27,8 +27,28 @@ constexpr bool attn_head_dim_supported(int head_dim) { return head_dim == 64 || 
 
 // Shared memory per CTA (bf16): Q tile + stages x (K tile + V tile). 128 x 128 with two stages of each
 // is 160 KiB, leaving room under the 227 KiB limit; d = 64 halves every tile, so a deeper pipeline fits.
+// Tuning builds may give a kernel a third consumer warpgroup (192-row tiles; each consumer then holds 160
+// registers instead of 240): -DXSTAGE_ATTN_TUNE_WARPGROUPS_D64=3 (bf16, head_dim 64) and
+// -DXSTAGE_ATTN_FP8_TUNE_WARPGROUPS=3 (the FP8 kernel). Defined for the whole build (CMakeLists.txt), so that
+// the host code reading this table and the kernels agree.
+#if defined(XSTAGE_ATTN_TUNE_WARPGROUPS_D64)
+inline constexpr int kAttnD64Warpgroups = XSTAGE_ATTN_TUNE_WARPGROUPS_D64;
+#else
+inline constexpr int kAttnD64Warpgroups = 2;
+#endif
+#if defined(XSTAGE_ATTN_FP8_TUNE_WARPGROUPS)
+inline constexpr int kAttnFp8Warpgroups = XSTAGE_ATTN_FP8_TUNE_WARPGROUPS;
+#else
+inline constexpr int kAttnFp8Warpgroups = 2;
+#endif
+static_assert(kAttnD64Warpgroups == 2 || kAttnD64Warpgroups == 3);
+static_assert(kAttnFp8Warpgroups == 2 || kAttnFp8Warpgroups == 3);
+
 constexpr AttnTileConfig attn_tile_config(int head_dim) {
-  if (head_dim == 64) return AttnTileConfig{128, 128, 3, 2, true, 1, false};  // Q in registers not measured at d = 64
+  if (head_dim == 64) {
+    // Q in registers not measured at d = 64
+    return AttnTileConfig{64 * kAttnD64Warpgroups, 128, 3, kAttnD64Warpgroups, true, 1, false};
+  }
   // No clusters: CTA pairs (cluster_m 2, each K and V block read from L2 once per pair and multicast) ran
   // at the single CTA's rate and clock, 0.988-1.011x at the 16 grid points (geomean 1.002, within the
   // run-to-run spread), although the kernel without any K / V loads (a tuning build on stale stages) ran
@@ -48,7 +68,13 @@ inline constexpr int kAttnFp8WorkspaceAlign = 256;
 // fixed per-block costs (row-max shuffles, barriers, pipeline waits) over more keys. block_n is also the
 // key block of one K quantization scale, and a multiple of 32 (the P V GEMM's k step).
 constexpr AttnTileConfig attn_fp8_tile_config(int /*head_dim*/) {
-  return AttnTileConfig{128, 128, 2, 2, true, 1, false};  // Q from shared memory: s8 Q K^T (not measured in registers)
+  // Q from shared memory: s8 Q K^T (not measured in registers)
+  return AttnTileConfig{64 * kAttnFp8Warpgroups, 128, 2, kAttnFp8Warpgroups, true, 1, false};
+}
+
+// Query rows per tile of the kernel that runs `head_dim` at a precision (bf16, or fp8: the FP8 kernel's).
+constexpr int attn_block_m(int head_dim, bool fp8) {
+  return fp8 ? attn_fp8_tile_config(head_dim).block_m : attn_tile_config(head_dim).block_m;
 }
 
 // The split tail's cost model (AttnTileScheduler::with_split_tail): what a tile costs outside its key

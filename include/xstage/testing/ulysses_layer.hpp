@@ -38,6 +38,7 @@
 
 #include "ulysses_epilogue.hpp"
 #include "xstage/attn/forward.hpp"
+#include "xstage/sched/attn_tile_config.hpp"
 #include "xstage/comm/team.hpp"
 #include "xstage/comm/window.hpp"
 
@@ -100,6 +101,8 @@ class UlyssesLayer {
   int row_rotation(int rank) const {
     return cfg_.tile_order == UlyssesTileOrder::kNatural ? 0 : a2a_own_rows_last_rotation(cfg_.seq, world_, rank);
   }
+  // Query rows per tile of the fused kernel at the layer's precision.
+  int block_m() const { return sched::attn_block_m(cfg_.head_dim, cfg_.precision == AttnPrecision::kFp8); }
   // The fused kernels' first scheduling phase on `rank` (A2AEpilogueParams::first_m_blocks).
   int first_m_blocks(int rank) const;
   // Bytes `rank`'s fused kernel stores to other ranks in its schedule's final round
