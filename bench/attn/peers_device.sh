@@ -3,7 +3,8 @@
 # what one call leaves under /tmp/xstage_peers the next one uses):
 #   stage   (carry .carry/peers1)  keeps FA4's part a, its wheels and the carried build, then runs the GPU tests
 #           (gtest filter TESTS, default all) and, when SAN names a gtest filter, compute-sanitizer memcheck,
-#           racecheck and synccheck over it: $OUT/gpu_tests.txt, $OUT/sanitizer.txt
+#           racecheck and synccheck over it (SAN_BUILD: a tuning build's name to sanitize its tests instead):
+#           $OUT/gpu_tests.txt (gpu_tests_NAME.txt per tuning build), $OUT/sanitizer.txt
 #   attn    (carry .carry/peers2)  installs FA4 and the carried wheels (the xstage wheel, peers that fit),
 #           then our bf16 attention against FA4's Hopper forward and cuDNN SDPA in one process (attn_vs_cudnn.sh;
 #           ATTN_BENCH_ARGS, default the d = 128 grid and d = 64, ours through the Python package), and when
@@ -60,7 +61,9 @@ case "$1" in
       grep -q "^exit 0$" "$OUT/gpu_tests_$name.txt" || status=1
     done
     if [ -n "${SAN:-}" ]; then
-      sanitize_gpu_tests "$dir/gb/tests/xstage_gpu_tests" "$SAN" 150 > "$OUT/sanitizer.txt" 2>&1 || status=1
+      san_dir=$dir/${SAN_BUILD:-gb}  # SAN_BUILD: a VARIANTS name, to sanitize that build's tests instead
+      [ -x "$san_dir/tests/xstage_gpu_tests" ] || { echo "peers_device: SAN_BUILD=${SAN_BUILD:-} has no GPU tests" >&2; exit 1; }
+      sanitize_gpu_tests "$san_dir/tests/xstage_gpu_tests" "$SAN" 150 > "$OUT/sanitizer.txt" 2>&1 || status=1
       grep -E "exit|SUMMARY" "$OUT/sanitizer.txt"
     fi
     ;;
