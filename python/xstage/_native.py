@@ -195,7 +195,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.xstage_platform_json.restype = c_int
     lib.xstage_platform_json.argtypes = [c_char_p, ctypes.POINTER(c_void_p)]
     # the planner's typed C ABI (include/xstage/planner/planner_c_api.h)
-    for command in ("model", "simulate", "plan", "plan_attn"):
+    for command in ("model", "simulate", "plan", "plan_attn", "plan_moe"):
         entry = getattr(lib, "xstage_planner_" + command)
         entry.restype = c_int
         entry.argtypes = [c_char_p, ctypes.POINTER(c_void_p), ctypes.POINTER(c_void_p)]

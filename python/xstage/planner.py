@@ -1,10 +1,11 @@
 """The platform model, planner and simulator in Python (CPU only, no GPU needed).
 
-`model`, `simulate`, `plan` and `plan_attn` call the planner library's typed C ABI (xstage_planner_model,
-xstage_planner_simulate, xstage_planner_plan, xstage_planner_plan_attn: the keyword arguments as one JSON request,
-the command's JSON output back; `simulate` with a `trace` file still runs the CLI, which writes it); the other
-functions (`plan_moe`, `run`, `run_json`) run the xstage CLI's command in process (xstage_cli_run of the command
-line's own library, libxstage_cli.so) with `--json`, typed keyword arguments mapped to flags (``gap_us=2`` is ``--gap-us 2``,
+`model`, `simulate`, `plan`, `plan_attn` and `plan_moe` call the planner library's typed C ABI
+(xstage_planner_model, xstage_planner_simulate, xstage_planner_plan, xstage_planner_plan_attn,
+xstage_planner_plan_moe: the keyword arguments as one JSON request, the command's JSON output back; `simulate` and
+`plan_moe` with a `trace` file still run the CLI, which writes it); the other functions (`run`, `run_json`) run the
+xstage CLI's command in process (xstage_cli_run of the command line's own library, libxstage_cli.so) with `--json`,
+typed keyword arguments mapped to flags (``gap_us=2`` is ``--gap-us 2``,
 ``True`` a bare flag, a list one flag followed by its values). Either way the result is the parsed JSON: the same
 object that ``xstage COMMAND ... --json`` prints, since the CLI calls the same planner functions. Bad values raise
 ValueError with the CLI's one-line message, the arguments in it written as the Python keyword names (``gap_us``,
@@ -293,7 +294,16 @@ def plan_moe(*, kernel: PathLike | None = None, shape: str | None = None, hidden
     """`xstage plan moe --json`: the MoE Combine audit of a kernel description (`kernel`: a built-in name or an
     xstage.kernel/1 file; `shape` a built-in by name) or of the tile-level form (tile_bytes, n1, n2, ...);
     `simulate=True` simulates both tile orders for one routing (ranks, tokens, routing "balanced", "skewed" or a
-    file). None: the CLI's default; `xstage plan moe --help` describes each."""
+    file). None: the CLI's default; `xstage plan moe --help` describes each. `trace` (with `force`) also writes
+    both orders' simulated timelines as a Chrome trace: that runs the CLI."""
+    if trace is None and not force:
+        return _planner_call("plan_moe", kernel=kernel, shape=shape, hidden=hidden, h_inter=h_inter,
+                             experts=experts, top_k=top_k, precision=precision, sm_tflops=sm_tflops,
+                             t_l1_us=t_l1_us, t_l2_us=t_l2_us, block_m=block_m, block_n=block_n,
+                             out_bytes=out_bytes, staging_us=staging_us, tile_bytes=tile_bytes, n1=n1, n2=n2,
+                             simulate=simulate, ranks=ranks, tokens=tokens, routing=routing, zipf_s=zipf_s,
+                             lead_rows=lead_rows, experts_per_wave=experts_per_wave, combine=combine,
+                             cover_slots=cover_slots, producers=producers, platform=platform)
     return run_json(["plan", "moe"], kernel=kernel, shape=shape, hidden=hidden, h_inter=h_inter, experts=experts,
                     top_k=top_k, precision=precision, sm_tflops=sm_tflops, t_l1_us=t_l1_us, t_l2_us=t_l2_us,
                     block_m=block_m, block_n=block_n, out_bytes=out_bytes, staging_us=staging_us,

@@ -20,14 +20,8 @@ namespace xstage::planner {
 
 namespace {
 
+using detail::arg;
 using units::us_to_s;
-
-// An argument as messages name it: the CLI's flag (--heads-per-gpu) or the request's key (heads_per_gpu).
-std::string arg(bool flag_names, std::string key) {
-  if (!flag_names) return key;
-  std::replace(key.begin(), key.end(), '_', '-');
-  return "--" + key;
-}
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 
+#include "xstage/planner/moe_plan.hpp"
 #include "xstage/planner/plan.hpp"
 #include "xstage/planner/requests.hpp"
 
@@ -80,6 +81,11 @@ extern "C" int xstage_planner_plan(const char* request_json, char** response_jso
 extern "C" int xstage_planner_plan_attn(const char* request_json, char** response_json, char** error) {
   return run("plan attn", request_json, response_json, error,
              [](const nlohmann::json& r) { return xstage::planner::plan_attn_output(r); });
+}
+
+extern "C" int xstage_planner_plan_moe(const char* request_json, char** response_json, char** error) {
+  return run("plan moe", request_json, response_json, error,
+             [](const nlohmann::json& r) { return xstage::planner::plan_moe_output(r); });
 }
 
 extern "C" void xstage_planner_free(char* text) { std::free(text); }

@@ -2,6 +2,7 @@
 // each checked with the rule of the CLI flag of the same name, every unknown key refused. Internal to the planner.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,13 @@ inline std::string fmt_g(double x) {
   return buf;
 }
 
+// An argument as messages name it: the CLI's flag (--heads-per-gpu) or the request's key (heads_per_gpu).
+inline std::string arg(bool flag_names, std::string key) {
+  if (!flag_names) return key;
+  std::replace(key.begin(), key.end(), '_', '-');
+  return "--" + key;
+}
+
 // The value as the caller wrote it, bounded and escaped (xstage/model/bounded_text.hpp): a string's own text,
 // anything else its JSON text.
 inline std::string shown(const nlohmann::json& v) {
@@ -34,6 +42,7 @@ struct NumberRule {
   bool positive = false;                  // "> 0"
   bool non_negative = false;              // ">= 0"
   std::optional<std::pair<double, double>> range;  // "in [lo, hi]"
+  bool integer_bounds = false;  // the range written in full ("[1, 1048576]", the CLI's integer ranges), not %g
 };
 
 // Reads the request's arguments by name; every name read is known, any other key is refused by done().
@@ -65,18 +74,35 @@ class Args {
       if (x < 0) throw RequestError(key + ": must be >= 0, got " + shown(*v));
     }
     if (rule.range && (!is_number || x < rule.range->first || x > rule.range->second))
-      throw RequestError(key + ": must be in [" + fmt_g(rule.range->first) + ", " + fmt_g(rule.range->second) +
-                         "], got " + shown(*v));
+      throw RequestError(key + ": must be in " + range_text(rule) + ", got " + shown(*v));
     if (!is_number) throw RequestError(key + ": must be a finite decimal number, got \"" + shown(*v) + "\"");
     return x;
   }
 
   std::optional<int> integer(const std::string& key, const NumberRule& rule) {
+    const std::optional<long long> x = long_integer(key, rule);
+    if (x && (*x < -2147483648LL || *x > 2147483647LL))
+      throw RequestError(key + ": must be in [-2147483648, 2147483647], got " + std::to_string(*x));
+    return x ? std::optional<int>(static_cast<int>(*x)) : std::nullopt;
+  }
+
+  // A 64-bit integer (the CLI's long long options, e.g. --tokens).
+  std::optional<long long> long_integer(const std::string& key, const NumberRule& rule) {
     const nlohmann::json* v = find(key);
     if (!v) return std::nullopt;
     if (!v->is_number_integer()) throw RequestError(key + ": must be a decimal integer, got \"" + shown(*v) + "\"");
-    const std::optional<double> x = number(key, rule);
-    return static_cast<int>(*x);
+    number(key, rule);  // its rules, as a number
+    if (v->is_number_unsigned() && v->get<unsigned long long>() > 9223372036854775807ULL)
+      throw RequestError(key + ": must be in [-9223372036854775808, 9223372036854775807], got " + shown(*v));
+    return v->get<long long>();
+  }
+
+  // A text argument (a name, a choice or a path checked where it is used).
+  std::optional<std::string> text(const std::string& key) {
+    const nlohmann::json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) throw RequestError(key + ": must be a string, got " + shown(*v));
+    return v->get<std::string>();
   }
 
   // A non-empty list of integers, each under `rule` (the CLI's repeated values, e.g. --seq 8192 16384).
@@ -136,6 +162,19 @@ class Args {
   }
 
  private:
+  // "[lo, hi]" (appended piece by piece: GCC 12 warns, wrongly, of "[" + std::string&&).
+  static std::string range_text(const NumberRule& rule) {
+    const auto bound = [&rule](double x) {
+      return rule.integer_bounds ? std::to_string(static_cast<long long>(x)) : fmt_g(x);
+    };
+    std::string text = "[";
+    text += bound(rule.range->first);
+    text += ", ";
+    text += bound(rule.range->second);
+    text += "]";
+    return text;
+  }
+
   const nlohmann::json& request_;
   std::string command_;
   std::set<std::string> known_;

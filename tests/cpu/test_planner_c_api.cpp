@@ -266,3 +266,115 @@ TEST(PlannerCApi, PlanBadRequestIsTheCliMessageWithTheArgumentsNamed) {
   EXPECT_EQ(a.code, 2);
   EXPECT_NE(a.error.find("json: no such argument of plan"), std::string::npos) << a.error;
 }
+
+namespace {
+
+const std::string kGlm = std::string(XSTAGE_SOURCE_DIR) + "/kernels/moe/builtin/glm-4.5.json";
+
+// A routing file of 4 tokens over 12 experts, top-1 (xstage.routing/1), for the simulated requests.
+std::string routing_file() {
+  const std::string file = ::testing::TempDir() + "/planner_c_api_routing.json";
+  std::ofstream(file) << R"({"schema": "xstage.routing/1", "tokens": 4, "experts": 12, "top_k": 1,
+                             "expert_ids": [0, 5, 7, 11], "weights": [1, 1, 1, 1]})";
+  return file;
+}
+
+}  // namespace
+
+TEST(PlannerCApi, PlanMoeEqualsTheCliJson) {
+  const std::string routing = routing_file();
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"shape": "deepseek-v3"})", "--shape deepseek-v3"},
+      {R"({"kernel": "paper-qwen3.5", "platform": ")" + kPaper + "\"}", "--kernel paper-qwen3.5 --platform " + kPaper},
+      {R"({"kernel": ")" + kGlm + R"(", "t_l1_us": 4, "t_l2_us": 3.0})", "--kernel " + kGlm + " --t-l1-us 4 --t-l2-us 3"},
+      {R"({"shape": "deepseek-v3", "precision": "fp8", "producers": 66})",
+       "--shape deepseek-v3 --precision fp8 --producers 66"},
+      {R"({"shape": "mimo-v2-flash", "sm_tflops": 5, "block_m": 64, "out_bytes": 4, "combine": "epilogue", "ranks": 4})",
+       "--shape mimo-v2-flash --sm-tflops 5 --block-m 64 --out-bytes 4 --combine epilogue --ranks 4"},
+      {R"({"shape": "qwen3-235b-a22b", "simulate": true, "routing": "skewed", "zipf_s": 1.5, "tokens": 1024})",
+       "--shape qwen3-235b-a22b --simulate --routing skewed --zipf-s 1.5 --tokens 1024"},
+      {R"({"kernel": "dit-moe-g2-16e2a", "simulate": true, "combine": "epilogue_issuer", "cover_slots": 3,
+           "staging_us": 0.5, "tokens": 1024})",
+       "--kernel dit-moe-g2-16e2a --simulate --combine epilogue_issuer --cover-slots 3 --staging-us 0.5 --tokens 1024"},
+      {R"({"hidden": 3000, "h_inter": 1000, "experts": 12, "top_k": 3, "simulate": true, "lead_rows": 64,
+           "experts_per_wave": 2})",
+       "--hidden 3000 --h-inter 1000 --experts 12 --top-k 3 --simulate --lead-rows 64 --experts-per-wave 2"},
+      {R"({"hidden": 3000, "h_inter": 1000, "experts": 12, "top_k": 1, "simulate": true, "routing": ")" + routing + "\"}",
+       "--hidden 3000 --h-inter 1000 --experts 12 --top-k 1 --simulate --routing " + routing},
+      {R"({"tile_bytes": 32768, "t_l1_us": 2, "t_l2_us": 1.5, "n1": 16, "n2": 8, "h_inter": 2048, "ranks": 4,
+           "combine": "epilogue", "simulate": false})",
+       "--tile-bytes 32768 --t-l1-us 2 --t-l2-us 1.5 --n1 16 --n2 8 --h-inter 2048 --ranks 4 --combine epilogue"},
+  };
+  for (const auto& [request, flags] : cases) {
+    const Answer a = call(xstage_planner_plan_moe, request);
+    ASSERT_EQ(a.code, 0) << a.error;
+    const xstage::test::CliRun cli = xstage::test::run_cli("plan moe " + flags + " --json");
+    ASSERT_EQ(cli.code, 0) << cli.err;
+    EXPECT_EQ(nlohmann::json::parse(a.response), nlohmann::json::parse(cli.out)) << request;
+  }
+}
+
+TEST(PlannerCApi, PlanMoeBadRequestIsTheCliMessageWithTheArgumentsNamed) {
+  const std::string routing = routing_file();
+  const std::string tile = R"("tile_bytes": 100, "t_l1_us": 1, "t_l2_us": 1, "n1": 1, "h_inter": 64)";
+  const std::string tile_flags = "--tile-bytes 100 --t-l1-us 1 --t-l2-us 1 --n1 1 --h-inter 64";
+  const std::pair<std::string, std::string> cases[] = {
+      // each value's rule: integer ranges in full, in_range's %g
+      {R"({"hidden": 0, "h_inter": 1000, "experts": 12, "top_k": 3})", "--hidden 0 --h-inter 1000 --experts 12 --top-k 3"},
+      {R"({"hidden": 2000000})", "--hidden 2000000"},
+      {R"({"shape": "deepseek-v3", "top_k": 70000})", "--shape deepseek-v3 --top-k 70000"},
+      {R"({"shape": "deepseek-v3", "sm_tflops": 0})", "--shape deepseek-v3 --sm-tflops 0"},
+      {R"({"shape": "deepseek-v3", "simulate": true, "lead_rows": 2000000})",
+       "--shape deepseek-v3 --simulate --lead-rows 2000000"},
+      {R"({"shape": "deepseek-v3", "t_l1_us": 0})", "--shape deepseek-v3 --t-l1-us 0"},
+      {R"({"shape": "deepseek-v3", "staging_us": -1})", "--shape deepseek-v3 --staging-us -1"},
+      {"{" + tile + R"(, "n2": 0})", tile_flags + " --n2 0"},
+      {R"({"tile_bytes": 0})", "--tile-bytes 0"},
+      {R"({"shape": "deepseek-v3", "ranks": 2000})", "--shape deepseek-v3 --ranks 2000"},
+      {R"({"shape": "deepseek-v3", "simulate": true, "tokens": 0})", "--shape deepseek-v3 --simulate --tokens 0"},
+      {R"({"shape": "deepseek-v3", "producers": 0})", "--shape deepseek-v3 --producers 0"},
+      {R"({"shape": "deepseek-v3", "platform": "/nonexistent/p.json"})",
+       "--shape deepseek-v3 --platform /nonexistent/p.json"},
+      // the choices and the combinations, in the CLI's order
+      {R"({"shape": "deepseek-v3", "precision": "int8"})", "--shape deepseek-v3 --precision int8"},
+      {R"({"shape": "deepseek-v3", "combine": "foo"})", "--shape deepseek-v3 --combine foo"},
+      {R"({"kernel": "deepseek-v3", "shape": "deepseek-v3"})", "--kernel deepseek-v3 --shape deepseek-v3"},
+      {R"({"shape": "no-such-model"})", "--shape no-such-model"},
+      {R"({"kernel": "no-such-model"})", "--kernel no-such-model"},
+      {R"({"shape": "deepseek-v3", "tokens": 5})", "--shape deepseek-v3 --tokens 5"},
+      {R"({"hidden": 3000, "tile_bytes": 100})", "--hidden 3000 --tile-bytes 100"},
+      {R"({"shape": "deepseek-v3", "n2": 3})", "--shape deepseek-v3 --n2 3"},
+      {"{" + tile + R"(, "n2": 1, "precision": "fp8"})", tile_flags + " --n2 1 --precision fp8"},
+      {"{" + tile + "}", tile_flags},
+      {"{" + tile + R"(, "n2": 1, "simulate": true})", tile_flags + " --n2 1 --simulate"},
+      {R"({"shape": "deepseek-v3", "precision": "fp8", "t_l1_us": 1, "t_l2_us": 1})",
+       "--shape deepseek-v3 --precision fp8 --t-l1-us 1 --t-l2-us 1"},
+      {R"({"shape": "deepseek-v3", "precision": "fp8", "sm_tflops": 3})", "--shape deepseek-v3 --precision fp8 --sm-tflops 3"},
+      {R"({"hidden": 3000, "h_inter": 1000, "experts": 12, "top_k": 1, "simulate": true, "tokens": 2048, "routing": ")" +
+           routing + "\"}",
+       "--hidden 3000 --h-inter 1000 --experts 12 --top-k 1 --simulate --tokens 2048 --routing " + routing},
+      {R"({"shape": "deepseek-v3", "simulate": true, "routing": ")" + routing + "\"}",
+       "--shape deepseek-v3 --simulate --routing " + routing},
+  };
+  for (const auto& [request, flags] : cases) {
+    const Answer a = call(xstage_planner_plan_moe, request);
+    EXPECT_EQ(a.code, 2) << request;
+    const xstage::test::CliRun cli = xstage::test::run_cli("plan moe " + flags + " --json");
+    ASSERT_EQ(cli.code, 2) << flags;
+    EXPECT_EQ("xstage: error: " + a.error, in_request_keys(cli.err)) << request;
+  }
+  // A description's error names its origin: the request's arguments laid over it, not the CLI's flags.
+  Answer a = call(xstage_planner_plan_moe, R"({"shape": "deepseek-v3", "ranks": 5})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error, "built-in deepseek-v3 with arguments (each sets the field of its name): ranks: 5 ranks do not divide "
+                     "the 256 experts (expert parallelism places experts / ranks on each)");
+  a = call(xstage_planner_plan_moe, R"({"shape": 3})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error, "shape: must be a string, got 3");
+  a = call(xstage_planner_plan_moe, R"({"shape": "deepseek-v3", "simulate": true, "tokens": 1.5})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error, "tokens: must be a decimal integer, got \"1.5\"");
+  a = call(xstage_planner_plan_moe, R"({"shape": "deepseek-v3", "simulate": true, "trace": "/tmp/t.json"})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_NE(a.error.find("trace: no such argument of plan moe"), std::string::npos) << a.error;
+}

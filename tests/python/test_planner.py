@@ -3,6 +3,7 @@ raise ValueError with the CLI's one-line message (CPU only)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import subprocess
@@ -247,6 +248,45 @@ def test_plan_moe_kernel_keyword_errors(cli, tmp_path):
         xp.plan_moe(kernel="deepseek-v3", shape="deepseek-v3")
     with pytest.raises(ValueError, match="^xstage: error: kernel excludes producers"):
         xp.simulate(kernel=str(REPO / "kernels" / "burst_gap" / "gemm-reduce-scatter.json"), producers=4)
+
+
+# plan_moe through the planner's typed C ABI (xstage_planner_plan_moe): the CLI's --json for the same arguments, and
+# the CLI's library never loaded for it; with a trace file it still runs the CLI, which writes the file.
+def test_plan_moe_goes_through_the_planner_abi(cli, monkeypatch, tmp_path):
+    def no_cli():
+        raise AssertionError("plan_moe ran the CLI")
+
+    cases = [
+        (dict(shape="qwen3-235b-a22b", simulate=True, routing="skewed", zipf_s=1.5, tokens=1024, ranks=2),
+         ["--shape", "qwen3-235b-a22b", "--simulate", "--routing", "skewed", "--zipf-s", "1.5", "--tokens", "1024",
+          "--ranks", "2"]),
+        (dict(tile_bytes=32768, t_l1_us=2, t_l2_us=1.5, n1=16, n2=8, h_inter=2048, combine="epilogue"),
+         ["--tile-bytes", "32768", "--t-l1-us", "2", "--t-l2-us", "1.5", "--n1", "16", "--n2", "8", "--h-inter",
+          "2048", "--combine", "epilogue"]),
+    ]
+    expected = [cli_json(cli, "plan", "moe", *args) for _, args in cases]
+    with monkeypatch.context() as m:
+        m.setattr(xp._native, "cli_lib", no_cli)
+        assert [xp.plan_moe(**kwargs) for kwargs, _ in cases] == expected
+    trace = tmp_path / "orders.json"
+    traced = xp.plan_moe(shape="deepseek-v3", simulate=True, tokens=256, trace=trace)
+    assert traced == xp.plan_moe(shape="deepseek-v3", simulate=True, tokens=256)
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+@pytest.mark.parametrize("kwargs, args", [
+    (dict(hidden=2000000, h_inter=1000, experts=12, top_k=3),
+     ["plan", "moe", "--hidden", "2000000", "--h-inter", "1000", "--experts", "12", "--top-k", "3"]),
+    (dict(shape="deepseek-v3", tile_bytes=100), ["plan", "moe", "--shape", "deepseek-v3", "--tile-bytes", "100"]),
+    (dict(shape="deepseek-v3", lead_rows=64), ["plan", "moe", "--shape", "deepseek-v3", "--lead-rows", "64"]),
+])
+def test_plan_moe_bad_arguments_raise_the_cli_message_in_python_names(cli, kwargs, args):
+    # every flag in the message written as its keyword name, given or not (--simulate is simulate)
+    expected = xp._python_names(cli_error(cli, *args), list(inspect.signature(xp.plan_moe).parameters))
+    with pytest.raises(ValueError) as info:
+        xp.plan_moe(**kwargs)
+    assert str(info.value) == expected
+    assert "--" not in str(info.value)
 
 
 # simulate through the planner's typed C ABI: a bad request's message is the CLI's in Python names, as run_json had it.

@@ -66,56 +66,56 @@ void add_plan(CLI::App& root) {
       "moe", "MoE Combine audit, expert-wave vs interleaved (eq. 12-16), of a kernel description (--kernel; "
              "docs/kernel_description.md) or of tile-level inputs; --simulate runs both orders");
   add_common(m, *moe_common);
-  m->add_option("--kernel", moe->shape,
+  m->add_option("--kernel", moe->request.kernel,
                 "a kernel description: a built-in name (" + builtin_names() + ") or an xstage.kernel/1 file; the flags "
                 "below override its fields (--x-y sets field x_y)");
-  m->add_option("--shape", moe->shape, "a built-in kernel by name (the same as --kernel NAME)");
-  m->add_option("--hidden", moe->hidden, "hidden size (Linear-1 depth)")->check(kGemmDimension);
-  m->add_option("--h-inter", moe->h_inter, "expert intermediate size (Linear-2 depth)")->check(kGemmDimension);
-  m->add_option("--experts", moe->experts, "routed experts")->check(kExpertCount);
-  m->add_option("--top-k", moe->top_k, "experts per token")->check(kExpertCount);
-  m->add_option("--precision", moe->precision,
+  m->add_option("--shape", moe->request.shape, "a built-in kernel by name (the same as --kernel NAME)");
+  m->add_option("--hidden", moe->request.hidden, "hidden size (Linear-1 depth)")->check(kGemmDimension);
+  m->add_option("--h-inter", moe->request.h_inter, "expert intermediate size (Linear-2 depth)")->check(kGemmDimension);
+  m->add_option("--experts", moe->request.experts, "routed experts")->check(kExpertCount);
+  m->add_option("--top-k", moe->request.top_k, "experts per token")->check(kExpertCount);
+  m->add_option("--precision", moe->request.precision,
                 "bf16 or fp8: which of the platform's per-SM GEMM rates estimates a mainloop not given (default bf16)");
-  m->add_option("--sm-tflops", moe->sm_tflops,
+  m->add_option("--sm-tflops", moe->request.sm_tflops,
                 "per-SM TFLOP/s of the estimated mainloops (default: the platform's rate at --precision)")
       ->check(in_range(0.01, 1000));
-  m->add_option("--t-l1-us", moe->t_l1_us, "T_L1^mma: measured Linear-1 full-tile mainloop (us); replaces the estimate")
+  m->add_option("--t-l1-us", moe->request.t_l1_us, "T_L1^mma: measured Linear-1 full-tile mainloop (us); replaces the estimate")
       ->check(kPositive)
       ->check(kDurationUs);
-  m->add_option("--t-l2-us", moe->t_l2_us, "T_L2^mma: measured Linear-2 full-tile mainloop (us); replaces the estimate")
+  m->add_option("--t-l2-us", moe->request.t_l2_us, "T_L2^mma: measured Linear-2 full-tile mainloop (us); replaces the estimate")
       ->check(kPositive)
       ->check(kDurationUs);
-  m->add_option("--block-m", moe->block_m, "b_m: tile rows (tokens; default 128)")->check(kTileEdge);
-  m->add_option("--block-n", moe->block_n, "b_n: N-tile width (default 128)")->check(kTileEdge);
-  m->add_option("--out-bytes", moe->out_bytes, "bytes per Combine element (default 2: bf16)")->check(kElementBytes);
-  m->add_option("--staging-us", moe->staging_us,
+  m->add_option("--block-m", moe->request.block_m, "b_m: tile rows (tokens; default 128)")->check(kTileEdge);
+  m->add_option("--block-n", moe->request.block_n, "b_n: N-tile width (default 128)")->check(kTileEdge);
+  m->add_option("--out-bytes", moe->request.out_bytes, "bytes per Combine element (default 2: bf16)")->check(kElementBytes);
+  m->add_option("--staging-us", moe->request.staging_us,
                 "staging of a tile before its Combine stores (us; closed form's T_RS term and the simulation)")
       ->check(kDurationUs);
-  m->add_option("--tile-bytes", moe->tile_bytes,
+  m->add_option("--tile-bytes", moe->request.tile_bytes,
                 "tile-level form (no description): V_t, Combine bytes per Linear-2 tile per producer")
       ->check(kByteCount);
-  m->add_option("--n1", moe->n1, "tile-level form: Linear-1 tiles per cycle")->check(kPositive)->check(kTilesPerCycle);
-  m->add_option("--n2", moe->n2, "tile-level form: Linear-2 tiles per cycle")->check(kPositive)->check(kTilesPerCycle);
-  m->add_flag("--simulate", moe->simulate, "simulate the expert-wave and interleaved orders for one routing of rank 0");
-  m->add_option("--ranks", moe->ranks, "expert-parallel ranks: the remote share (N-1)/N of the as-built verdict and --simulate (default 2)")->check(kRankCount);
-  m->add_option("--tokens", moe->tokens, "tokens per rank (--simulate; default 8192)")->check(kPositive);
-  m->add_option("--routing", moe->routing,
+  m->add_option("--n1", moe->request.n1, "tile-level form: Linear-1 tiles per cycle")->check(kPositive)->check(kTilesPerCycle);
+  m->add_option("--n2", moe->request.n2, "tile-level form: Linear-2 tiles per cycle")->check(kPositive)->check(kTilesPerCycle);
+  m->add_flag("--simulate", moe->request.simulate, "simulate the expert-wave and interleaved orders for one routing of rank 0");
+  m->add_option("--ranks", moe->request.ranks, "expert-parallel ranks: the remote share (N-1)/N of the as-built verdict and --simulate (default 2)")->check(kRankCount);
+  m->add_option("--tokens", moe->request.tokens, "tokens per rank (--simulate; default 8192)")->check(kPositive);
+  m->add_option("--routing", moe->request.routing,
                 "balanced, skewed (Zipf) or a routing file (xstage.routing/1) (--simulate; default balanced)");
-  m->add_option("--zipf-s,--zipf", moe->zipf_s, "Zipf exponent of skewed routing (default 1.2; --zipf: deprecated spelling)")
+  m->add_option("--zipf-s,--zipf", moe->request.zipf_s, "Zipf exponent of skewed routing (default 1.2; --zipf: deprecated spelling)")
       ->check(in_range(0.01, 100));
-  m->add_option("--lead-rows", moe->lead_rows,
+  m->add_option("--lead-rows", moe->request.lead_rows,
                 "D of the interleaved order in rows (0, the default: the fused layer's, model::moe_default_lead_rows: "
                 "max(eq. 16's D_knee, ceil(G / P1) + 1 + ceil(G h_inter / (P1 hidden))), G = K/2, "
                 "P1 = ceil(h_inter / b_n))")
       ->check(in_range(0, 1 << 20));
-  m->add_option("--experts-per-wave", moe->experts_per_wave,
+  m->add_option("--experts-per-wave", moe->request.experts_per_wave,
                 "experts per wave of the expert-wave order (0, the default: a quarter of the local experts)")
       ->check(in_range(0, 1 << 20));
-  m->add_option("--combine", moe->combine,
+  m->add_option("--combine", moe->request.combine,
                 "how the kernel issues a Linear-2 tile's Combine (the as-built verdict and --simulate): piggyback (xstage's fused kernel, default: "
                 "one chunk per k-step of the next tiles), epilogue (one burst after the tile, on the producer) or "
                 "epilogue_issuer (a separate epilogue issuer with --cover-slots accumulator slots, MegaMoE's)");
-  m->add_option("--cover-slots", moe->cover_slots,
+  m->add_option("--cover-slots", moe->request.cover_slots,
                 "with --combine epilogue_issuer: accumulator slots shared by producer and issuer (default 2: "
                 "double-buffered, eq. 15)")
       ->check(in_range(1, 16));
@@ -123,18 +123,7 @@ void add_plan(CLI::App& root) {
                 "with --simulate: write both orders' simulated timelines as a Chrome trace (Perfetto, chrome://tracing)")
       ->check(kOutputPath);
   m->add_flag("--force", moe->force, "with --trace: replace an existing file");
-  m->callback([moe, moe_common, m] {
-    if (m->count("--kernel") && m->count("--shape"))
-      throw InputError("--kernel and --shape: give one (--shape NAME is --kernel NAME)");
-    moe->shape_flag = m->count("--kernel") ? "--kernel" : "--shape";
-    if (moe->precision && *moe->precision != "bf16" && *moe->precision != "fp8")
-      throw InputError("--precision: must be bf16 or fp8, got \"" + shown_text(*moe->precision) + "\"");
-    if (moe->combine && *moe->combine != "piggyback" && *moe->combine != "epilogue" && *moe->combine != "epilogue_issuer")
-      throw InputError("--combine: must be piggyback, epilogue or epilogue_issuer, got \"" + shown_text(*moe->combine) +
-                       "\"");
-    moe->fields = plan::description_fields(*m);
-    run_moe(*moe_common, *moe);
-  });
+  m->callback([moe, moe_common] { run_moe(*moe_common, *moe); });
 
   plan->callback([common, plan] {
     if (plan->get_subcommands().empty()) run_default(*common);

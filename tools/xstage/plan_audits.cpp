@@ -4,8 +4,6 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
-#include <string_view>
-#include <tuple>
 
 #include "cli_common.hpp"
 #include "plan_audits.hpp"
@@ -17,7 +15,6 @@
 #include "xstage/model/work_limit.hpp"
 #include "xstage/model/workloads.hpp"
 #include "xstage/moe/moe_fused_layout.hpp"
-#include "xstage/moe/routing.hpp"
 #include "xstage/planner/moe_plan.hpp"
 #include "xstage/sim/design_check.hpp"
 #include "xstage/sim/moe_order_simulation.hpp"
@@ -37,8 +34,6 @@ void left_align(std::vector<std::string>& header, std::vector<std::vector<std::s
 }
 
 namespace {
-
-using units::us_to_s;
 
 void print_legend(const std::vector<LegendLine>& legend) {
   for (const auto& l : legend) out_stream() << "  " << l.column << ": " << l.models << "\n";
@@ -69,22 +64,6 @@ void print_attention(const model::AttentionAudit& a, const model::AttentionInput
   left_align(header, rows, {6, 8});
   print_table(header, rows);
   print_legend(kAttentionLegend);
-}
-
-// The tile-level form's audit input (--tile-bytes, --n1, --n2, the mainloops; check_moe_flags has required them).
-model::MoeInput tile_level_input(const MoeOptions& o, int producers) {
-  model::MoeInput in;
-  in.tile_bytes = *o.tile_bytes;
-  in.active_producers = producers;
-  in.t_l1_mma_s = us_to_s(*o.t_l1_us);
-  in.t_l2_mma_s = us_to_s(*o.t_l2_us);
-  in.n1 = *o.n1;
-  in.n2 = *o.n2;
-  in.block_n = o.block_n.value_or(model::MoeKernel{}.block_n);
-  in.sm_count = producers;
-  in.h_inter = *o.h_inter;
-  in.staging_s = us_to_s(o.staging_us.value_or(0.0));
-  return in;
 }
 
 std::vector<std::string> moe_row(const std::string& name, const model::MoeInput& in, const model::MoeAudit& a) {
@@ -121,68 +100,17 @@ void run_attn(const PlanCommon& c, const AttnOptions& options) {
 
 namespace {
 
-// The flag of a description field: its name with dashes ("h_inter" is --h-inter).
-std::string flag_of(std::string_view field) {
-  std::string flag = "--" + std::string(field);
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
-}
-
-// The flags of a description as (flag, field, value), from MoeOptions::fields.
-std::vector<std::tuple<std::string, std::string, nlohmann::json>> description_flags(const MoeOptions& o) {
-  std::vector<std::tuple<std::string, std::string, nlohmann::json>> f;
-  for (const auto& [field, value] : o.fields.items()) f.emplace_back(flag_of(field), field, value);
-  return f;
-}
-
-// Flags that have no effect in the combination given: refused (exit 2) naming both.
-void check_moe_flags(const MoeOptions& o) {
+// The options only the CLI has, --trace and --force: after the request's checks (planner::check_plan_moe, whose
+// options come first on the command line), refused (exit 2) where they have no effect.
+void check_trace_flags(const MoeOptions& o) {
   auto refuse = [](const std::string& flag, const std::string& why) { throw InputError(flag + ": " + why); };
-  const char* form = !o.shape.empty() ? (o.shape_flag == "--kernel" ? "--kernel" : "--shape")
-                     : o.hidden       ? "--hidden"
-                     : o.experts      ? "--experts"
-                                      : "--top-k";
-  if (o.described()) {
-    if (o.tile_bytes) refuse("--tile-bytes", std::string("has no effect with ") + form +
-                                                 ": a described kernel's tile is block_m x block_n x out_bytes");
-    if (o.n1) refuse("--n1", std::string("has no effect with ") + form + ": the tile counts follow from the dimensions");
-    if (o.n2) refuse("--n2", std::string("has no effect with ") + form + ": the tile counts follow from the dimensions");
-  } else {
-    const std::pair<const char*, bool> dims_only[] = {{"--precision", bool(o.precision)}, {"--sm-tflops", bool(o.sm_tflops)},
-                                                      {"--block-m", bool(o.block_m)}, {"--out-bytes", bool(o.out_bytes)}};
-    for (const auto& [flag, set] : dims_only)
-      if (set)
-        refuse(flag, "has no effect with --tile-bytes (the tile-level form takes --t-l1-us and --t-l2-us); describe the "
-                     "kernel with --kernel, --shape or --hidden, --h-inter, --experts and --top-k");
-    for (const char* opt : {"--tile-bytes", "--t-l1-us", "--t-l2-us", "--n1", "--n2", "--h-inter"}) {
-      const bool set = std::string_view(opt) == "--tile-bytes" ? bool(o.tile_bytes)
-                       : std::string_view(opt) == "--t-l1-us"  ? bool(o.t_l1_us)
-                       : std::string_view(opt) == "--t-l2-us"  ? bool(o.t_l2_us)
-                       : std::string_view(opt) == "--n1"       ? bool(o.n1)
-                       : std::string_view(opt) == "--n2"       ? bool(o.n2)
-                                                               : bool(o.h_inter);
-      if (!set)
-        throw InputError(std::string(opt) + " is required without a kernel description (--kernel, --shape, or --hidden, "
-                                            "--h-inter, --experts and --top-k)");
-    }
-    if (o.simulate)
-      refuse("--simulate", "needs a kernel description (--kernel, --shape, or --hidden, --h-inter, --experts and "
-                           "--top-k): experts and top-k set the routing; the tile-level form (--tile-bytes) has none");
-  }
-  if (!o.simulate) {
-    const std::pair<const char*, bool> sim_only[] = {
-        {"--tokens", bool(o.tokens)},     {"--routing", bool(o.routing)},         {"--zipf-s", bool(o.zipf_s)},
-        {"--lead-rows", bool(o.lead_rows)}, {"--experts-per-wave", bool(o.experts_per_wave)},
-        {"--cover-slots", bool(o.cover_slots)}, {"--trace", !o.trace.empty()}, {"--force", o.force}};
+  if (!o.request.simulate) {
+    const std::pair<const char*, bool> sim_only[] = {{"--trace", !o.trace.empty()}, {"--force", o.force}};
     for (const auto& [flag, set] : sim_only)
       if (set) refuse(flag, "has no effect without --simulate (it describes the simulated launch)");
   }
   if (o.force && o.trace.empty()) refuse("--force", "has no effect without --trace (no file is written)");
 }
-
-}  // namespace
-
-namespace {
 
 // `plan moe --simulate --trace FILE`: both orders' simulated timelines in one Chrome trace, the expert-wave
 // order as process 0 and the interleaved one as process 1, one thread per CTA (per role with an epilogue issuer).
@@ -221,129 +149,60 @@ void write_moe_trace(const MoeOptions& o, const model::MoeKernel& k, const nlohm
 
 }  // namespace
 
-nlohmann::json description_fields(const CLI::App& cmd) {
-  nlohmann::json fields = nlohmann::json::object();
-  for (const char* field : model::moe_kernel_fields()) {
-    const CLI::Option* opt = cmd.get_option_no_throw(flag_of(field));
-    if (!opt || opt->count() == 0) continue;
-    const std::string type = opt->get_type_name();
-    nlohmann::json value;
-    if (type.rfind("INT", 0) == 0) {
-      value = opt->as<long long>();
-      if (value == 0) continue;  // 0: the default (--lead-rows, --experts-per-wave), the same as not given
-    } else if (type.rfind("FLOAT", 0) == 0) {
-      value = opt->as<double>();
-    } else {
-      value = opt->as<std::string>();
-    }
-    fields[field] = std::move(value);
-  }
-  return fields;
-}
-
-model::MoeKernel moe_kernel(const MoeOptions& o) {
-  model::KernelSource src = !o.shape.empty()
-                                ? model::kernel_source(o.shape, o.shape_flag)
-                                : model::KernelSource{{{"schema", model::kKernelSchema}, {"kind", "moe"}, {"name", "custom"}},
-                                                      "plan moe", ""};
-  const auto flags = description_flags(o);
-  if (!src.json.is_object()) return model::moe_kernel_from_json(src.json, src.origin, src.base_dir);  // names the error
-  for (const auto& [flag, key, value] : flags) src.json[key] = value;
-  const std::string origin = flags.empty() ? src.origin : src.origin + " with flags (--x-y sets field x_y)";
-  // A flag's routing file is relative to the working folder, a description's to its file.
-  model::MoeKernel k = model::moe_kernel_from_json(src.json, origin, o.routing ? "" : src.base_dir);
-  if (o.precision && k.mainloops_given())
-    throw InputError("--precision: has no effect: t_l1_us and t_l2_us (--t-l1-us/--t-l2-us or the description) give "
-                     "both mainloops");
-  // --precision only picks the platform's per-SM rate; a given rate replaces that pick.
-  if (o.precision && k.sm_tflops > 0)
-    throw InputError("--precision: has no effect with sm_tflops (--sm-tflops or the description): the given per-SM rate "
-                     "estimates every mainloop not given");
-  // A routing file holds its own tokens; the simulation reads them, not --tokens.
-  if (o.tokens && k.routing != "balanced" && k.routing != "skewed")
-    throw InputError("--tokens: has no effect with a routing file (--routing or the description's routing \"" +
-                     one_line(k.routing, 200) + "\"): the file's tokens are simulated");
-  return k;
-}
-
 void run_moe(const PlanCommon& c, const MoeOptions& o) {
-  check_moe_flags(o);
-  const model::Platform platform = model::load_platform_or_default(c.platform);
-  const int producers = planner::plan_producers(c.producers, "--producers", c.platform, platform);
-  std::optional<model::MoeKernel> kernel;
-  std::optional<planner::MoePlanInput> pin;
-  if (o.described()) {
-    kernel = moe_kernel(o);
-    pin = planner::moe_plan_input(platform, *kernel, producers);
-  }
+  planner::PlanMoeRequest request = o.request;
+  request.platform = c.platform;
+  request.producers = c.producers;
+  planner::check_plan_moe(request, true);
+  check_trace_flags(o);
+  planner::PlanMoeResult r = planner::plan_moe_inputs(request, true);
+  const model::Platform& platform = r.platform;
+  const std::optional<model::MoeKernel>& kernel = r.kernel;
   // The files this command reads: --trace may replace none of them, --force or not.
-  std::vector<std::string> inputs = {c.platform, o.shape};
+  std::vector<std::string> inputs = {c.platform, request.kernel_name()};
   if (kernel && kernel->routing != "balanced" && kernel->routing != "skewed") inputs.push_back(kernel->routing);
   if (!o.trace.empty()) check_output_path("--trace", o.trace, o.force, inputs);
-  const model::MoeInput in = pin ? pin->input : tile_level_input(o, producers);
-  const model::MoeAudit a = model::audit_moe(platform, in);
-  // As built: the description's ranks and Combine mode (--ranks and --combine set them; the tile-level form: the
-  // flags, else the fused kernel on kPlanRanks ranks).
-  MoeAsBuilt built;
-  built.ranks = kernel ? kernel->ranks : o.ranks.value_or(kPlanRanks);
-  built.combine = kernel ? kernel->combine : o.combine.value_or("piggyback");
-  const bool datasheet = pin && pin->estimated() && std::string_view(pin->rate.source) == "datasheet";
-  nlohmann::json verdict_json = nlohmann::json::object();
-  const MoeVerdict verdict = moe_verdict(platform, producers, in, a, datasheet, built, verdict_json);
-  nlohmann::json simulated;
   sim::MoeOrderTimelines timelines;
-  if (o.simulate) simulated = planner::simulate_moe_orders(platform, *kernel, *pin, producers, o.trace.empty() ? nullptr : &timelines);
-  // A routing file's tokens are the ones simulated, not the description's `tokens`.
-  if (o.simulate && kernel->routing != "balanced" && kernel->routing != "skewed")
-    simulated["tokens_per_rank"] = moe::load_routing_file(kernel->routing).tokens;
+  planner::plan_moe_audit(request, r, o.trace.empty() ? nullptr : &timelines);
+  const model::MoeInput& in = r.input;
+  const model::MoeAudit& a = r.audit;
+  const MoeAsBuilt& built = r.as_built;
+  const MoeVerdict& verdict = r.verdict;
+  const nlohmann::json& simulated = r.simulated;
+  const bool simulate = request.simulate;
   if (!o.trace.empty()) write_moe_trace(o, *kernel, simulated, timelines, inputs);
   if (c.json) {
-    nlohmann::json j = model::to_json(a);
-    j.update(verdict_json);
-    if (o.simulate) j["simulated"] = simulated;
-    stamp_json(j, "xstage.plan.moe/1", c.platform, platform);
-    j["input"] = {{"tile_bytes", in.tile_bytes}, {"active_producers", in.active_producers},
-                  {"t_l1_mma_us", units::s_to_us(in.t_l1_mma_s)}, {"t_l2_mma_us", units::s_to_us(in.t_l2_mma_s)},
-                  {"n1", in.n1}, {"n2", in.n2}, {"block_n", in.block_n}, {"sm_count", in.sm_count},
-                  {"h_inter", in.h_inter}, {"staging_us", units::s_to_us(in.staging_s)}};
-    if (kernel) {
-      j["kernel"] = model::to_json(*kernel);
-      j["input"]["precision"] = kernel->precision;
-      j["input"]["sm_tflops"] = pin->rate.flop_per_s_per_sm / 1e12;
-      j["input"]["sm_tflops_source"] = pin->rate.source;
-      j["input"]["t_l1_mma_source"] = pin->t_l1_source;
-      j["input"]["t_l2_mma_source"] = pin->t_l2_source;
-    }
-    print_json(j);
+    print_json(r.json);
     return;
   }
   out_stream() << "platform " << platform_label(c.platform, platform) << "\n";
   if (kernel) {
+    const planner::MoePlanInput& pin = *r.described;
     // The description's texts are user data: escaped and bounded like every echo of it.
     out_stream() << "kernel " << shown_text(kernel->name, 200)
                  << (kernel->description.empty() ? "" : ": " + one_line(kernel->description, 1000)) << "\n"
                  << "  hidden " << kernel->hidden << ", h_inter " << kernel->h_inter << ", " << kernel->experts
                  << " experts, top-" << kernel->top_k << ", tiles " << kernel->block_m << "x" << kernel->block_n << "x"
                  << kernel->out_bytes << " B\n"
-                 << "  T_L1 " << fmt_us(in.t_l1_mma_s, 2) << " us (" << one_line(pin->t_l1_source, 1000) << ")\n"
-                 << "  T_L2 " << fmt_us(in.t_l2_mma_s, 2) << " us (" << one_line(pin->t_l2_source, 1000) << ")\n";
+                 << "  T_L1 " << fmt_us(in.t_l1_mma_s, 2) << " us (" << one_line(pin.t_l1_source, 1000) << ")\n"
+                 << "  T_L2 " << fmt_us(in.t_l2_mma_s, 2) << " us (" << one_line(pin.t_l2_source, 1000) << ")\n";
     for (const auto& x : kernel->assumptions) out_stream() << "  assumes: " << one_line(x, 1000) << "\n";
   }
   print_table(kMoeHeader, {moe_row(kernel ? kernel->name : "custom", in, a)});
   out_stream() << "  stall w/i us: eq. 15's per-tile MMA stall [T_RS - T_cover]+ of that aligned burst, T_RS = T_iss0 + dT + "
                   "staging, T_cover = T_L2 (wave) or T_L1 (interleaved); closed form\n";
   out_stream() << "  " << kMoeLegend[0].column << ": " << kMoeLegend[0].models
-               << (o.simulate ? "" : "; --simulate runs both orders as built") << "\n";
+               << (simulate ? "" : "; --simulate runs both orders as built") << "\n";
   out_stream() << "\nas built (" << built.combine << " Combine, " << built.ranks << (built.ranks == 1 ? " rank, " : " ranks, ")
                << built.chunks() << (built.chunks() == 1 ? " burst" : " bursts") << " per Linear-2 tile), stall w | i us (first/steady): "
                << verdict.stalls << "\nact on: " << verdict.act.text << "\n";
-  if (o.simulate) {
+  if (simulate) {
     out_stream() << "\nsimulated, " << simulated["routing"].get<std::string>() << " routing, " << simulated["tokens_per_rank"].get<long long>()
                  << " tokens/rank over " << kernel->ranks << " ranks, K = " << simulated["producers"].get<int>()
                  << ", D = " << simulated["lead_rows"].get<int>() << ", Combine " << kernel->combine
                  << (kernel->combine == "epilogue_issuer" ? " (" + std::to_string(kernel->cover_slots) + " slots)" : "")
                  << ", staging " << fmt_num(kernel->staging_us, 2) << " us"
-                 << (pin->estimated() && std::string_view(pin->rate.source) == "datasheet" ? ", mainloops at the datasheet rate" : "")
+                 << (r.datasheet_rate ? ", mainloops at the datasheet rate" : "")
                  << "\n";
     const bool roles = simulated["wave"].contains("median_tile_span_us");
     std::vector<std::vector<std::string>> rows;

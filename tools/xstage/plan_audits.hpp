@@ -10,6 +10,7 @@
 #include "xstage/model/kernel_description.hpp"
 #include "xstage/model/units.hpp"
 #include "xstage/model/workloads.hpp"
+#include "xstage/planner/moe_plan.hpp"
 #include "xstage/planner/plan.hpp"
 #include "xstage/planner/verdict_words.hpp"
 #include "xstage/sim/design_check.hpp"
@@ -52,32 +53,14 @@ struct PlanCommon {
 // `plan attn`'s options: the planner's request (its platform and producers are PlanCommon's).
 using AttnOptions = planner::PlanAttnRequest;
 
-// `plan moe`: a kernel description (xstage/model/kernel_description.hpp) from --kernel/--shape and the flags laid
-// over it (each flag is the description's field of the same name; unset: the description's value), or the
-// tile-level form (--tile-bytes, --n1, --n2 and the mainloops) for the closed form only.
+// `plan moe`'s options: the planner's request (xstage/planner/moe_plan.hpp; its platform and producers are
+// PlanCommon's) and what only the CLI does, writing both orders' simulated timelines as a trace (--trace FILE,
+// --force).
 struct MoeOptions {
-  std::string shape;   // --shape or --kernel: a built-in name or a description file
-  std::string shape_flag = "--shape";
-  std::optional<std::string> precision, routing, combine;
-  std::optional<int> hidden, h_inter, experts, top_k, ranks, block_m, block_n, out_bytes, cover_slots, lead_rows,
-      experts_per_wave;
-  std::optional<long long> tokens;
-  std::optional<double> t_l1_us, t_l2_us, sm_tflops, staging_us, zipf_s;
-  std::optional<double> tile_bytes, n1, n2;  // the tile-level form
-  bool simulate = false;
-  std::string trace;   // --trace FILE (with --simulate): the simulated timelines of both orders
+  planner::PlanMoeRequest request;
+  std::string trace;
   bool force = false;
-  // The description fields the flags give (field → value): the options named after the parser's fields
-  // (model::moe_kernel_fields(), "h_inter" is --h-inter), as description_fields reads them from the command.
-  nlohmann::json fields = nlohmann::json::object();
-  // The description form: --kernel/--shape or any of --hidden, --experts, --top-k.
-  bool described() const { return !shape.empty() || hidden || experts || top_k; }
 };
-// The description the options give (described() only): the flags as fields over the named description.
-model::MoeKernel moe_kernel(const MoeOptions& o);
-// MoeOptions::fields of a parsed `plan moe` command: for every field of the parser's key list, the option of the
-// same name with dashes, if given, with its value as the option's type (an integer 0: the default, left out).
-nlohmann::json description_fields(const CLI::App& cmd);
 
 // `plan attn`: one attention kernel's epilogue All-to-All (eq. 17-20).
 void run_attn(const PlanCommon& c, const AttnOptions& o);

@@ -1,8 +1,9 @@
 // The design tests of `xstage plan` as planner functions: the built-in DiT attention and MoE workloads (`plan`),
 // one attention kernel's epilogue All-to-All (`plan attn`, eq. 17-20) and the as-built verdict of a MoE layer's
-// Combine that `plan` and `plan moe` share. Each form takes a request (the command's arguments by their snake_case
-// names) and gives the command's JSON (what `xstage plan ... --json` prints) with the audits behind it, from
-// which the CLI prints its tables. The C ABI (planner_c_api.h), the Python planner and the CLI call these.
+// Combine that `plan` and `plan moe` share (`plan moe` itself: moe_plan.hpp). Each form takes a request (the
+// command's arguments by their snake_case names) and gives the command's JSON (what `xstage plan ... --json`
+// prints) with the audits behind it, from which the CLI prints its tables. The C ABI (planner_c_api.h), the Python
+// planner and the CLI call these.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -14,8 +14,9 @@
 extern "C" {
 #endif
 
-/* 1: xstage_planner_model. 2: xstage_planner_simulate. 3: xstage_planner_plan, xstage_planner_plan_attn. */
-#define XSTAGE_PLANNER_C_API_VERSION 3
+/* 1: xstage_planner_model. 2: xstage_planner_simulate. 3: xstage_planner_plan, xstage_planner_plan_attn.
+ * 4: xstage_planner_plan_moe. */
+#define XSTAGE_PLANNER_C_API_VERSION 4
 int xstage_planner_c_api_version(void);
 
 /* xstage model: {"producers", "bytes_per_producer", "gap_us", "t_iss0_us", "capacity_bytes", "platform"} ->
@@ -36,6 +37,15 @@ int xstage_planner_plan(const char* request_json, char** response_json, char** e
  * "latency_us", "cover_us", "seq" (a list of sequence lengths), "heads_per_gpu", "batch", "platform"} ->
  * xstage.plan.attn/1, one attention kernel's epilogue All-to-All (eq. 17-20). */
 int xstage_planner_plan_attn(const char* request_json, char** response_json, char** error);
+
+/* xstage plan moe: a kernel description {"kernel" or "shape" (a built-in name or an xstage.kernel/1 file), "hidden",
+ * "h_inter", "experts", "top_k", "precision", "sm_tflops", "t_l1_us", "t_l2_us", "block_m", "block_n", "out_bytes",
+ * "staging_us", "ranks", "combine"} or the tile-level form {"tile_bytes", "n1", "n2", "t_l1_us", "t_l2_us",
+ * "h_inter", "block_n", "staging_us", "ranks", "combine"}; "simulate" (true: both tile orders simulated) with
+ * "tokens", "routing", "zipf_s", "lead_rows", "experts_per_wave", "cover_slots"; "producers", "platform" ->
+ * xstage.plan.moe/1, one MoE layer's Combine (eq. 12-16; include/xstage/planner/moe_plan.hpp). The CLI's --trace
+ * (an output file) is not part of a request. */
+int xstage_planner_plan_moe(const char* request_json, char** response_json, char** error);
 
 void xstage_planner_free(char* text);
 
