@@ -1,11 +1,11 @@
-// The Ulysses post-attention All-to-All mapping (src/attn/a2a_params.hpp), which the fused epilogue,
+// The Ulysses post-attention All-to-All mapping (src/ulysses/a2a_params.hpp), which the fused epilogue,
 // the A2A kernel and the host layer share: sharding, row owners, and the own-rows-last query order.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "../../src/attn/a2a_params.hpp"
+#include "../../src/ulysses/a2a_params.hpp"
 
 namespace xstage::attn {
 namespace {

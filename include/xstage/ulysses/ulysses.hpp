@@ -96,7 +96,7 @@ class UlyssesAttention {
   std::string last_failure() const;
 
  private:
-  friend struct UlyssesTesting;  // src/attn/ulysses_testing.hpp: fault injection for the liveness tests
+  friend struct UlyssesTesting;  // src/ulysses/ulysses_testing.hpp: fault injection for the liveness tests
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
