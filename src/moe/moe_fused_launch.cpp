@@ -4,8 +4,8 @@
 #include <cstring>
 #include <iterator>
 
-#include "moe_baseline_kernels.hpp"
-#include "moe_rank_buffers.hpp"
+#include "moe_device_alloc.hpp"
+#include "moe_dispatch_plan.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/model/burst_gap.hpp"
 #include "xstage/model/error.hpp"

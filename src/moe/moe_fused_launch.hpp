@@ -1,8 +1,9 @@
-// The one launch path of the fused MoE layer, shared by the bench layer (MoeFused, moe_fused.hpp) and
-// the public API over caller-owned buffers (xstage::moe::FusedMoe, include/xstage/moe/fused_moe.hpp):
-// the checks and sizes of a layer, its per-rank work buffers, the kernel parameters of one run and the
-// launch sequence (l1_done reset -> dispatch plan -> fused kernel -> completion kernel), all asynchronous
-// on the caller's stream. Host code; the kernels are in moe_fused*.cu.
+// The one launch path of the fused MoE layer, shared by the public API over caller-owned buffers
+// (xstage::moe::FusedMoe, include/xstage/moe/fused_moe.hpp) and the testing library's bench layer (MoeFused,
+// src/testing/moe_fused_layer.hpp): the checks and sizes of a layer, its per-rank work buffers, the kernel
+// parameters of one run and the launch sequence (l1_done reset -> dispatch plan -> fused kernel -> completion
+// kernel), all asynchronous on the caller's stream. Host code; the kernels are in moe_fused*.cu and
+// moe_dispatch_plan.cu.
 //
 // The buffers of one rank split in two: peer-reachable ones (written by other ranks: receive rows and
 // scales, origins, combine rows, the control block of arrival counters, counts and flags), which an
@@ -17,7 +18,7 @@
 #include <string>
 
 #include "moe_fused_kernel.hpp"
-#include "moe_reference.hpp"
+#include "xstage/moe/moe_dims.hpp"
 
 namespace xstage::moe {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "moe_baseline.hpp"
-#include "moe_fused.hpp"
 #include "moe_fused_kernel.hpp"
+#include "moe_fused_layer.hpp"
 #include "xstage/model/workloads.hpp"
 #include "xstage/moe/routing.hpp"
 #include "xstage/testing/moe_bench.hpp"

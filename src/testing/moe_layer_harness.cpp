@@ -8,7 +8,7 @@
 
 #include "moe_baseline_state.hpp"
 #include "moe_fused_launch.hpp"
-#include "moe_fused_state.hpp"
+#include "moe_fused_layer_state.hpp"
 #include "moe_rank_buffers.hpp"
 #include "xstage/gpu/check.hpp"
 #include "xstage/model/error.hpp"

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "moe_baseline.hpp"
-#include "moe_fused.hpp"
 #include "moe_fused_kernel.hpp"
+#include "moe_fused_layer.hpp"
 
 namespace xstage::testing {
 

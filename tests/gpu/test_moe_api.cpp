@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "gpu_test_support.hpp"
-#include "moe_fused.hpp"
 #include "moe_fused_launch.hpp"
+#include "moe_fused_layer.hpp"
 #include "moe_layer_harness.hpp"
 #include "xstage/testing/moe_reference.hpp"
 #include "moe_test_support.hpp"

@@ -15,7 +15,7 @@
 
 #include "gpu_test_support.hpp"
 #include "moe_test_support.hpp"
-#include "moe_fused.hpp"
+#include "moe_fused_layer.hpp"
 #include "moe_layer_harness.hpp"
 #include "xstage/testing/moe_reference.hpp"
 #include "xstage/comm/team.hpp"

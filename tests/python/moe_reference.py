@@ -6,10 +6,10 @@ routing order. FP8: activations quantized per token per 128 channels (Linear-1 i
 kernel does (scale = amax / 448 and its reciprocal as correctly rounded float quotients, q = e4m3(a * (1/scale))),
 the weights dequantized from their 128 x 128 block scales.
 
-FP8 rule (check_within_flips, src/moe/moe_reference.{hpp,cpp}; tests/gpu/test_moe_fused.cpp): each token's row
-within FLIPS e4m3 steps of its most sensitive Linear-2 input values plus REL of its norm, and the 75th percentile
-of the rows' relative errors below P75 (a wrong quantization rule or a wrong expert moves many rows; a rounding
-flip, few).
+FP8 rule (check_within_flips, include/xstage/testing/moe_reference.hpp and src/testing/moe_reference.cpp;
+tests/gpu/test_moe_fused.cpp): each token's row within FLIPS e4m3 steps of its most sensitive Linear-2 input
+values plus REL of its norm, and the 75th percentile of the rows' relative errors below P75 (a wrong quantization
+rule or a wrong expert moves many rows; a rounding flip, few).
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
-// The fused expert-parallel MoE layer (Hopper; bf16 or FP8 e4m3 W8A8): one persistent kernel per GPU does Dispatch ->
+// The bench layer MoeFused over the fused expert-parallel MoE kernel (src/moe; the product's API is
+// xstage::moe::FusedMoe, include/xstage/moe/fused_moe.hpp), holding its own buffers, for the benches and
+// the GPU tests. The kernel (Hopper; bf16 or FP8 e4m3 W8A8): one persistent kernel per GPU does Dispatch ->
 // Linear-1 -> SwiGLU -> Linear-2 -> Combine with in-kernel communication (peer stores, release/acquire
 // flags), in the tile order of the expert-wave or the interleaved scheduler (sched/moe_schedule.hpp);
 // a small kernel after it waits for every rank and reduces each token's k rows. Single-process teams
 // (one thread per GPU; buffers reached through CUDA peer pointers).
 //
-// Per run and rank: dispatch plan (the baseline's launch_dispatch_plan) -> fused kernel -> completion
-// kernel, all on the rank's stream (enqueue_moe_fused_run, the launch path the public FusedMoe shares);
-// run() then waits for every rank. Same inputs, routing, roundings and output as MoeBaseline; FP8
+// Per run and rank: dispatch plan (launch_dispatch_plan, src/moe/moe_dispatch_plan.hpp) -> fused kernel ->
+// completion kernel, all on the rank's stream (enqueue_moe_fused_run, the launch path the public FusedMoe
+// shares); run() then waits for every rank. Same inputs, routing, roundings and output as MoeBaseline; FP8
 // quantizes as the reference with l2_group = 128 does (weights once, when they are set).
 #pragma once
 
@@ -67,7 +69,7 @@ class MoeFused {
 
  private:
   // Random fill, output poison, per-tile traces and GEMM-only timing are the testing library's
-  // (src/testing/moe_layer_harness.hpp); they reach the state below (moe_fused_state.hpp).
+  // (src/testing/moe_layer_harness.hpp); they reach the state below (moe_fused_layer_state.hpp).
   friend class xstage::testing::MoeFusedHarness;
   struct RankState;
   struct Shared;

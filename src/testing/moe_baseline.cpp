@@ -15,6 +15,7 @@
 
 #include "moe_baseline_kernels.hpp"
 #include "moe_baseline_state.hpp"
+#include "moe_dispatch_plan.hpp"
 #include "moe_fp8_kernels.hpp"
 #include "moe_rank_buffers.hpp"
 #include "xstage/gpu/check.hpp"

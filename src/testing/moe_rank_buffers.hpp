@@ -1,29 +1,19 @@
-// The per-rank buffers both expert-parallel MoE layers hold (the separate-kernel baseline and the fused
-// layer) and the host code around them: allocation, uploads, the seeded random fill, the NaN poison of
-// the output and read-backs. One copy, so both layers size, fill and read them the same way (and hold
-// the same values for the same seed).
+// The per-rank buffers both expert-parallel MoE bench layers hold (the separate-kernel baseline MoeBaseline
+// and the fused bench layer MoeFused) and the host code around them: allocation, uploads, the seeded random
+// fill, the NaN poison of the output and read-backs. One copy, so both layers size, fill and read them the
+// same way (and hold the same values for the same seed).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
-#include "moe_reference.hpp"
-#include "xstage/gpu/check.hpp"
+#include "moe_device_alloc.hpp"
+#include "xstage/moe/moe_dims.hpp"
 #include "xstage/moe/routing.hpp"
 
 namespace xstage::moe {
-
-// cudaMalloc of count elements (at least one) on the current device, zero-filled.
-template <typename T>
-T* device_alloc_zeroed(size_t count) {
-  void* p = nullptr;
-  XSTAGE_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, count) * sizeof(T)));
-  XSTAGE_CUDA_CHECK(cudaMemset(p, 0, std::max<size_t>(1, count) * sizeof(T)));
-  return static_cast<T*>(p);
-}
 
 struct MoeRankBuffers {
   // inputs and output, bf16 bits

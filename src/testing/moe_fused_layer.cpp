@@ -6,11 +6,10 @@
 #include <string>
 #include <thread>
 
-#include "moe_baseline_kernels.hpp"
 #include "moe_fp8_kernels.hpp"
-#include "moe_fused.hpp"
 #include "moe_fused_launch.hpp"
-#include "moe_fused_state.hpp"
+#include "moe_fused_layer.hpp"
+#include "moe_fused_layer_state.hpp"
 #include "moe_rank_buffers.hpp"
 #include "xstage/comm/window.hpp"
 #include "xstage/gpu/check.hpp"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "moe_fused.hpp"
+#include "moe_fused_layer.hpp"
 #include "moe_rank_buffers.hpp"
 #include "xstage/comm/window.hpp"
 

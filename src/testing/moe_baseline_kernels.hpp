@@ -1,4 +1,5 @@
-// Kernels of the separate-kernel MoE baseline (host launchers; each returns the launch status).
+// Kernels of the separate-kernel MoE baseline (host launchers; each returns the launch status). Its dispatch
+// plan is the product's (launch_dispatch_plan, src/moe/moe_dispatch_plan.hpp).
 // Layouts: token rows are bf16 [rows][width], row-major; a routing slot is token·top_k + j.
 #pragma once
 
@@ -7,14 +8,6 @@
 #include <cstdint>
 
 namespace xstage::moe {
-
-// Dispatch plan of one rank, deterministic (no atomics): expert_rows[e] = slots routed to expert e;
-// expert_offset[e] = Σ_{e'<e} expert_rows[e']; send_row_of_slot[slot] = expert_offset[e] + (rank of
-// the slot among expert e's slots in slot order); token_of_send_row[row] = slot / top_k.
-// Send rows are thus grouped by global expert, hence by destination rank (experts are contiguous per rank).
-cudaError_t launch_dispatch_plan(const int* expert_ids, int tokens, int top_k, int experts, int* expert_rows,
-                                 int* expert_offset, int* send_row_of_slot, int* token_of_send_row,
-                                 cudaStream_t stream);
 
 // send[row] = x[token_of_send_row[row]] for rows in [0, tokens·top_k); width a multiple of 8.
 cudaError_t launch_gather_rows(const std::uint16_t* x, const int* token_of_send_row, int rows, int width,
