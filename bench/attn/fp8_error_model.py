@@ -9,7 +9,7 @@ error (test_attn_fp8.cu, bench/attn/attn_fp8.py) matches the model's "the kernel
 e4m3 P V product with one rounding of each of P and V has a relative error of about 3.7 % on white-noise
 inputs, whatever Q K does: e4m3 keeps 3 mantissa bits, a rounding error of about 2.6 % RMS per value, and a
 weighted sum of zero-mean values keeps that relative error (its signal and its error both grow as the root of
-the number of terms). V as two e4m3 terms (value and remainder; a tuning build of the kernel, 16-21 % slower)
+the number of terms). V as two e4m3 terms (value and remainder; a kernel variant measured 16-21 % slower and removed)
 takes V's share to about 0.2 %; P's 2.6 % and Q K's INT8 share remain. Rows with a few outlier channels take the INT8 range of Q and K
 (their other channels keep a few of the 8 bits); rotating Q and K by one signed Hadamard matrix (q k^T is
 unchanged) spreads each outlier over all channels. An INT8 P V (u8 P, s8 V per channel) reaches about 1.9 %

@@ -7,6 +7,7 @@
 #include "attn_launch.cuh"
 #include "xstage/sched/attn_tile_config.hpp"
 #include "xstage/sched/attn_tile_scheduler.hpp"
+#include "xstage/sched/attn_tuning.hpp"
 
 namespace xstage::attn {
 
@@ -49,27 +50,24 @@ bool attn_precision_from_name(const std::string& name, AttnPrecision* precision)
 
 namespace {
 
-// Tuning builds may override block_n and the GEMM turn-taking (-DXSTAGE_ATTN_TUNE_BLOCK_N=176
-// -DXSTAGE_ATTN_TUNE_WG_ORDER=0); regular builds use the constexpr tile table.
-#if defined(XSTAGE_ATTN_TUNE_BLOCK_N)
+// The local forward's tiles: the tile table's, with a tuning build's block_n, GEMM turns and cluster size
+// (xstage/sched/attn_tuning.hpp).
 template <int HeadDim>
-using LaunchTraits = AttnKernelTraits<HeadDim, XSTAGE_ATTN_TUNE_BLOCK_N, sched::attn_tile_config(HeadDim).kv_stages,
-                                      bool(XSTAGE_ATTN_TUNE_WG_ORDER)>;
-#else
+inline constexpr sched::AttnTileConfig kLaunchConfig = [] {
+  sched::AttnTileConfig c = sched::attn_tile_config(HeadDim);
+  if (sched::kAttnTuneBlockN > 0) c.block_n = sched::kAttnTuneBlockN;
+  if (sched::kAttnTuneWgOrder >= 0) c.wg_gemm_order = sched::kAttnTuneWgOrder != 0;
+  if (sched::kAttnTuneClusterM > 0) c.cluster_m = sched::kAttnTuneClusterM;
+  return c;
+}();
 template <int HeadDim>
-using LaunchTraits = AttnKernelTraits<HeadDim>;
-#endif
-// Whole tiles in clusters of the tile table's cluster_m CTAs (LaunchTraits itself where that is 1). A
-// tuning build sets it (-DXSTAGE_ATTN_TUNE_CLUSTER_M=2: CTA pairs).
-#if defined(XSTAGE_ATTN_TUNE_CLUSTER_M)
-inline constexpr int kTuneClusterM = XSTAGE_ATTN_TUNE_CLUSTER_M;
-#else
-inline constexpr int kTuneClusterM = 0;
-#endif
-template <int HeadDim, class T = LaunchTraits<HeadDim>>
+using LaunchTraits = AttnKernelTraits<HeadDim, kLaunchConfig<HeadDim>.block_n, kLaunchConfig<HeadDim>.kv_stages,
+                                      kLaunchConfig<HeadDim>.wg_gemm_order>;
+// Whole tiles in clusters of cluster_m CTAs (LaunchTraits itself where that is 1).
+template <int HeadDim>
 using ClusterLaunchTraits =
-    AttnKernelTraits<HeadDim, T::kBlockN, T::kStages, T::kWgGemmOrder, false,
-                     (kTuneClusterM > 0 ? kTuneClusterM : sched::attn_tile_config(HeadDim).cluster_m)>;
+    AttnKernelTraits<HeadDim, kLaunchConfig<HeadDim>.block_n, kLaunchConfig<HeadDim>.kv_stages,
+                     kLaunchConfig<HeadDim>.wg_gemm_order, false, kLaunchConfig<HeadDim>.cluster_m>;
 
 // The bf16 split tail's workspace on the current device (0 without a device, or when nothing splits).
 size_t split_bytes(const AttnForwardProblem& p) {

@@ -3,16 +3,13 @@
 //   1. kv_stats:    per (b, h, chunk of kFp8StatRows rows): sum of K and max |V| per channel
 //   2. kv_finalize: per (b, h): K's mean and V's channel scales from the partials, in chunk order
 //   3. quant_rows:  per (b, h, block of Q or K rows): the row (K: x - mean) rotated, max |x| per row (Q) or
-//                   per block (K), the scale, s8 (or e4m3)
-//   4. quant_vt:    per (b, h, group of 32 keys): V^T / v_scale in e4m3 (tuning builds: value and remainder),
-//                   keys in slot order
+//                   per block (K), the scale, s8
+//   4. quant_vt:    per (b, h, group of 32 keys): V^T / v_scale in e4m3, keys in slot order
 #include "attn_fp8_quant.hpp"
 
 #include <algorithm>
-#include <type_traits>
 
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include "xstage/sched/attn_tile_config.hpp"
@@ -28,17 +25,10 @@ __device__ __forceinline__ float block_scale_of(float amax, float qmax = kFp8Max
   return amax > 0.f ? amax / qmax : 1.f;
 }
 
-using QkOut = std::conditional_t<kFp8QkInt8, int8_t, __nv_fp8_e4m3>;
-
-// Four values, already divided by their scale, as four Q8 / K8 bytes (round to nearest even; saturating).
+// Four values, already divided by their scale, as four s8 Q8 / K8 bytes (round to nearest even; saturating).
 __device__ __forceinline__ uint32_t pack_qk4(float a, float b, float c, float d) {
-  if constexpr (kFp8QkInt8) {
-    auto byte = [](float x) { return uint32_t(uint8_t(int8_t(max(-127, min(127, __float2int_rn(x)))))); };
-    return byte(a) | byte(b) << 8 | byte(c) << 16 | byte(d) << 24;
-  } else {
-    return uint32_t(__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3)) |
-           uint32_t(__nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3)) << 16;
-  }
+  auto byte = [](float x) { return uint32_t(uint8_t(int8_t(max(-127, min(127, __float2int_rn(x)))))); };
+  return byte(a) | byte(b) << 8 | byte(c) << 16 | byte(d) << 24;
 }
 
 // Rotates one row held as kVecPerRow consecutive lanes x 8 consecutive channels (lane l % kVecPerRow holds
@@ -139,7 +129,7 @@ __global__ void __launch_bounds__(kD) kv_finalize_kernel(const float* k_sum, con
 // stored scale is rotation x amax / qmax of the rotated row before that factor.
 template <int kD, int kRows, bool kPerRow>
 __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, int seq, const float* mean,
-                                                         float rotation, QkOut* out, float* scale, int scales,
+                                                         float rotation, int8_t* out, float* scale, int scales,
                                                          const float* dot_with = nullptr, float* dot_out = nullptr) {
   constexpr int kVecPerRow = kD / 8;
   constexpr int kVec = kRows * kVecPerRow / 256;
@@ -177,7 +167,7 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
         if (threadIdx.x % kVecPerRow == 0) dot_out[int64_t(bh) * scales + s] = dot;
       }
     }
-    if constexpr (kFp8RotateQk) rotate_row8<kVecPerRow>(vals[v], col);
+    rotate_row8<kVecPerRow>(vals[v], col);
     float m = 0.f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(vals[v][i]));
@@ -186,7 +176,6 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
     row_amax[v] = m;
     amax = fmaxf(amax, m);
   }
-  const float row_factor = kFp8RotateQk ? rotation : 1.f;  // exact: a power of two
   float block_inv = 0.f;
   if constexpr (!kPerRow) {
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -197,7 +186,7 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
     for (int w = 0; w < 8; ++w) amax = fmaxf(amax, warp_max[w]);
     const float sc = block_scale_of(amax, kFp8QkMax);
     block_inv = 1.f / sc;
-    if (threadIdx.x == 0) scale[int64_t(bh) * scales + blk] = sc * row_factor;
+    if (threadIdx.x == 0) scale[int64_t(bh) * scales + blk] = sc * rotation;  // exact: a power of two
   }
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
@@ -207,7 +196,7 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
     if constexpr (kPerRow) {
       const float sc = block_scale_of(row_amax[v], kFp8QkMax);
       inv = 1.f / sc;
-      if (threadIdx.x % kVecPerRow == 0) scale[int64_t(bh) * scales + s] = sc * row_factor;
+      if (threadIdx.x % kVecPerRow == 0) scale[int64_t(bh) * scales + s] = sc * rotation;
     }
     if (s >= seq) continue;
     uint2 packed;
@@ -218,9 +207,7 @@ __global__ void __launch_bounds__(256) quant_rows_kernel(BshdIn x, int heads, in
 }
 
 // grid (seq_k_pad / 32, B*H), 256 threads: one group of 32 keys of V through shared memory, out as 32
-// bytes of each V^T row per term in slot order (fp8_key_of_slot), at the term's place in its key block's
-// kFp8VTerms x kFp8KBlock keys (attn_fp8_quant.hpp); keys past seq_k are zeros. With two terms (tuning
-// builds) term 1 is the remainder v - e4m3(v) in the same scale: the P V GEMM adds both into one accumulator.
+// bytes of each V^T row in slot order (fp8_key_of_slot); keys past seq_k are zeros.
 template <int kD>
 __global__ void __launch_bounds__(256) quant_vt_kernel(BshdIn v, int heads, int seq_k, int vt_keys,
                                                        const float* v_scale, __nv_fp8_e4m3* vt) {
@@ -237,37 +224,27 @@ __global__ void __launch_bounds__(256) quant_vt_kernel(BshdIn v, int heads, int 
     tile[r][2 * c2 + 1] = val.y;
   }
   __syncthreads();
-  const int key0 = grp * kKeys;  // the group's first key; its block and its offset there
-  const int64_t at = int64_t(key0 / kFp8KBlock) * kFp8VTerms * kFp8KBlock + key0 % kFp8KBlock;
-  // One channel per thread: 32 bytes per term out, two 16-byte stores each.
+  const int key0 = grp * kKeys;  // the group's first key, as its key block's start and its offset there
+  const int64_t at = int64_t(key0 / kFp8KBlock) * kFp8KBlock + key0 % kFp8KBlock;
+  // One channel per thread: 32 bytes out, two 16-byte stores.
   for (int d = threadIdx.x; d < kD; d += 256) {
     const float inv = 1.f / v_scale[int64_t(bh) * kD + d];
-    uint32_t words[kFp8VTerms][8];
+    uint32_t words[8];
 #pragma unroll
     for (int w = 0; w < 8; ++w) {
-      uint32_t word[kFp8VTerms] = {};
+      uint32_t word = 0;
 #pragma unroll
       for (int j = 0; j < 4; j += 2) {
-        float2 x = make_float2(__bfloat162float(tile[fp8_key_of_slot(4 * w + j)][d]) * inv,
-                               __bfloat162float(tile[fp8_key_of_slot(4 * w + j + 1)][d]) * inv);
-#pragma unroll
-        for (int t = 0; t < kFp8VTerms; ++t) {
-          const __nv_fp8x2_storage_t q = __nv_cvt_float2_to_fp8x2(x, __NV_SATFINITE, __NV_E4M3);
-          word[t] |= uint32_t(q) << (8 * j);
-          // e4m3 -> f16 is exact; the remainder x - e4m3(x) is exact in fp32.
-          const float2 back = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(q, __NV_E4M3)));
-          x = make_float2(x.x - back.x, x.y - back.y);
-        }
+        const float2 x = make_float2(__bfloat162float(tile[fp8_key_of_slot(4 * w + j)][d]) * inv,
+                                     __bfloat162float(tile[fp8_key_of_slot(4 * w + j + 1)][d]) * inv);
+        const __nv_fp8x2_storage_t q = __nv_cvt_float2_to_fp8x2(x, __NV_SATFINITE, __NV_E4M3);
+        word |= uint32_t(q) << (8 * j);
       }
-#pragma unroll
-      for (int t = 0; t < kFp8VTerms; ++t) words[t][w] = word[t];
+      words[w] = word;
     }
-#pragma unroll
-    for (int t = 0; t < kFp8VTerms; ++t) {
-      uint4* dst = reinterpret_cast<uint4*>(vt + (int64_t(bh) * kD + d) * vt_keys + at + t * kFp8KBlock);
-      dst[0] = make_uint4(words[t][0], words[t][1], words[t][2], words[t][3]);
-      dst[1] = make_uint4(words[t][4], words[t][5], words[t][6], words[t][7]);
-    }
+    uint4* dst = reinterpret_cast<uint4*>(vt + (int64_t(bh) * kD + d) * vt_keys + at);
+    dst[0] = make_uint4(words[0], words[1], words[2], words[3]);
+    dst[1] = make_uint4(words[4], words[5], words[6], words[7]);
   }
 }
 
@@ -287,13 +264,13 @@ cudaError_t quantize(const AttnForwardArgs& a, const Fp8Workspace& w, cudaStream
   kv_finalize_kernel<kD><<<bh, kD, 0, stream>>>(k_sum, v_max, w.stat_chunks, p.seq_k, k_mean, v_scale);
   constexpr int kQRowsPerCta = 64;
   quant_rows_kernel<kD, kQRowsPerCta, true><<<dim3(w.q_rows / kQRowsPerCta, bh), 256, 0, stream>>>(
-      q, p.heads, p.seq_q, nullptr, kFp8RotationQ, reinterpret_cast<QkOut*>(base + w.q8), reinterpret_cast<float*>(base + w.q_scale),
+      q, p.heads, p.seq_q, nullptr, kFp8RotationQ, reinterpret_cast<int8_t*>(base + w.q8), reinterpret_cast<float*>(base + w.q_scale),
       w.q_rows, k_mean, reinterpret_cast<float*>(base + w.q_dot_kmean));
   quant_rows_kernel<kD, kFp8KBlock, false><<<dim3(w.k_blocks, bh), 256, 0, stream>>>(
-      k, p.heads, p.seq_k, k_mean, kFp8RotationK, reinterpret_cast<QkOut*>(base + w.k8), reinterpret_cast<float*>(base + w.k_scale),
+      k, p.heads, p.seq_k, k_mean, kFp8RotationK, reinterpret_cast<int8_t*>(base + w.k8), reinterpret_cast<float*>(base + w.k_scale),
       w.k_blocks);
   quant_vt_kernel<kD><<<dim3(w.seq_k_pad / kFp8KeyGroup, bh), 256, 0, stream>>>(
-      v, p.heads, p.seq_k, w.vt_keys, v_scale, reinterpret_cast<__nv_fp8_e4m3*>(base + w.vt8));
+      v, p.heads, p.seq_k, w.seq_k_pad, v_scale, reinterpret_cast<__nv_fp8_e4m3*>(base + w.vt8));
   return cudaGetLastError();
 }
 
@@ -307,7 +284,6 @@ Fp8Workspace fp8_workspace_layout(const AttnForwardProblem& p) {
   w.q_rows = (p.seq_q + block_m - 1) / block_m * block_m;
   w.k_blocks = (p.seq_k + kFp8KBlock - 1) / kFp8KBlock;
   w.seq_k_pad = w.k_blocks * kFp8KBlock;
-  w.vt_keys = kFp8VTerms * w.seq_k_pad;
   w.stat_chunks = (p.seq_k + kFp8StatRows - 1) / kFp8StatRows;
   size_t at = 0;
   auto take = [&](size_t bytes) {
@@ -317,7 +293,7 @@ Fp8Workspace fp8_workspace_layout(const AttnForwardProblem& p) {
   };
   w.q8 = take(bh * p.seq_q * d);
   w.k8 = take(bh * p.seq_k * d);
-  w.vt8 = take(bh * d * w.vt_keys);
+  w.vt8 = take(bh * d * w.seq_k_pad);
   w.q_scale = take(bh * w.q_rows * sizeof(float));
   w.k_scale = take(bh * w.k_blocks * sizeof(float));
   w.v_scale = take(bh * d * sizeof(float));

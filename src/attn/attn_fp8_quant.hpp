@@ -1,12 +1,10 @@
 // The FP8 attention path's quantization pre-pass and its workspace: one definition of the layout the
 // pre-pass writes and the FP8 kernel reads (xstage/attn/forward.hpp states the scheme for users).
 //
-//   Q8  [B, Sq, H, D] s8 (or e4m3), contig.  q / q_scale[b, h, query row]
-//   K8  [B, Sk, H, D] s8 (or e4m3), contig.  (k - k_mean[b, h, :]) / k_scale[b, h, key block of kKBlock rows]
-//   Vt8 [B, H, D, kFp8VTerms x Sk_pad] e4m3  v^T / v_scale[b, h, d], keys permuted within groups of 32
-//                                          (xstage/sched/attn_fp8_key_order.hpp); with kFp8VTerms T = 2 (tuning builds)
-//                                          key block j (kKBlock keys) holds its terms side by side at keys
-//                                          [(j T + t) kKBlock, (j T + t + 1) kKBlock): the rounded value, the rounded remainder
+//   Q8  [B, Sq, H, D] s8, contig.          q / q_scale[b, h, query row]
+//   K8  [B, Sk, H, D] s8, contig.          (k - k_mean[b, h, :]) / k_scale[b, h, key block of kFp8KBlock rows]
+//   Vt8 [B, H, D, Sk_pad] e4m3             v^T / v_scale[b, h, d], keys permuted within groups of 32
+//                                          (xstage/sched/attn_fp8_key_order.hpp)
 //   Q8 and K8 are of the rotated rows: q diag(sign) H / 8 and (k - k_mean) diag(sign) H / 16, H the 128 x 128
 //   Walsh-Hadamard matrix (entries +-1) and sign fp8_rotation_sign: their product is q k^T exactly
 //   (H H^T = 128 I), so the scores are unchanged while each rotated channel mixes all of a row's channels.
@@ -32,9 +30,9 @@
 // into one channel.
 // V in one e4m3 term: e4m3 keeps 3 significant bits, and a weighted mean of zero-mean values keeps each
 // value's relative rounding error (about 2.6 % RMS), so V alone costs the output 2.6 % relative L1. A second
-// term (the remainder, -DXSTAGE_ATTN_FP8_TUNE_V_TERMS=2) takes that to 0.2 % and the relative L1 to 2.5-2.7 %
-// on every tested distribution, but the P V GEMM then runs twice the k steps: 16-21 % slower at M >= 16K,
-// below the bf16 kernel (docs/attn_fp8.md), so regular builds keep one term.
+// term (the remainder) took that to 0.2 % and the relative L1 to 2.5-2.7 % on every tested distribution, but
+// the P V GEMM then ran twice the k steps: 16-21 % slower at M >= 16K, below the bf16 kernel (docs/attn_fp8.md;
+// measured and removed, as were e4m3 Q K, P V in bf16 and Q and K unrotated: xstage/sched/attn_tuning.hpp).
 #pragma once
 
 #include <cstddef>
@@ -46,51 +44,21 @@
 #include "xstage/gpu/host_device.hpp"
 #include "xstage/sched/attn_fp8_key_order.hpp"  // fp8_key_of_slot, kFp8KeyGroup
 #include "xstage/sched/attn_tile_config.hpp"
+#include "xstage/sched/attn_tuning.hpp"
 
 namespace xstage::attn {
 
 inline constexpr int kFp8HeadDim = sched::kAttnFp8HeadDim;  // the one head dimension the FP8 kernel is built for
-// Q and K in s8 (kFp8QkInt8) or e4m3 (tuning builds: -DXSTAGE_ATTN_FP8_TUNE_QK_E4M3).
-#if defined(XSTAGE_ATTN_FP8_TUNE_QK_E4M3)
-inline constexpr bool kFp8QkInt8 = false;
-#else
-inline constexpr bool kFp8QkInt8 = true;
-#endif
-inline constexpr float kFp8QkMax = kFp8QkInt8 ? 127.f : 448.f;  // the largest Q8 / K8 magnitude
+inline constexpr float kFp8QkMax = 127.f;  // the largest Q8 / K8 magnitude (s8)
 // INT8 scores reach the softmax as floats without a conversion instruction: for |s| < 2^22, the int32 bits
 // of s + 0x4B400000 are the float 1.5 * 2^23 + s, exactly (one IADD); the softmax subtracts kFp8QkIntBias
 // inside its FFMA. 128 products of |q|, |k| <= 127 stay below 2^21.
 inline constexpr int32_t kFp8QkIntBiasBits = 0x4B400000;
 inline constexpr float kFp8QkIntBias = 12582912.f;
-// Keys per K scale: the FP8 kernel's block_n (tuning builds: -DXSTAGE_ATTN_FP8_TUNE_BLOCK_N=192).
-#if defined(XSTAGE_ATTN_FP8_TUNE_BLOCK_N)
-inline constexpr int kFp8KBlock = XSTAGE_ATTN_FP8_TUNE_BLOCK_N;
-#else
-inline constexpr int kFp8KBlock = sched::attn_fp8_tile_config(kFp8HeadDim).block_n;
-#endif
+// Keys per K scale: the FP8 kernel's block_n (the tile table's, or sched::kAttnTuneFp8BlockN).
+inline constexpr int kFp8KBlock =
+    sched::kAttnTuneFp8BlockN > 0 ? sched::kAttnTuneFp8BlockN : sched::attn_fp8_tile_config(kFp8HeadDim).block_n;
 static_assert(kFp8KBlock % 32 == 0 && kFp8KBlock <= 256, "block_n: a multiple of the P V k step, one TMA box");
-// V's e4m3 terms (tuning builds: -DXSTAGE_ATTN_FP8_TUNE_V_TERMS=2, value and remainder).
-#if defined(XSTAGE_ATTN_FP8_TUNE_V_TERMS)
-inline constexpr int kFp8VTerms = XSTAGE_ATTN_FP8_TUNE_V_TERMS;
-#else
-inline constexpr int kFp8VTerms = 1;
-#endif
-static_assert(kFp8VTerms == 1 || kFp8VTerms == 2, "V as one e4m3 value or value + remainder");
-static_assert(kFp8VTerms * kFp8KBlock <= 256, "a key block's V terms: one TMA box (at most 256 keys)");
-// P and V in e4m3. Tuning builds: -DXSTAGE_ATTN_FP8_TUNE_PV_BF16, the P V GEMM in bf16 on the caller's V and only
-// Q and K in 8 bits (SageAttention 1's split, bf16 for its fp16): relative L1 1.0-1.2 % where e4m3 P V gives
-// 3.8 %, but 2-6 % slower than the bf16 kernel (docs/attn_fp8.md), so regular builds keep e4m3.
-#if defined(XSTAGE_ATTN_FP8_TUNE_PV_BF16)
-inline constexpr bool kFp8PvE4m3 = false;
-#else
-inline constexpr bool kFp8PvE4m3 = true;
-#endif
-// The Q / K rotation (tuning builds: -DXSTAGE_ATTN_FP8_TUNE_NO_ROTATION).
-#if defined(XSTAGE_ATTN_FP8_TUNE_NO_ROTATION)
-inline constexpr bool kFp8RotateQk = false;
-#else
-inline constexpr bool kFp8RotateQk = true;
-#endif
 // Channel c's sign in the rotation: fixed bits (any +-1 pattern keeps q k^T exact; a fixed one keeps the
 // pre-pass deterministic and its output reproducible).
 XSTAGE_HOST_DEVICE constexpr float fp8_rotation_sign(int c) {
@@ -108,8 +76,7 @@ struct Fp8Workspace {
   size_t bytes = 0;
   int q_rows = 0;     // per (b, h): Q scales, Sq rounded up to the kernel's block_m (its last tile's rows)
   int k_blocks = 0;   // per (b, h): ceil(Sk / kFp8KBlock)
-  int seq_k_pad = 0;  // keys rounded up to whole blocks: k_blocks * kFp8KBlock
-  int vt_keys = 0;    // Vt8's key extent: kFp8VTerms * seq_k_pad
+  int seq_k_pad = 0;  // keys rounded up to whole blocks: k_blocks * kFp8KBlock (Vt8's key extent)
   int stat_chunks = 0;
 };
 

@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         const sched::AttnTile tile = scheduler.tile(u.tile);
         const bool whole = u.role == sched::AttnUnitRole::kWhole;
         Tensor acc_o = partition_fragment_C(mma_pv, Shape<typename Traits::BlockM, typename Traits::HeadDimT>{});
-        OnlineSoftmax<2, Traits::kFp8, Traits::kQkInt8> softmax(params.mainloop.softmax_scale, params.mainloop.scale_log2);
+        OnlineSoftmax<2, Traits::kFp8> softmax(params.mainloop.softmax_scale, params.mainloop.scale_log2);
         Mainloop::template mma<false>(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read,
                                       v_read, acc_o, softmax, mma_thread_idx, tile.m_block, tile.head, tile.batch,
                                       whole ? 0 : u.kb_begin, whole ? n_blocks : u.kb_end);
@@ -155,9 +155,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         }
         auto lse = softmax.finalize(acc_o);
         if constexpr (Traits::kFp8) {
-          if constexpr (Traits::kFp8PV) {
-            Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
-          }
+          Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
           Mainloop::restore_lse(params.mainloop, lse, mma_thread_idx, tile.m_block, tile.head, tile.batch);
         }
         Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile, u.last_store,
@@ -167,15 +165,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       for (int t = scheduler.first_tile(blockIdx.x); scheduler.valid(t); t = scheduler.next_tile(t, gridDim.x)) {
         const sched::AttnTile tile = scheduler.tile(t);
         Tensor acc_o = partition_fragment_C(mma_pv, Shape<typename Traits::BlockM, typename Traits::HeadDimT>{});
-        OnlineSoftmax<2, Traits::kFp8, Traits::kQkInt8> softmax(params.mainloop.softmax_scale,
-                                                                params.mainloop.scale_log2);
+        OnlineSoftmax<2, Traits::kFp8> softmax(params.mainloop.softmax_scale, params.mainloop.scale_log2);
         Mainloop::template mma<true>(params.mainloop, storage.mainloop, pipe_q, pipe_k, pipe_v, q_read, k_read,
                                      v_read, acc_o, softmax, mma_thread_idx, tile.m_block, tile.head, tile.batch);
         auto lse = softmax.finalize(acc_o);
         if constexpr (Traits::kFp8) {
-          if constexpr (Traits::kFp8PV) {
-            Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
-          }
+          Mainloop::apply_v_scale(params.mainloop, acc_o, mma_thread_idx, tile.head, tile.batch);
           Mainloop::restore_lse(params.mainloop, lse, mma_thread_idx, tile.m_block, tile.head, tile.batch);
         }
         Epilogue::template store<typename Traits::TiledMmaPV>(params.epilogue, storage.epilogue, tile,

@@ -2,8 +2,7 @@
 // GMMA tiled MMAs and pipelines. One instantiation per head dimension and operand precision.
 //
 // Operand precision (kFp8): bf16 Q, K, V in shared memory, or their 8-bit quantization
-// (attn_fp8_quant.hpp): Q and K in s8 (kFp8QkInt8; S accumulates in int32), P and V in e4m3 (kFp8PV; a
-// tuning build keeps P V in bf16 on the caller's V, attn_fp8_quant.hpp). 8-bit GMMA
+// (attn_fp8_quant.hpp): Q and K in s8 (S accumulates in int32), P and V in e4m3. 8-bit GMMA
 // reads both operands K-major, so the FP8 path keeps V as V^T with the key index contiguous (a layout
 // the quantization pre-pass writes); the bf16 path reads V as stored, the MN-major B operand of P V.
 // The output (Element) is bf16 in both.
@@ -18,6 +17,7 @@
 
 #include "attn_fp8_quant.hpp"
 #include "xstage/sched/attn_tile_config.hpp"
+#include "xstage/sched/attn_tuning.hpp"
 
 namespace xstage::attn {
 
@@ -32,13 +32,11 @@ struct AttnKernelTraits {
   static constexpr sched::AttnTileConfig kConfig{kTable.block_m, BlockN_, Stages, kTable.mma_warpgroups, WgGemmOrder,
                                                  ClusterM};
   static constexpr bool kFp8 = Fp8;
-  static constexpr bool kFp8PV = Fp8 && kFp8PvE4m3;  // P and V in e4m3 (V^T from the pre-pass); else bf16
   using Element = cutlass::bfloat16_t;  // the output tile (and the operands of the bf16 path)
-  using ElementMma = std::conditional_t<kFp8PV, cutlass::float_e4m3_t, cutlass::bfloat16_t>;  // V (and P) operands
-  static constexpr bool kQkInt8 = Fp8 && kFp8QkInt8;
-  using ElementQK = std::conditional_t<kQkInt8, int8_t, ElementMma>;  // Q, K operands
+  using ElementMma = std::conditional_t<kFp8, cutlass::float_e4m3_t, cutlass::bfloat16_t>;  // V (and P) operands
+  using ElementQK = std::conditional_t<kFp8, int8_t, ElementMma>;  // Q, K operands
   using ElementAccum = float;
-  using ElementAccumQK = std::conditional_t<kQkInt8, int32_t, float>;
+  using ElementAccumQK = std::conditional_t<kFp8, int32_t, float>;
 
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = kConfig.block_m;
@@ -70,27 +68,18 @@ struct AttnKernelTraits {
                     (kConsumerRegisters - kRegistersAtLaunch) * kNumMmaThreads,
                 "setmaxnreg split must not ask for more registers than the producer releases");
 
-  // V keys per stage: FP8 holds each key block's kFp8VTerms e4m3 terms side by side (attn_fp8_quant.hpp);
-  // the P V GEMM runs over all of them with the same P registers.
-  static constexpr int kVTerms = kFp8PV ? kFp8VTerms : 1;
-  static constexpr int kVKeys = kVTerms * kBlockN;
-
   using BlockM = cute::Int<kBlockM>;
   using BlockN = cute::Int<kBlockN>;
-  using VKeys = cute::Int<kVKeys>;
   using HeadDimT = cute::Int<kHeadDim>;
 
   // S = Q K^T: K-major operands, K from shared memory, Q from shared memory or (kQInRegs) registers.
   // O = P V: P from registers; V^T MN-major (bf16) or K-major (FP8, whose GMMA has no MN-major form).
-  static constexpr auto kMajorVt = kFp8PV ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
+  static constexpr auto kMajorVt = kFp8 ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
   using AtomLayoutMma = cute::Layout<cute::Shape<cute::Int<kNumMmaWarpGroups>, cute::_1, cute::_1>>;
   // Q in registers for S = Q K^T (sched::AttnTileConfig::q_in_regs; bf16 only: the FP8 kernel's s8 Q stays
-  // in shared memory). Tuning builds: -DXSTAGE_ATTN_TUNE_Q_IN_REGS=0.
-#if defined(XSTAGE_ATTN_TUNE_Q_IN_REGS)
-  static constexpr bool kQInRegs = !Fp8 && bool(XSTAGE_ATTN_TUNE_Q_IN_REGS);
-#else
-  static constexpr bool kQInRegs = !Fp8 && sched::attn_tile_config(HeadDim).q_in_regs;
-#endif
+  // in shared memory), or sched::kAttnTuneQInRegs.
+  static constexpr bool kQInRegs = !Fp8 && (sched::kAttnTuneQInRegs < 0 ? sched::attn_tile_config(HeadDim).q_in_regs
+                                                                          : sched::kAttnTuneQInRegs != 0);
   using MmaOpQK = std::conditional_t<
       kQInRegs,
       decltype(cute::GMMA::rs_op_selector<ElementQK, ElementQK, ElementAccumQK, cute::Shape<cute::_64, BlockN, HeadDimT>>()),
@@ -110,18 +99,18 @@ struct AttnKernelTraits {
   using SmemLayoutVtBf16 = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<ElementMma>{},
                                                         cute::Shape<HeadDimT, BlockN, cute::Int<kStages>>{},
                                                         cute::Step<cute::_2, cute::_1, cute::_3>{}));
-  // Its rows are kVKeys bytes: the widest swizzle atom that divides them (128 x 128 B for 128 keys).
+  // Its rows are kBlockN bytes: the widest swizzle atom that divides them (128 x 128 B for 128 keys).
   using VtAtomFp8 = std::conditional_t<
-      kVKeys % 128 == 0, cute::GMMA::Layout_K_SW128_Atom<ElementMma>,
-      std::conditional_t<kVKeys % 64 == 0, cute::GMMA::Layout_K_SW64_Atom<ElementMma>,
+      kBlockN % 128 == 0, cute::GMMA::Layout_K_SW128_Atom<ElementMma>,
+      std::conditional_t<kBlockN % 64 == 0, cute::GMMA::Layout_K_SW64_Atom<ElementMma>,
                          cute::GMMA::Layout_K_SW32_Atom<ElementMma>>>;
   using SmemLayoutVtFp8 =
-      decltype(cute::tile_to_shape(VtAtomFp8{}, cute::Shape<HeadDimT, VKeys, cute::Int<kStages>>{}));
-  using SmemLayoutVt = std::conditional_t<kFp8PV, SmemLayoutVtFp8, SmemLayoutVtBf16>;
+      decltype(cute::tile_to_shape(VtAtomFp8{}, cute::Shape<HeadDimT, BlockN, cute::Int<kStages>>{}));
+  using SmemLayoutVt = std::conditional_t<kFp8, SmemLayoutVtFp8, SmemLayoutVtBf16>;
 
   static constexpr int kBytesQ = kBlockM * kHeadDim * int(sizeof(ElementQK));
   static constexpr int kBytesK = kBlockN * kHeadDim * int(sizeof(ElementQK));
-  static constexpr int kBytesV = kVKeys * kHeadDim * int(sizeof(ElementMma));
+  static constexpr int kBytesV = kBlockN * kHeadDim * int(sizeof(ElementMma));
 
   using PipelineQ = cutlass::PipelineTmaAsync<1>;
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;

@@ -112,19 +112,17 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
     ma.k_stride_seq = row;
     ma.k_stride_head = p.head_dim;
     ma.k_stride_batch = row * p.seq_k;
-    if constexpr (Traits::kFp8PV) {
-      ma.v = static_cast<Element const*>(op.vt8);
-      ma.v_stride_seq = w.vt_keys;  // Vt8 [B, H, D, vt_keys]: the dim stride
-      ma.v_stride_head = int64_t(p.head_dim) * w.vt_keys;
-      ma.v_stride_batch = int64_t(p.heads) * p.head_dim * w.vt_keys;
-    }
+    ma.v = static_cast<Element const*>(op.vt8);
+    ma.v_stride_seq = w.seq_k_pad;  // Vt8 [B, H, D, seq_k_pad]: the dim stride
+    ma.v_stride_head = int64_t(p.head_dim) * w.seq_k_pad;
+    ma.v_stride_batch = int64_t(p.heads) * p.head_dim * w.seq_k_pad;
     ma.q_scale = op.q_scale;
     ma.k_scale = op.k_scale;
     ma.v_scale = op.v_scale;
     ma.q_dot_kmean = op.q_dot_kmean;
     ma.q_rows = w.q_rows;
     ma.k_blocks = w.k_blocks;
-    ma.vt_keys = w.vt_keys;
+    ma.vt_keys = w.seq_k_pad;
   } else {
     ma.q = static_cast<Element const*>(a.q);
     ma.k = static_cast<Element const*>(a.k);
@@ -134,8 +132,6 @@ cudaError_t attn_launch_with_epilogue(const AttnForwardArgs& a, typename Epilogu
     ma.k_stride_batch = p.k_stride_batch;
     ma.k_stride_seq = p.k_stride_seq;
     ma.k_stride_head = p.k_stride_head;
-  }
-  if constexpr (!Traits::kFp8PV) {  // bf16 P V (also an FP8 tuning build's): the caller's V as stored
     ma.v = static_cast<Element const*>(a.v);
     ma.v_stride_batch = p.v_stride_batch;
     ma.v_stride_seq = p.v_stride_seq;

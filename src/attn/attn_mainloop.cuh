@@ -12,8 +12,7 @@
 // int32 scores become floats in place (one IADD each, attn_fp8_quant.hpp), each key block's scores are
 // scaled by the rows' Q scales and the block's K scale inside the softmax (OnlineSoftmax kBlockScaled),
 // P is packed to e4m3 in place (acc_to_fp8_operand_a) and the V channel scales are applied once per tile
-// to the normalized output (apply_v_scale). Tuning builds with V as two e4m3 terms (kFp8VTerms) hold both
-// side by side in a V stage, and the P V GEMM runs over them with the same P registers.
+// to the normalized output (apply_v_scale).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -32,15 +31,13 @@ template <class Traits>
 struct AttnMainloop {
   using Element = typename Traits::ElementMma;  // V's operand type in shared memory
   using ElementQK = typename Traits::ElementQK;  // Q's and K's
-  static constexpr bool kFp8 = Traits::kFp8;
-  static constexpr bool kFp8PV = Traits::kFp8PV;  // P and V in e4m3 (V^T); else bf16, V as stored
+  static constexpr bool kFp8 = Traits::kFp8;  // P and V in e4m3 (V^T); else bf16, V as stored
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
   using BlockM = typename Traits::BlockM;
   using BlockN = typename Traits::BlockN;
   using HeadDimT = typename Traits::HeadDimT;
-  using VKeys = typename Traits::VKeys;  // V^T keys per stage: kBlockN, or FP8's kFp8VTerms x kBlockN
   using PipelineQ = typename Traits::PipelineQ;
   using PipelineKV = typename Traits::PipelineKV;
   using Storage = typename Traits::MainloopStorage;
@@ -49,7 +46,7 @@ struct AttnMainloop {
   // along dim (bf16: V as stored) or along seq (FP8: the pre-pass's V^T).
   using ShapeT = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
   using StrideT = cute::Stride<int64_t, cute::_1, int64_t, int64_t>;
-  using StrideVtT = std::conditional_t<kFp8PV, cute::Stride<int64_t, cute::_1, int64_t, int64_t>,
+  using StrideVtT = std::conditional_t<kFp8, cute::Stride<int64_t, cute::_1, int64_t, int64_t>,
                                        cute::Stride<cute::_1, int64_t, int64_t, int64_t>>;
 
   using TmaQ = decltype(cute::make_tma_copy(
@@ -68,7 +65,7 @@ struct AttnMainloop {
   using TmaV = decltype(cute::make_tma_copy(
       TmaLoadKV{},
       cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVtT{}),
-      cute::take<0, 2>(typename Traits::SmemLayoutVt{}), cute::Shape<HeadDimT, VKeys>{}, ClusterM{}));
+      cute::take<0, 2>(typename Traits::SmemLayoutVt{}), cute::Shape<HeadDimT, BlockN>{}, ClusterM{}));
 
   struct Params {
     TmaQ tma_q;
@@ -98,7 +95,7 @@ struct AttnMainloop {
     int64_t k_stride_batch, k_stride_seq, k_stride_head;
     int64_t v_stride_batch, v_stride_seq, v_stride_head;  // FP8: V^T's strides, v_stride_seq its dim stride
     float softmax_scale;
-    // FP8 only (v is V^T [B, H, D, vt_keys]; vt_keys its key extent, kFp8VTerms x the padded keys).
+    // FP8 only (v is V^T [B, H, D, vt_keys]; vt_keys its key extent, the padded keys).
     float const* q_scale = nullptr;
     float const* k_scale = nullptr;
     float const* v_scale = nullptr;
@@ -112,11 +109,11 @@ struct AttnMainloop {
     using namespace cute;
     const ShapeT shape_q{a.seq_q, kHeadDim, a.heads, a.batch};
     const ShapeT shape_k{a.seq_k, kHeadDim, a.heads, a.batch};
-    const ShapeT shape_vt{kHeadDim, kFp8PV ? a.vt_keys : a.seq_k, a.heads, a.batch};
+    const ShapeT shape_vt{kHeadDim, kFp8 ? a.vt_keys : a.seq_k, a.heads, a.batch};
     auto mQ = make_tensor(make_gmem_ptr(a.q), shape_q, StrideT{a.q_stride_seq, _1{}, a.q_stride_head, a.q_stride_batch});
     auto mK = make_tensor(make_gmem_ptr(a.k), shape_k, StrideT{a.k_stride_seq, _1{}, a.k_stride_head, a.k_stride_batch});
     auto mVt = [&] {
-      if constexpr (kFp8PV) {
+      if constexpr (kFp8) {
         return make_tensor(make_gmem_ptr(a.v), shape_vt,
                            StrideVtT{a.v_stride_seq, _1{}, a.v_stride_head, a.v_stride_batch});
       } else {
@@ -128,7 +125,7 @@ struct AttnMainloop {
         make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, Shape<BlockM, HeadDimT>{}, _1{}),
         make_tma_copy(TmaLoadKV{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}), Shape<BlockN, HeadDimT>{},
                       ClusterM{}),
-        make_tma_copy(TmaLoadKV{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}), Shape<HeadDimT, VKeys>{},
+        make_tma_copy(TmaLoadKV{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}), Shape<HeadDimT, BlockN>{},
                       ClusterM{}),
         shape_q,
         shape_k,
@@ -173,7 +170,7 @@ struct AttnMainloop {
     Tensor mVt = p.tma_v.get_tma_tensor(p.shape_vt);
     Tensor gQ = local_tile(mQ(_, _, head, batch), Shape<BlockM, HeadDimT>{}, make_coord(m_block, _0{}));  // (M, D)
     Tensor gK = local_tile(mK(_, _, head, batch), Shape<BlockN, HeadDimT>{}, make_coord(_, _0{}));  // (N, D, nblk)
-    Tensor gVt = local_tile(mVt(_, _, head, batch), Shape<HeadDimT, VKeys>{}, make_coord(_0{}, _));  // (D, N, nblk)
+    Tensor gVt = local_tile(mVt(_, _, head, batch), Shape<HeadDimT, BlockN>{}, make_coord(_0{}, _));  // (D, N, nblk)
 
     auto [tQgQ, tQsQ] = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
     // This CTA's share of the K and V blocks (all of them without a cluster).
@@ -188,19 +185,8 @@ struct AttnMainloop {
                                       group_modes<0, 2>(gK));
     auto [tVgV, tVsV] = tma_partition(p.tma_v, cta_in_cluster, Layout<ClusterM>{}, group_modes<0, 2>(sVt),
                                       group_modes<0, 2>(gVt));
-    // The K or V copy of this CTA's share (bytes: the whole block's) into stage `state` of every CTA of the
-    // cluster. Tuning builds without K / V traffic (XSTAGE_ATTN_TUNE_KV_NOLOAD, src/attn/CMakeLists.txt):
-    // only the CTA's first kStages blocks are copied; later stages are handed over with their bytes marked
-    // complete and their old contents (wrong results).
-    auto kv_copy = [](auto const& tma, auto* barrier, auto const& src, auto&& dst, [[maybe_unused]] auto const& state,
-                      [[maybe_unused]] uint32_t bytes) {
-#if defined(XSTAGE_ATTN_TUNE_KV_NOLOAD)
-      static_assert(kClusterM == 1, "the no-load tuning build runs without clusters");
-      if (state.count() >= uint32_t(Traits::kStages)) {
-        cutlass::arch::ClusterTransactionBarrier::complete_transaction(barrier, 0, bytes);
-        return;
-      }
-#endif
+    // The K or V copy of this CTA's share (bytes: the whole block's) into a stage of every CTA of the cluster.
+    auto kv_copy = [](auto const& tma, auto* barrier, auto const& src, auto&& dst) {
       if constexpr (kClusterM > 1) {
         copy(tma.with(*barrier, uint16_t((1u << kClusterM) - 1)), src, dst);
       } else {
@@ -220,14 +206,12 @@ struct AttnMainloop {
     for (int n_block = kb_hi - 1; n_block >= kb_lo; --n_block) {
       attn_producer_acquire(pipe_k, k_write, kAttnWaitProducerK);
       if (issuer) {
-        kv_copy(p.tma_k, pipe_k.producer_get_barrier(k_write), tKgK(_, n_block), tKsK(_, k_write.index()), k_write,
-                Traits::kBytesK);
+        kv_copy(p.tma_k, pipe_k.producer_get_barrier(k_write), tKgK(_, n_block), tKsK(_, k_write.index()));
       }
       ++k_write;
       attn_producer_acquire(pipe_v, v_write, kAttnWaitProducerV);
       if (issuer) {
-        kv_copy(p.tma_v, pipe_v.producer_get_barrier(v_write), tVgV(_, n_block), tVsV(_, v_write.index()), v_write,
-                Traits::kBytesV);
+        kv_copy(p.tma_v, pipe_v.producer_get_barrier(v_write), tVgV(_, n_block), tVsV(_, v_write.index()));
       }
       ++v_write;
     }
@@ -280,14 +264,14 @@ struct AttnMainloop {
     // S as the GMMA writes it (int32 for s8 Q, K) and as the softmax reads it (float, in place).
     Tensor acc_s_raw = partition_fragment_C(mma_qk, Shape<BlockM, BlockN>{});
     Tensor acc_s = [&] {
-      if constexpr (Traits::kQkInt8) {
+      if constexpr (kFp8) {
         return recast<float>(acc_s_raw);
       } else {
         return make_tensor(acc_s_raw.data(), acc_s_raw.layout());
       }
     }();
     auto scores_to_float = [&] {
-      if constexpr (Traits::kQkInt8) {
+      if constexpr (kFp8) {
         CUTE_UNROLL
         for (int i = 0; i < size(acc_s_raw); ++i) acc_s(i) = __int_as_float(acc_s_raw(i) + kFp8QkIntBiasBits);
       }
@@ -295,14 +279,14 @@ struct AttnMainloop {
     // P in the register layout of the P V A operand. bf16: the same element order as acc_s. FP8: the
     // e4m3 atom's order, V^T's keys permuted to match (acc_to_fp8_operand_a).
     Tensor frag_p = [&] {
-      if constexpr (kFp8PV) {
+      if constexpr (kFp8) {
         return make_tensor<Element>(fp8_operand_a_layout<kBlockN>());
       } else {
         return make_tensor<Element>(acc_to_operand_a_layout(acc_s.layout()));
       }
     }();
     auto convert_p = [&](auto const& s) {
-      if constexpr (kFp8PV) {
+      if constexpr (kFp8) {
         acc_to_fp8_operand_a(s, frag_p);
       } else {
         Tensor p_as_s = make_tensor(frag_p.data(), s.layout());

@@ -6,8 +6,8 @@
 // the scaled log2 domain, and p = 2^(s c - m + 8): P is produced with 2^8 headroom, in [0, 256], where e4m3 keeps
 // full precision down to 2^-6 x 256 instead of flushing small probabilities. The headroom cancels in
 // the normalization (the row sum carries it too) and is taken out of the log-sum-exp. kScoreBias: the
-// raw scores arrive as s + kScoreBias (INT8 scores read as floats without a conversion, attn_fp8_quant.hpp);
-// the bias leaves inside the same FFMA, as a per-row constant that the normalization cancels.
+// kBlockScaled raw scores arrive as s + kScoreBias (INT8 scores read as floats without a conversion,
+// attn_fp8_quant.hpp); the bias leaves inside the same FFMA, as a per-row constant that the normalization cancels.
 #pragma once
 
 #include <cmath>
@@ -18,6 +18,7 @@
 #include "attn_fragment.cuh"
 #include "xstage/gpu/ex2_poly.hpp"
 #include "xstage/gpu/ptx_math.cuh"
+#include "xstage/sched/attn_tuning.hpp"
 
 namespace xstage::attn {
 
@@ -31,20 +32,16 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-template <int kRows, bool kBlockScaled = false, bool kIntScores = false>
+template <int kRows, bool kBlockScaled = false>
 struct OnlineSoftmax {
-  static constexpr float kScoreBias = kIntScores ? kFp8QkIntBias : 0.f;
+  static constexpr float kScoreBias = kBlockScaled ? kFp8QkIntBias : 0.f;
   static constexpr int kNumRows = kRows;
   static constexpr float kPLog2Headroom = 8.f;  // kBlockScaled: p carries a factor 2^8
   // kBlockScaled: how many of every 8 exponentials of a row come from the FMA pipe (gpu::ex2_poly3, relative
   // error 1.2e-4, far below P's e4m3 rounding) instead of MUFU. With 8-bit GEMMs the softmax is the critical
   // path and MUFU.EX2 (16 per SM per cycle) its narrowest pipe: 2 of 8 measured 0.3-3.8 % faster than 0 and the
-  // best of 0..4; 4 of 8 5-6 % slower than 0 (docs/attn_fp8.md). Tuning builds: -DXSTAGE_ATTN_FP8_TUNE_EXP_EMU=N.
-#if defined(XSTAGE_ATTN_FP8_TUNE_EXP_EMU)
-  static constexpr int kFp8PolyExpPer8 = XSTAGE_ATTN_FP8_TUNE_EXP_EMU;
-#else
-  static constexpr int kFp8PolyExpPer8 = 2;
-#endif
+  // best of 0..4; 4 of 8 5-6 % slower than 0 (docs/attn_fp8.md). sched::kAttnFp8PolyExpPer8 (attn_tuning.hpp).
+  static constexpr int kFp8PolyExpPer8 = sched::kAttnFp8PolyExpPer8;
   float row_max[kRows];  // running max: of raw scores (unscaled), or kBlockScaled: of s c_j (log2 domain)
   float row_sum[kRows];  // running sum of p, per thread; reduced over the quad only at the end
   float scale_log2;      // softmax_scale * log2(e)

@@ -2,6 +2,8 @@
 // kernel, the launcher, the CLI and the CPU tests agree on one table.
 #pragma once
 
+#include "xstage/sched/attn_tuning.hpp"
+
 namespace xstage::sched {
 
 struct AttnTileConfig {
@@ -28,22 +30,8 @@ constexpr bool attn_head_dim_supported(int head_dim) { return head_dim == 64 || 
 // Shared memory per CTA (bf16): Q tile + stages x (K tile + V tile). 128 x 128 with two stages of each
 // is 160 KiB, leaving room under the 227 KiB limit; d = 64 halves every tile, so a deeper pipeline fits.
 // Tuning builds may give a kernel a third consumer warpgroup (192-row tiles; each consumer then holds 160
-// registers instead of 240): -DXSTAGE_ATTN_TUNE_WARPGROUPS_D64=3 (bf16, head_dim 64) and
-// -DXSTAGE_ATTN_FP8_TUNE_WARPGROUPS=3 (the FP8 kernel). Defined for the whole build (CMakeLists.txt), so that
-// the host code reading this table and the kernels agree.
-#if defined(XSTAGE_ATTN_TUNE_WARPGROUPS_D64)
-inline constexpr int kAttnD64Warpgroups = XSTAGE_ATTN_TUNE_WARPGROUPS_D64;
-#else
-inline constexpr int kAttnD64Warpgroups = 2;
-#endif
-#if defined(XSTAGE_ATTN_FP8_TUNE_WARPGROUPS)
-inline constexpr int kAttnFp8Warpgroups = XSTAGE_ATTN_FP8_TUNE_WARPGROUPS;
-#else
-inline constexpr int kAttnFp8Warpgroups = 2;
-#endif
-static_assert(kAttnD64Warpgroups == 2 || kAttnD64Warpgroups == 3);
-static_assert(kAttnFp8Warpgroups == 2 || kAttnFp8Warpgroups == 3);
-
+// registers instead of 240): kAttnD64Warpgroups (bf16, head_dim 64) and kAttnFp8Warpgroups (the FP8 kernel),
+// attn_tuning.hpp.
 constexpr AttnTileConfig attn_tile_config(int head_dim) {
   if (head_dim == 64) {
     // Q in registers not measured at d = 64
@@ -51,10 +39,10 @@ constexpr AttnTileConfig attn_tile_config(int head_dim) {
   }
   // No clusters: CTA pairs (cluster_m 2, each K and V block read from L2 once per pair and multicast) ran
   // at the single CTA's rate and clock, 0.988-1.011x at the 16 grid points (geomean 1.002, within the
-  // run-to-run spread), although the kernel without any K / V loads (a tuning build on stale stages) ran
+  // run-to-run spread), although the kernel without any K / V loads (a measurement build on stale stages, removed after 5942f56) ran
   // 7-16 % faster at 60-200 MHz more: what K and V cost is not reading them from L2 but delivering them into
   // every CTA's shared memory, which multicast does not reduce (docs/attn_notes.md, round 10). Tuning builds:
-  // -DXSTAGE_ATTN_TUNE_CLUSTER_M=2.
+  // kAttnTuneClusterM (attn_tuning.hpp).
   return AttnTileConfig{128, 128, 2, 2, true, 1};
 }
 
