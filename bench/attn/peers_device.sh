@@ -41,24 +41,26 @@ install_wheels() {  # install_wheels FOLDER TARGET: every wheel of FOLDER into T
   echo "$2${PYTHONPATH:+:$PYTHONPATH}" > "$dir/pythonpath"
   export PYTHONPATH=$2${PYTHONPATH:+:$PYTHONPATH}
 }
+# gpu_tests BUILD_DIR OUT_FILE CAP_S: BUILD_DIR's GPU tests over the gtest filter TESTS; status 1 when they fail.
+gpu_tests() {
+  (timeout "$(left "$3")" "$1/tests/xstage_gpu_tests" --gtest_filter="${TESTS:-*}" --gtest_brief=1 2>&1
+   echo "exit $?") | tail -80 > "$2"
+  tail -4 "$2"
+  grep -q "^exit 0$" "$2" || status=1
+}
 status=0
 case "$1" in
   stage)
     rm -rf "$dir" && mkdir -p "$dir/gb" && cp .carry/peers1/* "$dir/" && tar xJf "$dir/gpubin.tar.xz" -C "$dir/gb" ||
       { echo "peers_device: .carry/peers1 is missing or incomplete (bench/attn/peers_pack.sh)" >&2; exit 1; }
-    (timeout "$(left 300)" "$dir/gb/tests/xstage_gpu_tests" --gtest_filter="${TESTS:-*}" --gtest_brief=1 2>&1
-     echo "exit $?") | tail -80 > "$OUT/gpu_tests.txt"
-    tail -4 "$OUT/gpu_tests.txt"
-    grep -q "^exit 0$" "$OUT/gpu_tests.txt" || status=1
+    gpu_tests "$dir/gb" "$OUT/gpu_tests.txt" 300
     # Tuning builds (peers_pack.sh VARIANTS): each into $dir/NAME, its GPU tests over the same filter.
     for t in "$dir"/gpubin-*.tar.xz; do
       [ -f "$t" ] || continue
       name=$(basename "$t" .tar.xz); name=${name#gpubin-}
       mkdir -p "$dir/$name" && tar xJf "$t" -C "$dir/$name" || { echo "peers_device: $t did not unpack" >&2; exit 1; }
-      (timeout "$(left 200)" "$dir/$name/tests/xstage_gpu_tests" --gtest_filter="${TESTS:-*}" --gtest_brief=1 2>&1
-       echo "exit $?") | tail -80 > "$OUT/gpu_tests_$name.txt"
-      echo "== $name"; tail -4 "$OUT/gpu_tests_$name.txt"
-      grep -q "^exit 0$" "$OUT/gpu_tests_$name.txt" || status=1
+      echo "== $name"
+      gpu_tests "$dir/$name" "$OUT/gpu_tests_$name.txt" 200
     done
     if [ -n "${SAN:-}" ]; then
       san_dir=$dir/${SAN_BUILD:-gb}  # SAN_BUILD: a VARIANTS name, to sanitize that build's tests instead

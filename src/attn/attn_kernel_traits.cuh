@@ -27,8 +27,7 @@ template <int HeadDim, int BlockN_ = sched::attn_tile_config(HeadDim).block_n,
           bool WgGemmOrder = sched::attn_tile_config(HeadDim).wg_gemm_order, bool Fp8 = false, int ClusterM = 1>
 struct AttnKernelTraits {
   // Query rows and consumer warpgroups: the bf16 or the FP8 tile table's for the head dimension.
-  static constexpr sched::AttnTileConfig kTable =
-      Fp8 ? sched::attn_fp8_tile_config(HeadDim) : sched::attn_tile_config(HeadDim);
+  static constexpr sched::AttnTileConfig kTable = sched::attn_kernel_tile_config(HeadDim, Fp8);
   static constexpr sched::AttnTileConfig kConfig{kTable.block_m, BlockN_, Stages, kTable.mma_warpgroups, WgGemmOrder,
                                                  ClusterM};
   static constexpr bool kFp8 = Fp8;

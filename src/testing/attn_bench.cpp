@@ -147,7 +147,7 @@ AttnBenchResult run_attn_bench(const AttnBenchOptions& opt) {
   j["tail_split"] = opt.precision == AttnPrecision::kBf16 && ws_bytes > 0;  // whether this shape's schedule split
   j["shape"] = {{"batch", p.batch}, {"seq_q", p.seq_q}, {"seq_kv", p.seq_k}, {"heads", p.heads},
                 {"head_dim", p.head_dim}, {"layout", "bshd"}, {"causal", false}, {"dtype", "bf16"}};
-  const auto cfg = fp8 ? xstage::sched::attn_fp8_tile_config(p.head_dim) : xstage::sched::attn_tile_config(p.head_dim);
+  const auto cfg = xstage::sched::attn_kernel_tile_config(p.head_dim, fp8);
   j["tile"] = {{"block_m", cfg.block_m}, {"block_n", cfg.block_n}, {"kv_stages", cfg.kv_stages},
                {"mma_warpgroups", cfg.mma_warpgroups}, {"wg_gemm_order", cfg.wg_gemm_order}};
   j["flops"] = flops;

@@ -60,10 +60,12 @@ constexpr AttnTileConfig attn_fp8_tile_config(int /*head_dim*/) {
   return AttnTileConfig{64 * kAttnFp8Warpgroups, 128, 2, kAttnFp8Warpgroups, true, 1, false};
 }
 
-// Query rows per tile of the kernel that runs `head_dim` at a precision (bf16, or fp8: the FP8 kernel's).
-constexpr int attn_block_m(int head_dim, bool fp8) {
-  return fp8 ? attn_fp8_tile_config(head_dim).block_m : attn_tile_config(head_dim).block_m;
+// The tile table of the kernel that runs `head_dim` at a precision (bf16, or fp8: the FP8 kernel's entry).
+constexpr AttnTileConfig attn_kernel_tile_config(int head_dim, bool fp8) {
+  return fp8 ? attn_fp8_tile_config(head_dim) : attn_tile_config(head_dim);
 }
+// Query rows per tile of that kernel.
+constexpr int attn_block_m(int head_dim, bool fp8) { return attn_kernel_tile_config(head_dim, fp8).block_m; }
 
 // The split tail's cost model (AttnTileScheduler::with_split_tail): what a tile costs outside its key
 // blocks (the first block's S GEMM and softmax with no P V under them, the last P V, the epilogue), in key
