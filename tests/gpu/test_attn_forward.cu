@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "xstage/gpu/check.hpp"
+#include "xstage/sched/attn_tile_config.hpp"
 #include "gpu_test_support.hpp"
 #include "xstage/attn/forward.hpp"
 #include "xstage/sched/attn_tile_config.hpp"
@@ -204,9 +205,10 @@ TEST_P(AttnForwardSplitTail, MatchesReferenceAndWholeTiles) {
     const Shape s = GetParam().s;
     const int d = GetParam().d;
     const AttnForwardProblem p = make_bshd_problem(s.batch, s.seq_q, s.seq_k, s.heads, d);
-    const sched::AttnTileScheduler whole(p.seq_q, 128, p.heads, p.batch);
+    const sched::AttnTileConfig cfg = sched::attn_tile_config(d);  // the kernel's tile (192 rows at d = 64)
+    const sched::AttnTileScheduler whole(p.seq_q, cfg.block_m, p.heads, p.batch);
     const sched::AttnTileScheduler plan = whole.with_split_tail(
-        sched::AttnTileScheduler::grid_size(whole.num_tiles(), sms), (p.seq_k + 127) / 128,
+        sched::AttnTileScheduler::grid_size(whole.num_tiles(), sms), (p.seq_k + cfg.block_n - 1) / cfg.block_n,
         sched::attn_split_fixed_blocks(d), sched::attn_split_penalty_pct(d));
     ASSERT_TRUE(plan.split()) << s.seq_q << " x " << s.heads;
     ASSERT_GT(attn_forward_workspace_bytes(p, AttnPrecision::kBf16), 0u);
@@ -215,7 +217,7 @@ TEST_P(AttnForwardSplitTail, MatchesReferenceAndWholeTiles) {
     const DeviceRun split = run_kernel(p, seed, true, 2, AttnTail::kSplit);
     std::vector<AttnRow> tail_rows;  // rows of split tiles, every tail tile's first and last and a few between
     for (AttnRow row : attn_sample_rows(p, 2000, seed)) {
-      const int tile = (row.batch * p.heads + row.head) * whole.num_m_blocks + row.row / 128;
+      const int tile = (row.batch * p.heads + row.head) * whole.num_m_blocks + row.row / cfg.block_m;
       if (tile >= plan.tail_begin && tail_rows.size() < 300) tail_rows.push_back(row);
     }
     ASSERT_GE(tail_rows.size(), 100u);
@@ -227,7 +229,7 @@ TEST_P(AttnForwardSplitTail, MatchesReferenceAndWholeTiles) {
     for (int b = 0; b < p.batch; ++b) {
       for (int h = 0; h < p.heads; ++h) {
         for (int i = 0; i < p.seq_q; ++i) {
-          const int tile = (b * p.heads + h) * whole.num_m_blocks + i / 128;
+          const int tile = (b * p.heads + h) * whole.num_m_blocks + i / cfg.block_m;
           const bool in_tail = tile >= plan.tail_begin;
           (in_tail ? split_rows : whole_rows) += 1;
           for (int c = 0; c < d; ++c) {
@@ -251,7 +253,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttnForwardSplitTail,
                          ::testing::Values(SplitShape{{2, 4096, 3000, 3}, 128},    // batch 2, ragged keys
                                            SplitShape{{1, 8192, 8192, 3}, 128},    // tail 60 of 192 tiles
                                            SplitShape{{1, 14850, 14850, 5}, 128},  // ragged both
-                                           SplitShape{{1, 8192, 8192, 3}, 64}),
+                                           SplitShape{{1, 8192, 8192, 5}, 64}),  // a tail at 128 and 192 rows
                          [](const ::testing::TestParamInfo<SplitShape>& i) {
                            const SplitShape& x = i.param;
                            return "b" + std::to_string(x.s.batch) + "_sq" + std::to_string(x.s.seq_q) + "_sk" +

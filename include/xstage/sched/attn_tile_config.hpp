@@ -29,9 +29,8 @@ constexpr bool attn_head_dim_supported(int head_dim) { return head_dim == 64 || 
 
 // Shared memory per CTA (bf16): Q tile + stages x (K tile + V tile). 128 x 128 with two stages of each
 // is 160 KiB, leaving room under the 227 KiB limit; d = 64 halves every tile, so a deeper pipeline fits.
-// Tuning builds may give a kernel a third consumer warpgroup (192-row tiles; each consumer then holds 160
-// registers instead of 240): kAttnD64Warpgroups (bf16, head_dim 64) and kAttnFp8Warpgroups (the FP8 kernel),
-// attn_tuning.hpp.
+// d = 64 and the FP8 kernel run three consumer warpgroups (192-row tiles; each consumer then holds 160 registers
+// instead of 240; two in tuning builds): kAttnD64Warpgroups and kAttnFp8Warpgroups, attn_tuning.hpp.
 constexpr AttnTileConfig attn_tile_config(int head_dim) {
   if (head_dim == 64) {
     // Q in registers not measured at d = 64
@@ -56,8 +55,10 @@ inline constexpr int kAttnFp8WorkspaceAlign = 256;
 // fixed per-block costs (row-max shuffles, barriers, pipeline waits) over more keys. block_n is also the
 // key block of one K quantization scale, and a multiple of 32 (the P V GEMM's k step).
 constexpr AttnTileConfig attn_fp8_tile_config(int /*head_dim*/) {
-  // Q from shared memory: s8 Q K^T (not measured in registers)
-  return AttnTileConfig{64 * kAttnFp8Warpgroups, 128, 2, kAttnFp8Warpgroups, true, 1, false};
+  // Q from shared memory: s8 Q K^T (not measured in registers). Three warpgroups hold O 64 + S 64 + P 16
+  // registers a thread at 128 keys, over their 160 (ptxas spills and serializes the wgmmas): 96 keys.
+  return AttnTileConfig{64 * kAttnFp8Warpgroups, kAttnFp8Warpgroups == 3 ? 96 : 128, 2, kAttnFp8Warpgroups, true, 1,
+                        false};
 }
 
 // The tile table of the kernel that runs `head_dim` at a precision (bf16, or fp8: the FP8 kernel's entry).

@@ -15,17 +15,19 @@
 
 namespace xstage::sched {
 
-// bf16 d = 64 consumer warpgroups, 2 or 3 (3: 192-row tiles, speed not measured; attn_notes.md, resource report).
+// bf16 d = 64 consumer warpgroups, 2 or 3 (3: 192-row tiles, 1.11-1.18x two on one H200, 0.94-0.98x FA4;
+// journal/attention.md, round 11).
 #if defined(XSTAGE_ATTN_TUNE_WARPGROUPS_D64)
 inline constexpr int kAttnD64Warpgroups = XSTAGE_ATTN_TUNE_WARPGROUPS_D64;
 #else
-inline constexpr int kAttnD64Warpgroups = 2;
+inline constexpr int kAttnD64Warpgroups = 3;
 #endif
-// FP8 consumer warpgroups, 2 or 3 (3: spills at block_n 128, not at 64 or 96; attn_notes.md, resource report).
+// FP8 consumer warpgroups, 2 or 3 (3 spills at block_n 128, so the table gives it 96-key blocks: 1.02-1.05x two
+// at 128 on one H200, 64-key blocks 0.97-0.99x; journal/attention.md, round 11).
 #if defined(XSTAGE_ATTN_FP8_TUNE_WARPGROUPS)
 inline constexpr int kAttnFp8Warpgroups = XSTAGE_ATTN_FP8_TUNE_WARPGROUPS;
 #else
-inline constexpr int kAttnFp8Warpgroups = 2;
+inline constexpr int kAttnFp8Warpgroups = 3;
 #endif
 // bf16 local forward's key block, 0: the table's 128 (176 slower; journal/attention.md, "Tuning run").
 #if defined(XSTAGE_ATTN_TUNE_BLOCK_N)
@@ -51,7 +53,8 @@ inline constexpr int kAttnTuneClusterM = XSTAGE_ATTN_TUNE_CLUSTER_M;
 #else
 inline constexpr int kAttnTuneClusterM = 0;
 #endif
-// FP8 key block and K-scale block, 0: the table's 128 (e4m3 Q K: 192 no gain, 224 slower; attn_fp8.md, "Speed").
+// FP8 key block and K-scale block, 0: the table's (96 with three warpgroups, 128 with two; e4m3 Q K: 192 no gain,
+// 224 slower; attn_fp8.md, "Speed").
 #if defined(XSTAGE_ATTN_FP8_TUNE_BLOCK_N)
 inline constexpr int kAttnTuneFp8BlockN = XSTAGE_ATTN_FP8_TUNE_BLOCK_N;
 #else
