@@ -2,7 +2,8 @@
 # only the symbols of `exports_map` are exported, so the static CUDA runtime, CUTLASS and libstdc++ helpers linked
 # in stay local and never bind to another copy loaded in the process (torch's); no undefined symbol is left for
 # the loader; the file lands in the build folder and, installed, beside the package's Python files ($ORIGIN; NCCL
-# and cuBLAS come from the process, see python/xstage/_native.py).
+# comes from the process, see python/xstage/_native.py; neither library needs cuBLAS, which the MoE bench baseline
+# loads on first use, src/testing/cublas_loader.hpp).
 function(xstage_package_library target output_name exports_map)
   target_compile_options(${target} PRIVATE -Wall -Wextra)
   target_link_options(${target} PRIVATE "-Wl,--version-script=${exports_map}" -Wl,--exclude-libs,ALL

@@ -16,6 +16,15 @@ for d in /usr/local/cuda/lib64 $wheel_libs; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d
 done
 unset nccl_lib wheel_libs d
+# The MoE baseline loads cuBLAS on first use (dlopen of libcublas.so.13, src/testing/cublas_loader.hpp), so ldd of
+# the CLI does not show it: the copy the loader finds first on LD_LIBRARY_PATH, else the system's (ldconfig).
+cublas_lib() {
+  local d
+  for d in ${LD_LIBRARY_PATH//:/ }; do
+    [ -e "$d/libcublas.so.13" ] && { echo "cuBLAS (loaded on first use): $d/libcublas.so.13"; return; }
+  done
+  echo "cuBLAS (loaded on first use): $(ldconfig -p 2>/dev/null | grep -m1 -o '/[^ ]*libcublas\.so\.13$' || echo 'libcublas.so.13 not found')"
+}
 # Every built-in MoE shape (model/workloads.cpp), the default of the scripts that sweep them all.
 MOE_BUILTIN_SHAPES="deepseek-v4-flash deepseek-v4-pro deepseek-v3 qwen3-235b-a22b glm-4.5 mimo-v2-flash dit-moe-g2-16e2a"
 # Budgeted scripts (BUDGET_S wall seconds in all): `left N` is the timeout for the next step, at most N,

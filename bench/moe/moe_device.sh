@@ -20,7 +20,8 @@ mkdir -p "$OUT/runs"
 {
   echo "== $(date -u +%FT%TZ)"; nvidia-smi -L
   nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
-  ldd "$BUILD/xstage" | grep -E "cublas|nccl|not found"
+  ldd "$BUILD/xstage" | grep -E "nccl|not found"
+  cublas_lib  # the libcublas.so.13 the baseline will load (bench/common/device_env.sh)
 } > "$OUT/moe_device.txt" 2>&1
 if [ "${TESTS:-1}" != 0 ]; then
   timeout ${TEST_TIMEOUT:-240} "$BUILD/tests/xstage_gpu_tests" \

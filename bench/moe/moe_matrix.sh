@@ -69,7 +69,8 @@ n=${#plan[@]}
   echo "== $(date -u +%FT%TZ) moe_matrix ($PRECISION): $n runs, budget $MATRIX_BUDGET_S s, $RUN_TIMEOUT s per run"
   nvidia-smi -L
   nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
-  ldd "$BUILD/xstage" | grep -E "cublas|nccl|not found"
+  ldd "$BUILD/xstage" | grep -E "nccl|not found"
+  cublas_lib  # the libcublas.so.13 the baseline will load (bench/common/device_env.sh)
 } > "$log" 2>&1
 printf 'index\tshape\ttokens\trouting\timpl\tstatus\trc\tseconds\n' > "$manifest"
 

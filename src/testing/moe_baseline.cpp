@@ -1,7 +1,5 @@
 #include "moe_baseline.hpp"
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -13,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "cublas_loader.hpp"
 #include "moe_baseline_kernels.hpp"
 #include "moe_baseline_state.hpp"
 #include "moe_dispatch_plan.hpp"
@@ -81,6 +80,9 @@ MoeBaseline::MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm, M
     if (dims_.h_inter % kFp8GroupSize != 0)
       throw InputError("h_inter: FP8 needs a multiple of 128, got " + std::to_string(dims_.h_inter));
   }
+  // cuBLAS is loaded here, before any device memory is taken: where it is missing the layer reports
+  // testing::CublasUnavailable (what to install) and nothing needs releasing.
+  const testing::CublasApi& api = testing::cublas();
   const int el = dims_.experts_per_rank();
   const size_t T = size_t(dims_.tokens), H = size_t(dims_.hidden), HI = size_t(dims_.h_inter);
   const size_t slots = T * dims_.top_k;
@@ -94,8 +96,8 @@ MoeBaseline::MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm, M
     RankState& s = *ranks_[i];
     s.lr = &team_.local_ranks()[i];
     XSTAGE_CUDA_CHECK(cudaSetDevice(s.lr->device));
-    XSTAGE_CUBLAS_CHECK(cublasCreate(&s.blas));
-    XSTAGE_CUBLAS_CHECK(cublasSetStream(s.blas, s.lr->stream));
+    XSTAGE_CUBLAS_CHECK(api.create(&s.blas));
+    XSTAGE_CUBLAS_CHECK(api.set_stream(s.blas, s.lr->stream));
     alloc_rank_buffers(dims_, s);  // zeroed: never-routed slots start from a valid routing-free state
     s.recv_expert_rows = device_alloc<int>(max_groups);
     s.expert_rows_h = host_alloc<int>(dims_.experts);
@@ -130,28 +132,28 @@ MoeBaseline::MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm, M
       s.group_table_d = device_alloc_zeroed<int>(3 * max_groups);
       s.group_table_h = host_alloc<int>(3 * max_groups);
       s.lt_workspace = device_alloc<std::uint8_t>(kLtWorkspaceBytes);
-      XSTAGE_CUBLAS_CHECK(cublasLtCreate(&s.lt));
+      XSTAGE_CUBLAS_CHECK(api.lt_create(&s.lt));
       // out[rows][M] = in[rows][Kd] · W[M][Kd]^T as column-major out^T = op_T(W) · in^T ("TN", the FP8
       // layout of Hopper): cuBLASLt's A is the weight (block scales), B the activations (1×128 scales).
       const int M_of[2] = {int(2 * HI), int(H)}, K_of[2] = {int(H), int(HI)};
       for (int l = 0; l < 2; ++l) {
-        XSTAGE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&s.lt_desc[l], CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        XSTAGE_CUBLAS_CHECK(api.lt_matmul_desc_create(&s.lt_desc[l], CUBLAS_COMPUTE_32F, CUDA_R_32F));
         const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
         const std::int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
         const std::int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-        XSTAGE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-        XSTAGE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+        XSTAGE_CUBLAS_CHECK(api.lt_matmul_desc_set_attribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+        XSTAGE_CUBLAS_CHECK(api.lt_matmul_desc_set_attribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
         XSTAGE_CUBLAS_CHECK(
-            cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+            api.lt_matmul_desc_set_attribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
         XSTAGE_CUBLAS_CHECK(
-            cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+            api.lt_matmul_desc_set_attribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
         const void* a_scale = l == 0 ? s.w1s : s.w2s;
         const void* b_scale = s.packed_s;
         XSTAGE_CUBLAS_CHECK(
-            cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+            api.lt_matmul_desc_set_attribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
         XSTAGE_CUBLAS_CHECK(
-            cublasLtMatmulDescSetAttribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
-        XSTAGE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&s.lt_a[l], CUDA_R_8F_E4M3, K_of[l], M_of[l], K_of[l]));
+            api.lt_matmul_desc_set_attribute(s.lt_desc[l], CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+        XSTAGE_CUBLAS_CHECK(api.lt_matrix_layout_create(&s.lt_a[l], CUDA_R_8F_E4M3, K_of[l], M_of[l], K_of[l]));
       }
     }
     for (int l = 0; l < 2; ++l) {
@@ -165,11 +167,13 @@ MoeBaseline::MoeBaseline(comm::Team& team, const MoeDims& dims, GemmPath gemm, M
 
 MoeBaseline::~MoeBaseline() {
   // Destructors must not throw: release what can be released, ignoring errors of a failed device.
+  // A constructed layer has loaded cuBLAS (its constructor's first step), so cublas() does not throw here.
+  const testing::CublasApi& api = testing::cublas();
   for (auto& p : ranks_) {
     RankState& s = *p;
     cudaSetDevice(s.lr->device);
     cudaStreamSynchronize(s.lr->stream);
-    if (s.blas) cublasDestroy(s.blas);
+    if (s.blas) api.destroy(s.blas);
     free_rank_buffers(s);
     for (void* d : {(void*)s.recv_expert_rows, (void*)s.send, (void*)s.returned, (void*)s.recv, (void*)s.h,
                     (void*)s.a, (void*)s.out, (void*)s.ptrs_d[0], (void*)s.ptrs_d[1]})
@@ -179,14 +183,14 @@ MoeBaseline::~MoeBaseline() {
     for (auto& e : s.ev)
       if (e) cudaEventDestroy(e);
     for (auto& kv : s.lt_shapes) {
-      if (kv.second.b) cublasLtMatrixLayoutDestroy(kv.second.b);
-      if (kv.second.d) cublasLtMatrixLayoutDestroy(kv.second.d);
+      if (kv.second.b) api.lt_matrix_layout_destroy(kv.second.b);
+      if (kv.second.d) api.lt_matrix_layout_destroy(kv.second.d);
     }
     for (int l = 0; l < 2; ++l) {
-      if (s.lt_desc[l]) cublasLtMatmulDescDestroy(s.lt_desc[l]);
-      if (s.lt_a[l]) cublasLtMatrixLayoutDestroy(s.lt_a[l]);
+      if (s.lt_desc[l]) api.lt_matmul_desc_destroy(s.lt_desc[l]);
+      if (s.lt_a[l]) api.lt_matrix_layout_destroy(s.lt_a[l]);
     }
-    if (s.lt) cublasLtDestroy(s.lt);
+    if (s.lt) api.lt_destroy(s.lt);
     for (void* d : {(void*)s.w1q, (void*)s.w2q, (void*)s.w1s_raw, (void*)s.w2s_raw, (void*)s.w1s, (void*)s.w2s,
                     (void*)s.xq, (void*)s.send_q, (void*)s.recv_q, (void*)s.aq, (void*)s.xs, (void*)s.send_s,
                     (void*)s.recv_s, (void*)s.as, (void*)s.packed_s, (void*)s.group_table_d, s.lt_workspace})
@@ -365,6 +369,7 @@ void MoeBaseline::run_rank(int li, double timeout_s) {
   auto linear = [&](int layer, const std::uint16_t* w, size_t w_stride, int M, int Kd, const std::uint16_t* in,
                     std::uint16_t* out) {
     if (G == 0) return;
+    const testing::CublasApi& api = testing::cublas();
     const float alpha = 1.f, beta = 0.f;
     const void** ph = s.ptrs_h[layer];
     for (int g = 0; g < G; ++g) {
@@ -379,7 +384,7 @@ void MoeBaseline::run_rank(int li, double timeout_s) {
       for (int g = 0; g < G; ++g) n[g] = groups[g].rows;
       XSTAGE_CUDA_CHECK(cudaMemcpyAsync(s.ptrs_d[layer], ph, size_t(3) * G * sizeof(void*), cudaMemcpyHostToDevice, st));
       const void* const* pd = s.ptrs_d[layer];
-      const cublasStatus_t status = cublasGemmGroupedBatchedEx(
+      const cublasStatus_t status = api.gemm_grouped_batched_ex(
           s.blas, ta.data(), tb.data(), m.data(), n.data(), k.data(), al.data(), pd, CUDA_R_16BF, lda.data(), pd + G,
           CUDA_R_16BF, ldb.data(), be.data(), const_cast<void* const*>(pd + 2 * G), CUDA_R_16BF, ldc.data(), G,
           size.data(), CUBLAS_COMPUTE_32F);
@@ -387,14 +392,14 @@ void MoeBaseline::run_rank(int li, double timeout_s) {
       // This cuBLAS refuses the grouped bf16 call: one GEMM per group from now on (same arithmetic; the
       // result is still checked against the reference, and the path in use is reported).
       std::fprintf(stderr, "moe baseline: cublasGemmGroupedBatchedEx returned %s; using one cublasGemmEx per group\n",
-                   cublasGetStatusName(status));
+                   api.get_status_name(status));
       gemm_ = GemmPath::kLoop;
     }
     for (int g = 0; g < G; ++g) {
-      XSTAGE_CUBLAS_CHECK(cublasGemmEx(s.blas, CUBLAS_OP_T, CUBLAS_OP_N, M, groups[g].rows, Kd, &alpha, ph[g],
-                                       CUDA_R_16BF, Kd, ph[G + g], CUDA_R_16BF, Kd, &beta,
-                                       const_cast<void*>(ph[2 * G + g]), CUDA_R_16BF, M, CUBLAS_COMPUTE_32F,
-                                       CUBLAS_GEMM_DEFAULT));
+      XSTAGE_CUBLAS_CHECK(api.gemm_ex(s.blas, CUBLAS_OP_T, CUBLAS_OP_N, M, groups[g].rows, Kd, &alpha, ph[g],
+                                      CUDA_R_16BF, Kd, ph[G + g], CUDA_R_16BF, Kd, &beta,
+                                      const_cast<void*>(ph[2 * G + g]), CUDA_R_16BF, M, CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT));
     }
   };
 
@@ -462,6 +467,7 @@ void MoeBaseline::run_rank_fp8(RankState& s, double timeout_s) {
     const int kg = Kd / kFp8GroupSize;
     const size_t w_stride = size_t(M) * Kd, ws_stride = size_t(M / 128) * pad4(kg);
     const float alpha = 1.f, beta = 0.f;
+    const testing::CublasApi& api = testing::cublas();
     for (int g = 0; g < G; ++g) {
       const int n = pad4(groups[g].rows);
       const RankState::LtShape& shape = s.lt_shape(layer, M, Kd, n);
@@ -470,12 +476,12 @@ void MoeBaseline::run_rank_fp8(RankState& s, double timeout_s) {
       const void* b = in + size_t(groups[g].row) * Kd;
       const void* b_scale = s.packed_s + size_t(kg) * groups[g].pad_off;
       void* d = out + size_t(groups[g].row) * M;
-      XSTAGE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.lt_desc[layer], CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                         &a_scale, sizeof(a_scale)));
-      XSTAGE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.lt_desc[layer], CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                                         &b_scale, sizeof(b_scale)));
-      XSTAGE_CUBLAS_CHECK(cublasLtMatmul(s.lt, s.lt_desc[layer], &alpha, a, s.lt_a[layer], b, shape.b, &beta, d, shape.d,
-                                         d, shape.d, &shape.algo, s.lt_workspace, kLtWorkspaceBytes, st));
+      XSTAGE_CUBLAS_CHECK(api.lt_matmul_desc_set_attribute(s.lt_desc[layer], CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                           &a_scale, sizeof(a_scale)));
+      XSTAGE_CUBLAS_CHECK(api.lt_matmul_desc_set_attribute(s.lt_desc[layer], CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                           &b_scale, sizeof(b_scale)));
+      XSTAGE_CUBLAS_CHECK(api.lt_matmul(s.lt, s.lt_desc[layer], &alpha, a, s.lt_a[layer], b, shape.b, &beta, d, shape.d,
+                                        d, shape.d, &shape.algo, s.lt_workspace, kLtWorkspaceBytes, st));
     }
   };
 

@@ -3,8 +3,6 @@
 // reaches it as a friend.
 #pragma once
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -13,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "cublas_loader.hpp"  // cuBLAS / cuBLASLt through testing::cublas(), loaded on first use
 #include "moe_baseline.hpp"
 #include "moe_rank_buffers.hpp"
 #include "xstage/gpu/check.hpp"
@@ -20,8 +19,9 @@
 namespace xstage::moe {
 
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t st, const char* expr, const char* file, int line) {
+  const testing::CublasApi& api = testing::cublas();  // loaded: `st` came from one of its calls
   throw gpu::DeviceError(std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " +
-                         cublasGetStatusName(st) + " (" + cublasGetStatusString(st) + ")");
+                         api.get_status_name(st) + " (" + api.get_status_string(st) + ")");
 }
 
 #define XSTAGE_CUBLAS_CHECK(expr)                                               \
@@ -82,26 +82,27 @@ struct MoeBaseline::RankState : MoeRankBuffers {
     const auto key = std::make_pair(layer, n);
     auto it = lt_shapes.find(key);
     if (it != lt_shapes.end()) return it->second;
+    const testing::CublasApi& api = testing::cublas();
     LtShape sh;
-    XSTAGE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&sh.b, CUDA_R_8F_E4M3, Kd, n, Kd));
-    XSTAGE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&sh.d, CUDA_R_16BF, M, n, M));
+    XSTAGE_CUBLAS_CHECK(api.lt_matrix_layout_create(&sh.b, CUDA_R_8F_E4M3, Kd, n, Kd));
+    XSTAGE_CUBLAS_CHECK(api.lt_matrix_layout_create(&sh.d, CUDA_R_16BF, M, n, M));
     cublasLtMatmulPreference_t pref = nullptr;
-    XSTAGE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    XSTAGE_CUBLAS_CHECK(api.lt_matmul_preference_create(&pref));
     const size_t ws = kLtWorkspaceBytes;
     XSTAGE_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+        api.lt_matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
     cublasLtMatmulHeuristicResult_t res{};
     int found = 0;
     const cublasStatus_t status =
-        cublasLtMatmulAlgoGetHeuristic(lt, lt_desc[layer], lt_a[layer], sh.b, sh.d, sh.d, pref, 1, &res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+        api.lt_matmul_algo_get_heuristic(lt, lt_desc[layer], lt_a[layer], sh.b, sh.d, sh.d, pref, 1, &res, &found);
+    api.lt_matmul_preference_destroy(pref);
     if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
-      cublasLtMatrixLayoutDestroy(sh.b);
-      cublasLtMatrixLayoutDestroy(sh.d);
+      api.lt_matrix_layout_destroy(sh.b);
+      api.lt_matrix_layout_destroy(sh.d);
       throw gpu::DeviceError(std::string("moe baseline fp8: cuBLASLt offers no algorithm for the block-scaled e4m3 GEMM") +
                              " (A = weight BLK128x128_32F, B = activations VEC128_32F, bf16 D, m " + std::to_string(M) +
                              ", n " + std::to_string(n) + ", k " + std::to_string(Kd) +
-                             "): cublasLtMatmulAlgoGetHeuristic returned " + cublasGetStatusName(status) + " with " +
+                             "): cublasLtMatmulAlgoGetHeuristic returned " + api.get_status_name(status) + " with " +
                              std::to_string(found) + " result(s)");
     }
     sh.algo = res.algo;

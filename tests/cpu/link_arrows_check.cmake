@@ -15,7 +15,7 @@ set(XSTAGE_LINK_GRAPH_xstage_moe "xstage_routing;xstage_comm;xstage_gpu;xstage_m
 set(XSTAGE_LINK_GRAPH_xstage_probe_plan "xstage_model")
 set(XSTAGE_LINK_GRAPH_xstage_probe "xstage_probe_plan;xstage_comm;xstage_gpu;xstage_model")
 set(XSTAGE_LINK_GRAPH_xstage_testing "xstage_model;xstage_routing")
-set(XSTAGE_LINK_GRAPH_xstage_bench_moe_layers "xstage_moe;xstage_comm;xstage_gpu;xstage_model")
+set(XSTAGE_LINK_GRAPH_xstage_bench_moe_layers "xstage_moe;xstage_comm;xstage_gpu;xstage_model;xstage_bench_cublas")
 set(XSTAGE_LINK_GRAPH_xstage_bench_moe "xstage_testing;xstage_bench_moe_layers;xstage_moe;xstage_sim")
 set(XSTAGE_LINK_GRAPH_xstage_planner "xstage_model;xstage_sim;xstage_routing")
 set(XSTAGE_LINK_GRAPH_xstage_cli_core "xstage_planner;xstage_testing;xstage_bench_moe")
