@@ -17,6 +17,7 @@
 #include "xstage/gpu/check.hpp"
 #include "xstage/gpu/provenance.hpp"
 #include "xstage/model/calibration_fit.hpp"
+#include "xstage/model/output_file.hpp"
 #include "xstage/probe/calibration_report.hpp"
 #include "xstage/probe/sweep_plan.hpp"
 
@@ -184,8 +185,8 @@ int run_calibrate(const CalibrateOptions& o) {
                        {"copy_engine", rin.copy_engine},
                        {"points", raw_points}};
     if (!failure.empty()) raw["failure"] = failure;
-    write_file_atomic((fs::path(o.out_dir) / "raw.json").string(), raw.dump(1) + "\n");
-    write_file_atomic((fs::path(o.out_dir) / "records.csv").string(), records_csv_text(fit_records(points)));
+    write_output_file((fs::path(o.out_dir) / "raw.json").string(), raw.dump(1) + "\n", true);
+    write_output_file((fs::path(o.out_dir) / "records.csv").string(), records_csv_text(fit_records(points)), true);
   };
 
   std::vector<model::ZeroGapLoop> zero_gap_loops;
@@ -315,14 +316,14 @@ int run_calibrate(const CalibrateOptions& o) {
   pf.provenance["copy_engine_peer_gbps"] =
       rin.copy_engine_peer_gbps ? nlohmann::json(*rin.copy_engine_peer_gbps) : nlohmann::json(nullptr);
   const std::string pf_name = remote ? "platform.json" : "platform_local_control.json";
-  write_file_atomic((fs::path(o.out_dir) / pf_name).string(), model::platform_to_json(pf).dump(2) + "\n");
+  write_output_file((fs::path(o.out_dir) / pf_name).string(), model::platform_to_json(pf).dump(2) + "\n", true);
 
   rin.points = points;
   rin.provenance = provenance;
   rin.provenance["elapsed_s"] = seconds_since(t_start);
   if (!remote) rin.notes.push_back("one GPU: no remote measurement was possible");
   nlohmann::json report = build_calibration_report(rin);
-  write_file_atomic((fs::path(o.out_dir) / "report.json").string(), report.dump(2) + "\n");
+  write_output_file((fs::path(o.out_dir) / "report.json").string(), report.dump(2) + "\n", true);
 
   // Short summary on stderr.
   std::fprintf(stderr, "xstage calibrate: %zu points in %.1f s -> %s\n", points.size(), seconds_since(t_start),

@@ -296,19 +296,6 @@ void prepare_output_dir(const std::string& dir, bool force, const std::vector<st
   if (ec) throw InputError("--out " + dir + ": cannot create directory: " + ec.message());
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-  namespace fs = std::filesystem;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw std::runtime_error("cannot write " + tmp);
-    f << content;
-    f.flush();
-    if (!f) throw std::runtime_error("write failed: " + tmp);
-  }
-  fs::rename(tmp, path);
-}
-
 std::string records_csv_text(const std::vector<model::CalibrationRecord>& rs) {
   std::ostringstream os;
   model::write_records_csv(os, rs);

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "xstage/model/burst_gap.hpp"
+#include "xstage/model/output_file.hpp"
 #include "xstage/probe/calibration_report.hpp"
 
 namespace {
@@ -148,7 +150,7 @@ class OutputDir : public ::testing::Test {
 
 TEST_F(OutputDir, RefusesToOverwriteWithoutForce) {
   prepare_output_dir(dir_, false, {"report.json"});
-  write_file_atomic(dir_ + "/report.json", "{}\n");
+  write_output_file(dir_ + "/report.json", "{}\n", true);
   try {
     prepare_output_dir(dir_, false, {"records.csv", "report.json"});
     FAIL() << "no throw";
@@ -164,11 +166,41 @@ TEST_F(OutputDir, RefusesToOverwriteWithoutForce) {
   EXPECT_EQ(s, "{}\n");  // untouched until replaced
 }
 
+// The one writer of output files (the CLI's and the calibration's): created or replaced as asked, never through a
+// link, never over a file without force, an error naming the argument.
+TEST_F(OutputDir, OutputFileCreatesReplacesOnlyWithForceAndNeverThroughALink) {
+  prepare_output_dir(dir_, false, {"a.json"});
+  const std::string a = dir_ + "/a.json";
+  EXPECT_TRUE(write_output_file(a, "1\n", false));
+  EXPECT_FALSE(write_output_file(a, "2\n", true));  // replaced, not created
+  try {
+    write_output_file(a, "3\n", false, {}, "--report");
+    FAIL() << "replaced without force";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--report"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--force"), std::string::npos) << e.what();
+  }
+  std::ifstream f(a);
+  std::string s((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_EQ(s, "2\n");
+  const std::string link = dir_ + "/link.json";
+  std::filesystem::create_symlink(a, link);
+  EXPECT_THROW(write_output_file(link, "4\n", true), InputError);
+  EXPECT_THROW(write_output_file(a, "5\n", true, {link}), InputError);  // an input of the command, through a link
+  EXPECT_THROW(write_output_file(dir_ + "/missing/b.json", "6\n", true), InputError);
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a.json", "link.json"}));
+}
+
 TEST_F(OutputDir, AtomicWriteLeavesNoTemporaryAndCsvHasTheSchemaHeader) {
   prepare_output_dir(dir_, false, {"records.csv"});
   CalibrationRecord r{BurstMode::kIsolated, StoreTarget::kRemote, 4, 1024, 0, 1e-6, std::nan("")};
-  write_file_atomic(dir_ + "/records.csv", records_csv_text({r}));
-  EXPECT_FALSE(std::filesystem::exists(dir_ + "/records.csv.tmp"));
+  write_output_file(dir_ + "/records.csv", records_csv_text({r}), true);
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"records.csv"});  // no temporary left beside it
   const auto back = model::load_records_csv(dir_ + "/records.csv");
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0].producers, 4);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "xstage/model/audit.hpp"
+#include "xstage/model/output_file.hpp"
 #include "xstage/model/platform.hpp"
 #include "xstage/model/work_limit.hpp"
 #include "xstage/planner/text.hpp"
@@ -155,15 +156,11 @@ class CommandLineScope {
 void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 
 
-// --- output files (every --out of every subcommand) ----------------------------------------------
-// Checks an output path before any work: non-empty, its folder exists, it is not a folder, it is not
-// one of `inputs` (same file by inode, also through links), and it does not exist unless `force`.
-// `option` names the argument in messages ("--out").
-void check_output_path(const std::string& option, const std::string& path, bool force,
-                       const std::vector<std::string>& inputs = {});
+// --- output files (every --out of every subcommand): xstage/model/output_file.hpp --------------
+using xstage::check_output_path;
 
-// Writes `text` to `path` through a temporary file in the same folder and a rename, so an error never
-// leaves a partial file or a temporary behind; runs check_output_path first.
+// write_output_file (xstage/model/output_file.hpp), plus what the command line adds: in the xstage binary a
+// signal removes the temporary, and a file it created is listed for take_created_files.
 void write_file_atomically(const std::string& path, const std::string& text, bool force,
                            const std::vector<std::string>& inputs = {}, const std::string& option = "--out");
 

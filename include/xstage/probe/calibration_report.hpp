@@ -68,9 +68,6 @@ nlohmann::json build_calibration_report(const ReportInputs& in);
 // exists there and `force` is false.
 void prepare_output_dir(const std::string& dir, bool force, const std::vector<std::string>& names);
 
-// Writes under a temporary name, then renames: readers never see half a file.
-void write_file_atomic(const std::string& path, const std::string& content);
-
 // records.csv's text (model::write_records_csv).
 std::string records_csv_text(const std::vector<model::CalibrationRecord>& rs);
 
