@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 C_API_VERSION = 3  # XSTAGE_C_API_VERSION
 CLI_C_API_VERSION = 1  # XSTAGE_CLI_C_API_VERSION
+PLANNER_C_API_VERSION = 5  # XSTAGE_PLANNER_C_API_VERSION
 
 OK = 0
 ERR_TYPE = 1
@@ -195,7 +196,9 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.xstage_platform_json.restype = c_int
     lib.xstage_platform_json.argtypes = [c_char_p, ctypes.POINTER(c_void_p)]
     # the planner's typed C ABI (include/xstage/planner/planner_c_api.h)
-    for command in ("model", "simulate", "plan", "plan_attn", "plan_moe"):
+    lib.xstage_planner_c_api_version.restype = c_int
+    lib.xstage_planner_c_api_version.argtypes = []
+    for command in ("model", "simulate", "plan", "plan_attn", "plan_moe", "fit", "fidelity"):
         entry = getattr(lib, "xstage_planner_" + command)
         entry.restype = c_int
         entry.argtypes = [c_char_p, ctypes.POINTER(c_void_p), ctypes.POINTER(c_void_p)]
@@ -254,6 +257,10 @@ def lib() -> ctypes.CDLL:
     with _lock:
         if _lib is None:
             loaded = _load(library_path(), _declare, "xstage_c_api_version", C_API_VERSION, "C API")
+            planner = loaded.xstage_planner_c_api_version()
+            if planner != PLANNER_C_API_VERSION:
+                raise XstageLoadError(f"xstage: {library_path()} has planner C API version {planner}, this package "
+                                      f"expects {PLANNER_C_API_VERSION}")
             check_nccl(loaded.xstage_build_info().decode("utf-8", "replace"))
             _lib = loaded
         return _lib

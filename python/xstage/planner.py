@@ -1,9 +1,10 @@
 """The platform model, planner and simulator in Python (CPU only, no GPU needed).
 
-`model`, `simulate`, `plan`, `plan_attn` and `plan_moe` call the planner library's typed C ABI
+`model`, `simulate`, `plan`, `plan_attn`, `plan_moe`, `fit` and `fidelity` call the planner library's typed C ABI
 (xstage_planner_model, xstage_planner_simulate, xstage_planner_plan, xstage_planner_plan_attn,
-xstage_planner_plan_moe: the keyword arguments as one JSON request, the command's JSON output back; `simulate` and
-`plan_moe` with a `trace` file still run the CLI, which writes it); the other functions (`run`, `run_json`) run the
+xstage_planner_plan_moe, xstage_planner_fit, xstage_planner_fidelity: the keyword arguments as one JSON request, the
+command's JSON output back; `simulate` and `plan_moe` with a `trace` file, `fit` and `fidelity` with an `out` file
+still run the CLI, which writes it); the other functions (`run`, `run_json`) run the
 xstage CLI's command in process (xstage_cli_run of the command line's own library, libxstage_cli.so) with `--json`,
 typed keyword arguments mapped to flags (``gap_us=2`` is ``--gap-us 2``,
 ``True`` a bare flag, a list one flag followed by its values). Either way the result is the parsed JSON: the same
@@ -33,7 +34,7 @@ from typing import Any, Sequence, Union
 from . import _native
 
 __all__ = ["CliError", "run", "run_json", "load_platform", "model", "plan", "plan_attn", "plan_moe", "simulate",
-           "flags"]
+           "fit", "fidelity", "flags"]
 
 
 class CliError(RuntimeError):
@@ -145,6 +146,14 @@ def _int_list(values: Any) -> Any:
     if isinstance(values, numbers.Integral):
         return [values]
     return list(values) or None
+
+
+def _path_list(paths: Any) -> Any:
+    """A list-of-files argument of a request: one path is a list of one, an empty or None one is not given, any
+    other sequence a list."""
+    if paths is None or isinstance(paths, (str, bytes, os.PathLike)):
+        return [paths] if paths else None
+    return list(paths) or None
 
 
 def _planner_call(command: str, **kwargs: Any) -> Any:
@@ -331,3 +340,36 @@ def simulate(*, producers: Integral | None = None, bytes_per_producer: Real | No
                     bursts=bursts, t_iss0_us=t_iss0_us, capacity_bytes=capacity_bytes,
                     completion_coupled=completion_coupled, latency_us=latency_us, per_burst=per_burst,
                     schedule=schedule, kernel=kernel, trace=trace, force=force, platform=platform)
+
+
+def fit(*, records: PathLike, raw: PathLike | None = None, name: str | None = None, link_gbps: Real | None = None,
+        link_source: str | None = None, copy_engine_gbps: Real | None = None, sms: Integral | None = None,
+        out: PathLike | None = None, force: bool = False) -> Any:
+    """`xstage fit --json`: the platform (R, T_iss0, Q) fitted from calibration records (`records`: xstage calibrate's
+    records.csv; `raw` its raw.json, the zero-gap records' measured loop gaps), named `name` (default "fitted");
+    `link_gbps` (with `link_source`, and optionally `copy_engine_gbps` and `sms`) fits under the link's rate and
+    writes these physical bounds. The result's "out" is None and its "platform" the fitted xstage.platform/1
+    document. With `out` (and `force`) the CLI fits and writes that document to the file: the result is then the
+    CLI's JSON, "out" the path and no "platform"."""
+    if out is None and not force:
+        return _planner_call("fit", records=records, raw=raw, name=name, link_gbps=link_gbps,
+                             link_source=link_source, copy_engine_gbps=copy_engine_gbps, sms=sms)
+    return run_json(["fit"], records=records, raw=raw, out=out, name=name, link_gbps=link_gbps,
+                    link_source=link_source, copy_engine_gbps=copy_engine_gbps, sms=sms, force=force)
+
+
+def fidelity(*, records: PathLike, raw: PathLike | None = None, platform: PathLike | None = None,
+             traces: PathLike | Sequence[PathLike] | None = None, ulysses: PathLike | None = None,
+             cross_validate: bool = False, folds: Integral | None = None, out: PathLike | None = None,
+             force: bool = False) -> Any:
+    """`xstage fidelity --json`: every calibration record (`records`, with `raw` its raw.json) predicted by the
+    closed form and the simulator of `platform` against its measurement; `traces` (one traced MoE bench file or a
+    list) adds eq. 15 per tile, `ulysses` (a Ulysses sweep file) the predicted vs measured residual;
+    `cross_validate=True` refits on part of the records and predicts the rest (`folds`: 2..10, default 2). The
+    result's "provenance" holds the version and the files read. `out` (with `force`) also writes the report to a
+    file: that runs the CLI, whose provenance adds its command line and the build's git revision."""
+    if out is None and not force:
+        return _planner_call("fidelity", records=records, raw=raw, platform=platform, traces=_path_list(traces),
+                             ulysses=ulysses, cross_validate=cross_validate, folds=folds)
+    return run_json(["fidelity"], records=records, raw=raw, platform=platform, traces=_path_list(traces),
+                    ulysses=ulysses, cross_validate=cross_validate, folds=folds, out=out, force=force)

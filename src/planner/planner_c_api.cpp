@@ -7,9 +7,11 @@
 #include <new>
 #include <string>
 
+#include "xstage/planner/fit.hpp"
 #include "xstage/planner/moe_plan.hpp"
 #include "xstage/planner/plan.hpp"
 #include "xstage/planner/requests.hpp"
+#include "xstage/planner/text.hpp"
 
 namespace {
 
@@ -34,6 +36,30 @@ int answer(char** response, char** error, int code, const std::string& text) {
   return code;
 }
 
+// The request text parsed. Text that is not JSON (a syntax error, invalid UTF-8, a number beyond a double's range) is
+// an InputError naming the top-level argument whose value was being read, with the parser's message escaped and
+// bounded (it quotes the text it stopped at).
+nlohmann::json parse_request(const char* command, const char* text) {
+  std::string key;  // the top-level argument whose value is being read ("" between arguments)
+  const auto track = [&key](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (depth == 1) {
+      if (event == Event::key)
+        key = parsed.get<std::string>();
+      else if (event == Event::value || event == Event::object_end || event == Event::array_end)
+        key.clear();
+    }
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text, track);
+  } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range: a number overflow
+    throw xstage::InputError(std::string(command) + ": request: not valid JSON" +
+                             (key.empty() ? "" : " in the value of " + xstage::planner::shown_text(key, 80)) + " (" +
+                             xstage::planner::one_line(e.what(), 300) + ")");
+  }
+}
+
 // Runs one command: request text -> output JSON text; bad input (the request, a file it names) is 2.
 template <class F>
 int run(const char* command, const char* request_json, char** response, char** error, F&& output) {
@@ -42,14 +68,13 @@ int run(const char* command, const char* request_json, char** response, char** e
   if (!response) return answer(response, error, 1, std::string(command) + ": response: a null pointer");
   try {
     if (!request_json) return answer(response, error, 2, std::string(command) + ": request: a null pointer");
-    const nlohmann::json request = nlohmann::json::parse(request_json);
+    const nlohmann::json request = parse_request(command, request_json);
     return answer(response, error, 0, output(request).dump(2));
-  } catch (const nlohmann::json::parse_error& e) {
-    return answer(response, error, 2, std::string(command) + ": request: not valid JSON (" + e.what() + ")");
   } catch (const xstage::InputError& e) {
     return answer(response, error, 2, e.what());
   } catch (const std::filesystem::filesystem_error& e) {
-    return answer(response, error, 2, e.path1().string() + ": " + e.code().message());
+    return answer(response, error, 2,
+                  xstage::planner::shown_text(e.path1().string(), 240) + ": " + xstage::planner::shown_text(e.code().message(), 120));
   } catch (const std::bad_alloc&) {
     return answer(response, error, 1, "out of host memory");
   } catch (const std::exception& e) {
@@ -86,6 +111,16 @@ extern "C" int xstage_planner_plan_attn(const char* request_json, char** respons
 extern "C" int xstage_planner_plan_moe(const char* request_json, char** response_json, char** error) {
   return run("plan moe", request_json, response_json, error,
              [](const nlohmann::json& r) { return xstage::planner::plan_moe_output(r); });
+}
+
+extern "C" int xstage_planner_fit(const char* request_json, char** response_json, char** error) {
+  return run("fit", request_json, response_json, error,
+             [](const nlohmann::json& r) { return xstage::planner::fit_output(r); });
+}
+
+extern "C" int xstage_planner_fidelity(const char* request_json, char** response_json, char** error) {
+  return run("fidelity", request_json, response_json, error,
+             [](const nlohmann::json& r) { return xstage::planner::fidelity_output(r); });
 }
 
 extern "C" void xstage_planner_free(char* text) { std::free(text); }

@@ -43,6 +43,9 @@ struct NumberRule {
   bool non_negative = false;              // ">= 0"
   std::optional<std::pair<double, double>> range;  // "in [lo, hi]"
   bool integer_bounds = false;  // the range written in full ("[1, 1048576]", the CLI's integer ranges), not %g
+  // The range is a CLI::Range of the CLI11 library (fit's --link-gbps, --sms), whose message reads "Value 0 not in
+  // range 0.001000 to 1000000.000000" (its bounds as std::to_string writes them, integers with integer_bounds).
+  bool cli11_range = false;
 };
 
 // Reads the request's arguments by name; every name read is known, any other key is refused by done().
@@ -73,8 +76,10 @@ class Args {
       if (!is_number) throw RequestError(key + ": must be a finite number >= 0, got \"" + shown(*v) + "\"");
       if (x < 0) throw RequestError(key + ": must be >= 0, got " + shown(*v));
     }
-    if (rule.range && (!is_number || x < rule.range->first || x > rule.range->second))
+    if (rule.range && (!is_number || x < rule.range->first || x > rule.range->second)) {
+      if (rule.cli11_range) throw RequestError(key + ": Value " + shown(*v) + " not in range " + cli11_range_text(rule));
       throw RequestError(key + ": must be in " + range_text(rule) + ", got " + shown(*v));
+    }
     if (!is_number) throw RequestError(key + ": must be a finite decimal number, got \"" + shown(*v) + "\"");
     return x;
   }
@@ -137,13 +142,22 @@ class Args {
     const nlohmann::json* v = find(key);
     if (!v) return {};
     if (!v->is_string()) throw RequestError(key + ": must be a path (a string), got " + shown(*v));
-    const std::string path = v->get<std::string>();
-    std::error_code ec;
-    const auto st = std::filesystem::status(path, ec);
-    if (ec || !std::filesystem::exists(st)) throw RequestError(key + ": File does not exist: " + bounded_text(path, 240));
-    if (std::filesystem::is_directory(st))
-      throw RequestError(key + ": File is actually a directory: " + bounded_text(path, 240));
-    return path;
+    return existing_path(key, v->get<std::string>());
+  }
+
+  // A list of paths that must each name an existing file (the CLI's repeated values, e.g. --traces A B); empty where
+  // absent.
+  std::vector<std::string> existing_files(const std::string& key) {
+    const nlohmann::json* v = find(key);
+    if (!v) return {};
+    if (!v->is_array() || v->empty())
+      throw RequestError(key + ": must be a non-empty list of paths (strings), got " + shown(*v));
+    std::vector<std::string> out;
+    for (const auto& x : *v) {
+      if (!x.is_string()) throw RequestError(key + ": must be paths (strings), got " + shown(x));
+      out.push_back(existing_path(key, x.get<std::string>()));
+    }
+    return out;
   }
 
   template <class T>
@@ -162,6 +176,27 @@ class Args {
   }
 
  private:
+  // `path` where it names an existing file (not a folder), else the CLI's message (CLI::ExistingFile's).
+  static std::string existing_path(const std::string& key, const std::string& path) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    if (ec || !std::filesystem::exists(st)) throw RequestError(key + ": File does not exist: " + bounded_text(path, 240));
+    if (std::filesystem::is_directory(st))
+      throw RequestError(key + ": File is actually a directory: " + bounded_text(path, 240));
+    return path;
+  }
+
+  // "LO to HI" as CLI::Range writes its bounds.
+  static std::string cli11_range_text(const NumberRule& rule) {
+    const auto bound = [&rule](double x) {
+      return rule.integer_bounds ? std::to_string(static_cast<long long>(x)) : std::to_string(x);
+    };
+    std::string text = bound(rule.range->first);
+    text += " to ";
+    text += bound(rule.range->second);
+    return text;
+  }
+
   // "[lo, hi]" (appended piece by piece: GCC 12 warns, wrongly, of "[" + std::string&&).
   static std::string range_text(const NumberRule& rule) {
     const auto bound = [&rule](double x) {

@@ -378,3 +378,206 @@ TEST(PlannerCApi, PlanMoeBadRequestIsTheCliMessageWithTheArgumentsNamed) {
   EXPECT_EQ(a.code, 2);
   EXPECT_NE(a.error.find("trace: no such argument of plan moe"), std::string::npos) << a.error;
 }
+
+namespace {
+
+const std::string kCalibration = std::string(XSTAGE_SOURCE_DIR) + "/results/h200-x2/calibration";
+const std::string kRecords = kCalibration + "/records.csv";
+const std::string kRaw = kCalibration + "/raw.json";
+const std::string kMeasured = std::string(XSTAGE_SOURCE_DIR) + "/platforms/h200_x2_measured.json";
+
+// The committed records at K = 16 and 33 only: a cross-validation that runs in seconds.
+std::string small_records() {
+  const std::string file = ::testing::TempDir() + "/planner_c_api_records_k16_k33.csv";
+  std::ifstream in(kRecords);
+  std::ofstream out(file);
+  std::string line;
+  for (int n = 0; std::getline(in, line); ++n)
+    if (n == 0 || line.find(",remote,16,") != std::string::npos || line.find(",remote,33,") != std::string::npos ||
+        line.find(",local,16,") != std::string::npos || line.find(",local,33,") != std::string::npos)
+      out << line << "\n";
+  return file;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+// fit: the CLI's --json with "out" its file, and the file the fitted platform; the ABI's "out" is null and its
+// "platform" that document.
+TEST(PlannerCApi, FitEqualsTheCliJsonAndItsPlatformFile) {
+  const std::string out = ::testing::TempDir() + "/planner_c_api_fit.json";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"records": ")" + kRecords + "\"}", "--records " + kRecords},
+      {R"({"records": ")" + kRecords + R"(", "raw": ")" + kRaw + R"(", "name": "mine"})",
+       "--records " + kRecords + " --raw " + kRaw + " --name mine"},
+      {R"({"records": ")" + kRecords + R"(", "raw": ")" + kRaw +
+           R"(", "link_gbps": 450, "link_source": "NVLink 4: 18 x 25 GB/s", "copy_engine_gbps": 392.5, "sms": 132})",
+       "--records " + kRecords + " --raw " + kRaw +
+           " --link-gbps 450 --link-source 'NVLink 4: 18 x 25 GB/s' --copy-engine-gbps 392.5 --sms 132"},
+  };
+  for (const auto& [request, flags] : cases) {
+    const Answer a = call(xstage_planner_fit, request);
+    ASSERT_EQ(a.code, 0) << a.error;
+    std::remove(out.c_str());
+    const xstage::test::CliRun cli = xstage::test::run_cli("fit " + flags + " --out " + out + " --json");
+    ASSERT_EQ(cli.code, 0) << cli.err;
+    nlohmann::json expected = nlohmann::json::parse(cli.out);
+    EXPECT_EQ(expected["out"], out);
+    expected["out"] = nullptr;
+    expected["platform"] = nlohmann::json::parse(read_text(out));
+    EXPECT_EQ(nlohmann::json::parse(a.response), expected) << request;
+    EXPECT_FALSE(expected["warnings"].empty());  // the CLI prints them on stderr too
+    EXPECT_NE(cli.err.find("xstage: warning: fit: "), std::string::npos) << cli.err;
+  }
+  std::remove(out.c_str());
+}
+
+// fidelity: the CLI's --json; the ABI's provenance is the CLI's less the command line and the git revision.
+TEST(PlannerCApi, FidelityEqualsTheCliJson) {
+  const std::string small = small_records();
+  const std::string moe = std::string(XSTAGE_SOURCE_DIR) + "/results/h200-x2/moe/moe_trace_run_dit-moe-g2-16e2a.json";
+  const std::string moe2 = std::string(XSTAGE_SOURCE_DIR) + "/results/h200-x2/moe/moe_trace_run_qwen3-235b-a22b.json";
+  const std::string uly = std::string(XSTAGE_SOURCE_DIR) + "/results/h200-x2/ulysses/ulysses.json";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"records": ")" + kRecords + "\"}", "--records " + kRecords},
+      {R"({"records": ")" + kRecords + R"(", "raw": ")" + kRaw + R"(", "platform": ")" + kPaper + "\"}",
+       "--records " + kRecords + " --raw " + kRaw + " --platform " + kPaper},
+      {R"({"records": ")" + kRecords + R"(", "traces": [")" + moe + R"(", ")" + moe2 + R"("], "ulysses": ")" + uly +
+           R"(", "platform": ")" + kMeasured + "\"}",
+       "--records " + kRecords + " --traces " + moe + " " + moe2 + " --ulysses " + uly + " --platform " + kMeasured},
+      {R"({"records": ")" + small + R"(", "raw": ")" + kRaw + R"(", "cross_validate": true, "folds": 3, "platform": ")" +
+           kPaper + "\"}",
+       "--records " + small + " --raw " + kRaw + " --cross-validate --folds 3 --platform " + kPaper},
+  };
+  for (const auto& [request, flags] : cases) {
+    const Answer a = call(xstage_planner_fidelity, request);
+    ASSERT_EQ(a.code, 0) << a.error;
+    const xstage::test::CliRun cli = xstage::test::run_cli("fidelity " + flags + " --json");
+    ASSERT_EQ(cli.code, 0) << cli.err;
+    nlohmann::json expected = nlohmann::json::parse(cli.out);
+    nlohmann::json& provenance = expected["provenance"];
+    EXPECT_EQ(provenance["command"].front(), "xstage");
+    for (const char* cli_only : {"command", "git_revision", "git_describe"}) provenance.erase(cli_only);
+    EXPECT_EQ(nlohmann::json::parse(a.response), expected) << request;
+  }
+}
+
+TEST(PlannerCApi, FitAndFidelityBadRequestsAreTheCliMessageWithTheArgumentsNamed) {
+  const std::string bad_json = ::testing::TempDir() + "/planner_c_api_bad.json";
+  std::ofstream(bad_json) << R"({"x": )";
+  const std::string out = ::testing::TempDir() + "/planner_c_api_fit_bad.json";
+  const std::string rec = R"("records": ")" + kRecords + "\"";
+  const std::string header_only = ::testing::TempDir() + "/planner_c_api_no_records.csv";
+  std::ofstream(header_only) << read_text(kRecords).substr(0, read_text(kRecords).find('\n') + 1);
+  // fit: each value's rule (CLI::Range's text for the rates and --sms), then the name, the bounds and the files
+  const std::pair<std::string, std::string> fit_cases[] = {
+      {"{}", ""},
+      {R"({"records": "/nonexistent/r.csv"})", "--records /nonexistent/r.csv"},
+      {R"({"records": "/tmp"})", "--records /tmp"},
+      {"{" + rec + R"(, "raw": "/nonexistent/raw.json"})", "--records " + kRecords + " --raw /nonexistent/raw.json"},
+      {"{" + rec + R"(, "raw": ")" + bad_json + "\"}", "--records " + kRecords + " --raw " + bad_json},
+      {"{" + rec + R"(, "raw": ")" + kRecords + "\"}", "--records " + kRecords + " --raw " + kRecords},
+      {"{" + rec + R"(, "link_gbps": 0, "link_source": "x"})", "--records " + kRecords + " --link-gbps 0 --link-source x"},
+      {"{" + rec + R"(, "link_gbps": -5, "link_source": "x"})", "--records " + kRecords + " --link-gbps -5 --link-source x"},
+      {"{" + rec + R"(, "link_gbps": "abc", "link_source": "x"})", "--records " + kRecords + " --link-gbps abc --link-source x"},
+      {"{" + rec + R"(, "link_gbps": 450, "link_source": "x", "copy_engine_gbps": 0})",
+       "--records " + kRecords + " --link-gbps 450 --link-source x --copy-engine-gbps 0"},
+      {"{" + rec + R"(, "link_gbps": 450, "link_source": "x", "sms": 0})",
+       "--records " + kRecords + " --link-gbps 450 --link-source x --sms 0"},
+      {"{" + rec + R"(, "link_gbps": 450, "link_source": "x", "sms": 1.5})",
+       "--records " + kRecords + " --link-gbps 450 --link-source x --sms 1.5"},
+      {"{" + rec + R"(, "link_gbps": 450})", "--records " + kRecords + " --link-gbps 450"},
+      {"{" + rec + R"(, "link_source": "x"})", "--records " + kRecords + " --link-source x"},
+      {"{" + rec + R"(, "copy_engine_gbps": 100})", "--records " + kRecords + " --copy-engine-gbps 100"},
+      {"{" + rec + R"(, "sms": 132})", "--records " + kRecords + " --sms 132"},
+      {"{" + rec + R"(, "name": ""})", "--records " + kRecords + " --name ''"},
+      {"{" + rec + R"(, "name": "   "})", "--records " + kRecords + " --name '   '"},
+      {"{" + rec + R"(, "name": "\u001b[31mred"})", "--records " + kRecords + " --name \"$(printf '\\033[31mred')\""},
+      {"{" + rec + R"(, "name": ")" + std::string(130, 'x') + "\"}", "--records " + kRecords + " --name " + std::string(130, 'x')},
+      {R"({"records": ")" + kMeasured + "\"}", "--records " + kMeasured},
+      {R"({"records": ")" + header_only + "\"}", "--records " + header_only},
+  };
+  for (const auto& [request, flags] : fit_cases) {
+    const Answer a = call(xstage_planner_fit, request);
+    EXPECT_EQ(a.code, 2) << request;
+    std::remove(out.c_str());
+    // the CLI's --out is a fresh file, so only the request's arguments can fail
+    const xstage::test::CliRun cli = xstage::test::run_cli("fit " + flags + " --out " + out + " --json");
+    ASSERT_EQ(cli.code, 2) << flags << ": " << cli.err;
+    EXPECT_EQ("xstage: error: " + a.error, in_request_keys(cli.err)) << request;
+  }
+  // A fit the platform loader refuses: the CLI names its --out file, the ABI "fitted platform".
+  const Answer refused = call(xstage_planner_fit, "{" + rec + R"(, "raw": ")" + kRaw + R"(", "link_gbps": 100, "link_source": "x"})");
+  EXPECT_EQ(refused.code, 2);
+  std::remove(out.c_str());
+  const xstage::test::CliRun cli =
+      xstage::test::run_cli("fit --records " + kRecords + " --raw " + kRaw + " --link-gbps 100 --link-source x --out " + out);
+  ASSERT_EQ(cli.code, 2) << cli.err;
+  std::string expected = cli.err.substr(0, cli.err.find('\n'));
+  ASSERT_EQ(expected.find("xstage: error: " + out + ": "), 0u) << expected;
+  expected.replace(0, std::string("xstage: error: ").size() + out.size(), "fitted platform");
+  EXPECT_EQ(refused.error, expected);
+  std::remove(out.c_str());
+  // fidelity
+  const std::string frec = R"("records": ")" + kRecords + "\"";
+  const std::pair<std::string, std::string> fidelity_cases[] = {
+      {"{}", ""},
+      {R"({"records": "/nonexistent/r.csv"})", "--records /nonexistent/r.csv"},
+      {"{" + frec + R"(, "platform": "/nonexistent/p.json"})", "--records " + kRecords + " --platform /nonexistent/p.json"},
+      {"{" + frec + R"(, "platform": "/tmp"})", "--records " + kRecords + " --platform /tmp"},
+      {"{" + frec + R"(, "platform": ")" + bad_json + "\"}", "--records " + kRecords + " --platform " + bad_json},
+      {"{" + frec + R"(, "raw": "/nonexistent/raw.json"})", "--records " + kRecords + " --raw /nonexistent/raw.json"},
+      {"{" + frec + R"(, "traces": ["/nonexistent/t.json"]})", "--records " + kRecords + " --traces /nonexistent/t.json"},
+      {"{" + frec + R"(, "traces": [")" + kMeasured + "\"]}", "--records " + kRecords + " --traces " + kMeasured},
+      {"{" + frec + R"(, "ulysses": "/nonexistent/u.json"})", "--records " + kRecords + " --ulysses /nonexistent/u.json"},
+      {"{" + frec + R"(, "ulysses": ")" + kMeasured + "\"}", "--records " + kRecords + " --ulysses " + kMeasured},
+      {"{" + frec + R"(, "folds": 3})", "--records " + kRecords + " --folds 3"},
+      {"{" + frec + R"(, "cross_validate": true, "folds": 1})", "--records " + kRecords + " --cross-validate --folds 1"},
+      {"{" + frec + R"(, "cross_validate": true, "folds": 11})", "--records " + kRecords + " --cross-validate --folds 11"},
+      {"{" + frec + R"(, "cross_validate": true, "folds": 2.5})", "--records " + kRecords + " --cross-validate --folds 2.5"},
+      {R"({"records": ")" + kMeasured + "\"}", "--records " + kMeasured},
+  };
+  for (const auto& [request, flags] : fidelity_cases) {
+    const Answer a = call(xstage_planner_fidelity, request);
+    EXPECT_EQ(a.code, 2) << request;
+    const xstage::test::CliRun cli = xstage::test::run_cli("fidelity " + flags + " --json");
+    ASSERT_EQ(cli.code, 2) << flags << ": " << cli.err;
+    EXPECT_EQ("xstage: error: " + a.error, in_request_keys(cli.err)) << request;
+  }
+  // Types and keys of the request itself, and the CLI's output files, which no request has.
+  Answer a = call(xstage_planner_fit, R"({"records": 3})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error, "records: must be a path (a string), got 3");
+  a = call(xstage_planner_fit, "{" + rec + R"(, "out": "/tmp/p.json"})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_NE(a.error.find("out: no such argument of fit"), std::string::npos) << a.error;
+  a = call(xstage_planner_fidelity, "{" + frec + R"(, "force": true})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_NE(a.error.find("force: no such argument of fidelity"), std::string::npos) << a.error;
+  a = call(xstage_planner_fidelity, "{" + frec + R"(, "traces": "/tmp/t.json"})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error, "traces: must be a non-empty list of paths (strings), got /tmp/t.json");
+  a = call(xstage_planner_fidelity, "{" + frec + R"(, "cross_validate": "yes"})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error, "cross_validate: must be true or false, got yes");
+  // Text that is not JSON names the argument whose value it was, the parser's message escaped.
+  a = call(xstage_planner_fit, R"({"records": 1e400})");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error.rfind("fit: request: not valid JSON in the value of records (", 0), 0u) << a.error;
+  EXPECT_NE(a.error.find("number overflow"), std::string::npos) << a.error;
+  a = call(xstage_planner_fidelity, "{" + frec + ", \"raw\": \"\xff\xfe\"}");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error.rfind("fidelity: request: not valid JSON in the value of raw (", 0), 0u) << a.error;
+  EXPECT_NE(a.error.find("\\xFF"), std::string::npos) << a.error;
+  EXPECT_EQ(a.error.find('\xff'), std::string::npos) << a.error;
+  a = call(xstage_planner_fit, "{" + rec + ", \"link_gbps\": NaN}");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error.rfind("fit: request: not valid JSON in the value of link_gbps (", 0), 0u) << a.error;
+  a = call(xstage_planner_fit, "{\"\xff\": 1}");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_EQ(a.error.rfind("fit: request: not valid JSON (", 0), 0u) << a.error;  // no argument read yet
+}

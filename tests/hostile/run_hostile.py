@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Hostile and careless inputs against the xstage CLI (and, where cheap, the Python planner): issue #47.
+"""Hostile and careless inputs against the xstage CLI (and, where cheap, the Python planner and the planner's C ABI):
+issue #47.
 
 Plain Python 3 standard library (no pytest). Every case is generated in its own temporary folder from copies of
 the committed inputs (platforms/, kernels/, results/h200-x2/..., tests/fuzz/corpus/), run under a timeout and
@@ -95,7 +96,7 @@ class Case:
         self.command = command
         self.expect = expect  # 'refuse' | 'accept' | 'any'
         self.setup = setup
-        self.kind = kind      # plain | signal | race | python
+        self.kind = kind      # plain | signal | race | python | capi
         self.note = note
         self.timeout = timeout
 
@@ -1145,6 +1146,109 @@ sys.stdout.write("\n@@HOSTILE@@" + json.dumps(out) + "\n")
 """
 
 
+# --- the planner's typed C ABI (include/xstage/planner/planner_c_api.h) ---------------------------------------------
+# Each of its seven entry points called through ctypes with hostile request text: values of the wrong type, huge and
+# non-finite numbers, deep nesting, invalid UTF-8, megabyte strings, missing and unknown keys, text that is not JSON.
+# A refusal must be status 2 with a one-line message naming the key (and where a value is not JSON, saying so; "request"
+# where the text is no object); no call may crash or hang; a success must be valid JSON with finite numbers.
+
+CAPI_BASES = {
+    # entry point: (the smallest valid request, keys fed hostile values, the key a request without arguments misses)
+    "model": ({"producers": 16, "bytes_per_producer": 4096}, ["producers", "bytes_per_producer", "gap_us", "platform"],
+              "producers"),
+    "simulate": ({"producers": 16, "bytes_per_producer": 4096, "bursts": 4}, ["bursts", "gap_us", "schedule"], None),
+    "plan": ({}, ["producers", "platform"], None),
+    "plan_attn": ({}, ["seq", "sigma_us", "block_m"], None),
+    "plan_moe": ({"shape": "deepseek-v3", "simulate": True, "tokens": 256}, ["shape", "tokens", "hidden", "routing"],
+                 "tile_bytes"),
+    "fit": ({"records": "@REC", "link_gbps": 450, "link_source": "x"}, ["records", "link_gbps", "sms", "raw"],
+            "records"),
+    "fidelity": ({"records": "@REC", "cross_validate": True}, ["records", "traces", "folds", "platform"], "records"),
+}
+
+# value variants as raw JSON text (bytes); all refused for every key above but where CAPI_MAY_ACCEPT says otherwise
+CAPI_VALUES = [
+    ("string", b'"abc"'),
+    ("list", b"[1]"),
+    ("object", b'{"a": 1}'),
+    ("bool", b"true"),
+    ("negative", b"-1"),
+    ("1e308", b"1e308"),
+    ("1e400", b"1e400"),
+    ("2**64", b"18446744073709551616"),
+    ("-2**63-1", b"-9223372036854775809"),
+    ("deep array", b"[" * 100000 + b"]" * 100000),
+    ("deep object", b'{"a":' * 20000 + b"1" + b"}" * 20000),
+    ("1MB string", b'"' + b"9" * 1000000 + b'"'),
+    ("esc string", b'"\\u001b[31mred\\u202e"'),
+    ("non-UTF-8 string", b'"\xff\xfe\xc3("'),
+    ("NaN", b"NaN"),
+    ("Infinity", b"-Infinity"),
+]
+CAPI_MAY_ACCEPT = {("seq", "list"), ("shape", "esc string")}
+
+
+def _capi_request(base, key, value):
+    """The request text: `base` with `key` set to the raw JSON `value` (placeholders resolved by the script)."""
+    body = json.dumps({k: v for k, v in base.items() if k != key}).encode()[1:-1]
+    return b"{" + body + (b", " if body else b"") + json.dumps(key).encode() + b": " + value + b"}"
+
+
+def gen_capi():
+    for entry, (base, keys, required) in CAPI_BASES.items():
+        cases = []
+        for key in keys:
+            for label, value in CAPI_VALUES:
+                # text that is not JSON: the message says so and names the argument whose value it was
+                invalid_json = label in ("NaN", "Infinity", "non-UTF-8 string", "1e400")
+                names = [["json"], [key]] if invalid_json else [[key]]
+                expect = "any" if (key, label) in CAPI_MAY_ACCEPT else "refuse"
+                cases.append((f"{key}={label}", _capi_request(base, key, value), expect, names))
+        if required:
+            cases.append(("missing keys", b"{}", "refuse", [[required]]))
+        cases += [
+            ("unknown key", _capi_request(base, "bogus_key", b"1"), "refuse", [["bogus_key"]]),
+            ("non-UTF-8 key", _capi_request(base, "\udcff", b"1").replace("\\udcff".encode(), b"\xff"), "refuse",
+             [["request", "json"]]),
+            ("esc key", _capi_request(base, "\x1b[31m\u202e", b"1"), "refuse", [["31m"]]),
+            ("not an object", b"[1, 2]", "refuse", [["object"]]),
+            ("deep top level", b"[" * 200000 + b"]" * 200000, "refuse", [["object"]]),
+            ("empty text", b"", "refuse", [["request", "json"]]),
+            ("trailing text", json.dumps(base).encode() + b" x", "refuse", [["request", "json"]]),
+            ("truncated", json.dumps(base).encode()[:-1], "refuse", [["request", "json"]]),
+            ("NUL inside", json.dumps(base).encode()[:-1] + b"\x00}", "refuse", [["request", "json"]]),
+            ("null pointer", None, "refuse", [["request"]]),
+        ]
+        for label, request, expect, names in cases:
+            def setup(tmp, entry=entry, request=request, names=names):
+                return {"entry": entry, "request": request, "names": names}
+            add(f"capi:{entry}", f"xstage_planner_{entry}", expect, setup, kind="capi", note=label)
+
+
+CAPI_SCRIPT = r"""
+import base64, ctypes, json, os, sys
+lib = ctypes.CDLL(os.environ["XSTAGE_CAPI_LIBRARY"])
+entry = getattr(lib, "xstage_planner_" + os.environ["HOSTILE_ENTRY"])
+entry.restype = ctypes.c_int
+entry.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]
+lib.xstage_planner_free.argtypes = [ctypes.c_void_p]
+path = os.environ.get("HOSTILE_REQUEST")
+request = None
+if path:
+    with open(path, "rb") as f:
+        request = f.read().replace(b"@REC", os.environ["HOSTILE_REC"].encode())
+out, err = ctypes.c_void_p(), ctypes.c_void_p()
+code = entry(request, ctypes.byref(out), ctypes.byref(err))
+def take(p):
+    if not p.value:
+        return None
+    data = ctypes.string_at(p.value)
+    lib.xstage_planner_free(p)
+    return base64.b64encode(data).decode()
+sys.stdout.write("\n@@HOSTILE@@" + json.dumps({"code": code, "response": take(out), "error": take(err)}) + "\n")
+"""
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Running and classifying
 
@@ -1312,6 +1416,8 @@ class Runner:
         timeout = case.timeout or self.timeout
         if case.kind == "python":
             return self._run_python(case, spec, tmp, timeout)
+        if case.kind == "capi":
+            return self._run_capi(case, spec, tmp, timeout)
         argv = spec["argv"]
         outs = set(spec.get("out", []))
         before = snapshot(tmp)
@@ -1435,6 +1541,58 @@ class Runner:
                 category = "unclear"
         result.update(category=category, reasons=reasons)
         return result
+
+    def _run_capi(self, case, spec, tmp, timeout):
+        env = dict(os.environ)
+        env.update(self.pyenv)
+        env.update(HOSTILE_ENTRY=spec["entry"], HOSTILE_REC=write(tmp, "rec.csv", corpus_text("records")))
+        if spec["request"] is not None:
+            env["HOSTILE_REQUEST"] = write(tmp, "request.json", spec["request"])
+        t0 = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-c", CAPI_SCRIPT], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, start_new_session=True)
+        rc, out, err, hung = self._wait(proc, timeout)
+        shown = bounded(spec["request"] or b"(null)", 200)
+        res = {"cmd": f"xstage_planner_{spec['entry']}({shown})", "rc": rc, "seconds": round(time.monotonic() - t0, 3),
+               "stderr": bounded(err[-400:], 400)}
+        text = out.decode("utf-8", "replace")
+        report = json.loads(text.rsplit("@@HOSTILE@@", 1)[1]) if "@@HOSTILE@@" in text else None
+        reasons = []
+        if hung:
+            category, reasons = "hang", [f"no return after {timeout:g} s"]
+        elif rc != 0 or report is None:
+            category = "crash"
+            reasons = [f"interpreter killed by {signal.Signals(-rc).name}" if rc < 0 else f"interpreter exit {rc}"]
+        else:
+            import base64
+            code = report["code"]
+            response = base64.b64decode(report["response"]) if report["response"] is not None else None
+            message = base64.b64decode(report["error"]) if report["error"] is not None else None
+            res["status"] = code
+            res["message"] = bounded(message or b"", 600)
+            category = "ok"
+            if code not in (0, 1, 2):
+                category, reasons = "crash", [f"status {code}"]
+            elif (code == 0) != (response is not None) or (code == 0) == (message is not None):
+                category, reasons = "unclear", ["not exactly one of response and error set"]
+            elif code == 0:
+                if case.expect == "refuse":
+                    category, reasons = "accepted", ["status 0 where a refusal is expected"]
+                else:
+                    try:
+                        json.loads(response, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+                    except ValueError as e:
+                        category, reasons = "unclear", [f"response is not finite JSON ({bounded(str(e), 80)})"]
+            else:
+                probs = message_problems(message + b"\n", spec["names"])
+                if code != 2:
+                    probs.insert(0, f"status {code} (not 2, bad input)")
+                if case.expect == "accept":
+                    probs.insert(0, "refused where success is expected")
+                if probs:
+                    category, reasons = "unclear", probs
+        res.update(category=category, reasons=reasons)
+        return res
 
     def _run_python(self, case, spec, tmp, timeout):
         env = dict(os.environ)
@@ -1566,6 +1724,7 @@ def main():
             except ImportError:
                 have_numpy = False
             gen_python(have_numpy)
+            gen_capi()
             python_note = f"python package {args.python_path}, library {capi}, numpy {'yes' if have_numpy else 'no'}"
         else:
             python_note = "Python planner cases skipped: " + bounded(probe.stderr.strip().splitlines()[-1:] or ["?"], 300)

@@ -332,3 +332,129 @@ def test_bounded_is_the_one_echo_helper():
     assert xp._bounded("1" * 1_000_000) == "1" * 80 + "... (1000000 bytes)"
     assert xp._bounded("\x1b" * 80).endswith("... (80 bytes)")  # cut between escapes, never inside one
     assert xp._shown([1] * 100_000).endswith("... (300000 bytes)")
+
+
+# fit and fidelity through the planner's typed C ABI (xstage_planner_fit, xstage_planner_fidelity): the CLI's --json
+# for the same arguments, the CLI's library never loaded; with an `out` file they run the CLI, which writes it.
+CALIBRATION = REPO / "results" / "h200-x2" / "calibration"
+RECORDS = str(CALIBRATION / "records.csv")
+RAW = str(CALIBRATION / "raw.json")
+MEASURED = str(REPO / "platforms" / "h200_x2_measured.json")
+
+
+def no_cli():
+    raise AssertionError("the CLI ran")
+
+
+def small_records(tmp_path):
+    """The committed records at K = 16 and 33: a cross-validation of seconds."""
+    lines = (CALIBRATION / "records.csv").read_text().splitlines(keepends=True)
+    path = tmp_path / "records_k16_k33.csv"
+    path.write_text(lines[0] + "".join(x for x in lines[1:] if x.split(",")[2] in ("16", "33")))
+    return str(path)
+
+
+def test_fit_goes_through_the_planner_abi(cli, monkeypatch, tmp_path):
+    cases = [
+        (dict(records=RECORDS), ["--records", RECORDS]),
+        (dict(records=CALIBRATION / "records.csv", raw=RAW, name="mine", link_gbps=450, link_source="NVLink 4",
+              copy_engine_gbps=392.5, sms=132),
+         ["--records", RECORDS, "--raw", RAW, "--name", "mine", "--link-gbps", "450", "--link-source", "NVLink 4",
+          "--copy-engine-gbps", "392.5", "--sms", "132"]),
+    ]
+    expected = []
+    for n, (_, args) in enumerate(cases):
+        out = tmp_path / f"cli{n}.json"
+        j = cli_json(cli, "fit", *args, "--out", str(out))
+        assert j["out"] == str(out)
+        expected.append(dict(j, out=None, platform=json.loads(out.read_text())))
+    with monkeypatch.context() as m:
+        m.setattr(xp._native, "cli_lib", no_cli)
+        assert [xp.fit(**kwargs) for kwargs, _ in cases] == expected
+    # with out: the CLI writes the platform the ABI returns
+    out = tmp_path / "written.json"
+    written = xp.fit(records=RECORDS, raw=RAW, out=out)
+    assert written["out"] == str(out) and "platform" not in written
+    assert json.loads(out.read_text()) == xp.fit(records=RECORDS, raw=RAW)["platform"]
+    with pytest.raises(ValueError, match="already exists"):
+        xp.fit(records=RECORDS, out=out)
+    assert xp.fit(records=RECORDS, out=out, force=True)["out"] == str(out)
+
+
+def test_fidelity_goes_through_the_planner_abi(cli, monkeypatch, tmp_path):
+    small = small_records(tmp_path)
+    traces = [str(REPO / "results" / "h200-x2" / "moe" / f"moe_trace_run_{s}.json")
+              for s in ("dit-moe-g2-16e2a", "qwen3-235b-a22b")]
+    ulysses = str(REPO / "results" / "h200-x2" / "ulysses" / "ulysses.json")
+    cases = [
+        (dict(records=RECORDS, raw=RAW), ["--records", RECORDS, "--raw", RAW]),
+        (dict(records=RECORDS, platform=PAPER, traces=traces[0], ulysses=ulysses),
+         ["--records", RECORDS, "--platform", PAPER, "--traces", traces[0], "--ulysses", ulysses]),
+        (dict(records=RECORDS, platform=MEASURED, traces=traces), ["--records", RECORDS, "--platform", MEASURED,
+                                                                   "--traces", *traces]),
+        (dict(records=small, cross_validate=True, folds=3), ["--records", small, "--cross-validate", "--folds", "3"]),
+    ]
+    expected = []
+    for _, args in cases:
+        j = cli_json(cli, "fidelity", *args)
+        assert j["provenance"]["command"][0] == "xstage"
+        for cli_only in ("command", "git_revision", "git_describe"):
+            del j["provenance"][cli_only]
+        expected.append(j)
+    with monkeypatch.context() as m:
+        m.setattr(xp._native, "cli_lib", no_cli)
+        assert [xp.fidelity(**kwargs) for kwargs, _ in cases] == expected
+    # with out: the CLI writes the report it prints
+    out = tmp_path / "fidelity.json"
+    written = xp.fidelity(records=RECORDS, raw=RAW, out=out)
+    assert json.loads(out.read_text()) == written
+    assert {k: v for k, v in written.items() if k != "provenance"} == \
+        {k: v for k, v in expected[0].items() if k != "provenance"}
+
+
+@pytest.mark.parametrize("function, kwargs, args", [
+    (xp.fit, dict(records=RECORDS, link_gbps=0, link_source="x"),
+     ["fit", "--records", RECORDS, "--link-gbps", "0", "--link-source", "x", "--out", "/tmp/never-written.json"]),
+    (xp.fit, dict(records=RECORDS, link_gbps=450), ["fit", "--records", RECORDS, "--link-gbps", "450", "--out",
+                                                    "/tmp/never-written.json"]),
+    (xp.fit, dict(records=RECORDS, sms=132), ["fit", "--records", RECORDS, "--sms", "132", "--out",
+                                              "/tmp/never-written.json"]),
+    (xp.fit, dict(records=RECORDS, name=" "), ["fit", "--records", RECORDS, "--name", " ", "--out",
+                                               "/tmp/never-written.json"]),
+    (xp.fit, dict(records="/nonexistent/records.csv"), ["fit", "--records", "/nonexistent/records.csv", "--out",
+                                                        "/tmp/never-written.json"]),
+    (xp.fidelity, dict(records=RECORDS, folds=3), ["fidelity", "--records", RECORDS, "--folds", "3"]),
+    (xp.fidelity, dict(records=RECORDS, cross_validate=True, folds=11),
+     ["fidelity", "--records", RECORDS, "--cross-validate", "--folds", "11"]),
+    (xp.fidelity, dict(records=RECORDS, traces=["/nonexistent/t.json"]),
+     ["fidelity", "--records", RECORDS, "--traces", "/nonexistent/t.json"]),
+    (xp.fidelity, dict(records=RECORDS, ulysses=MEASURED), ["fidelity", "--records", RECORDS, "--ulysses", MEASURED]),
+])
+def test_fit_and_fidelity_bad_arguments_raise_the_cli_message_in_python_names(cli, monkeypatch, function, kwargs,
+                                                                               args):
+    expected = xp._python_names(cli_error(cli, *args), list(inspect.signature(function).parameters))
+    with monkeypatch.context() as m:
+        m.setattr(xp._native, "cli_lib", no_cli)
+        with pytest.raises(ValueError) as info:
+            function(**kwargs)
+    assert str(info.value) == expected
+    assert "--" not in str(info.value)
+
+
+def test_fit_and_fidelity_keywords_are_typed():
+    with pytest.raises(TypeError, match="link_gbs"):
+        xp.fit(records=RECORDS, link_gbs=450)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="cross_validation"):
+        xp.fidelity(records=RECORDS, cross_validation=True)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="^xstage: error: records is required$"):
+        xp.fit(records=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="^xstage: error: sms: must be a decimal integer"):
+        xp.fit(records=RECORDS, link_gbps=450, link_source="x", sms=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="^link_gbps: inf; accepted: a finite number"):
+        xp.fit(records=RECORDS, link_gbps=float("inf"), link_source="x")
+    with pytest.raises(ValueError, match="^xstage: error: force requires out"):
+        xp.fidelity(records=RECORDS, force=True)
+
+
+def test_planner_c_api_version():
+    assert xp._native.lib().xstage_planner_c_api_version() == xp._native.PLANNER_C_API_VERSION == 5

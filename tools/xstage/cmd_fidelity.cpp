@@ -1,77 +1,39 @@
 // xstage fidelity: every calibration record predicted by the closed form and the simulator against
-// its measurement (src/sim/fidelity.cpp), as a table or JSON.
+// its measurement (src/sim/fidelity.cpp), as a table or JSON. The report and its checks are the planner's
+// (xstage/planner/fit.hpp); the CLI stamps its provenance, writes --out and prints.
 
 #include "cli_common.hpp"
 #include "registry.hpp"
-#include "xstage/model/error.hpp"
-#include "xstage/model/records.hpp"
-#include "xstage/model/calibration_fit.hpp"
+#include "xstage/planner/fit.hpp"
 #include "xstage/sim/cross_validation.hpp"
 #include "xstage/sim/fidelity.hpp"
-#include "xstage/sim/simulator.hpp"
 
 namespace xstage::cli {
 namespace {
 
+// `fidelity`'s options: the planner's request (xstage/planner/fit.hpp) and what only the CLI does, writing a copy of
+// the report (--out, --force) and printing (--json).
 struct FidelityOptions {
-  std::string platform;
-  std::string records;
-  std::string raw;
-  std::vector<std::string> traces;
-  std::string ulysses;
+  planner::FidelityRequest request;
   std::string out;
   bool force = false;
   bool json = false;
-  bool cross_validate = false;
-  int folds = 2;
 };
 
 std::string pct(double x) { return fmt_num(100.0 * x, 1) + " %"; }
 
 void run_fidelity(const FidelityOptions& o) {
-  std::vector<std::string> inputs = {o.records};
-  if (!o.platform.empty()) inputs.push_back(o.platform);
-  if (!o.raw.empty()) inputs.push_back(o.raw);
-  if (!o.ulysses.empty()) inputs.push_back(o.ulysses);
-  inputs.insert(inputs.end(), o.traces.begin(), o.traces.end());
+  const planner::FidelityRequest& r = o.request;
+  const std::vector<std::string> inputs = r.inputs();
   if (!o.out.empty()) check_output_path("--out", o.out, o.force, inputs);
-  const model::Platform platform = model::load_platform_or_default(o.platform);
-  const auto records = model::load_records_csv(o.records);
-  sim::FidelityOptions fo;
-  if (!o.raw.empty()) fo.zero_gap_loops = sim::load_zero_gap_loops(o.raw);
-  fo.records_origin = o.records;
-  const sim::FidelityReport rep = sim::fidelity_report(platform, records, fo);
-  nlohmann::json j = sim::to_json(rep);
-  stamp_json(j, "xstage.fidelity/1", o.platform, platform);
+  planner::FidelityResult result = planner::fidelity(r);
+  const model::Platform& platform = result.platform;
+  const sim::FidelityReport& rep = result.report;
+  const std::vector<sim::TileStallRow>& stalls = result.stalls;
+  const std::vector<sim::GemmRateFit>& gemm = result.gemm;
+  const std::vector<sim::UlyssesRow>& uly = result.ulysses;
+  nlohmann::json& j = result.json;
   stamp_provenance(j, inputs);
-  j["records_file"] = o.records;
-  if (!o.raw.empty()) j["raw_file"] = o.raw;
-  std::vector<sim::TileStallRow> stalls;
-  for (const auto& f : o.traces) {
-    const auto rows = sim::tile_stall_rows(f);
-    stalls.insert(stalls.end(), rows.begin(), rows.end());
-  }
-  const std::vector<sim::GemmRateFit> gemm = sim::fit_gemm_rates(stalls);
-  if (!o.traces.empty()) {
-    j["tile_stalls"] = sim::to_json(stalls);
-    j["gemm_rate_per_sm"] = sim::to_json(gemm);
-  }
-  std::vector<sim::UlyssesRow> uly;
-  if (!o.ulysses.empty()) {
-    uly = sim::ulysses_rows(platform, o.ulysses);
-    j["ulysses"] = sim::to_json(uly);
-  }
-  sim::CrossValidation cv;
-  if (o.cross_validate) {
-    sim::CvOptions co;
-    co.k = o.folds;
-    co.fit.zero_gap_loops = fo.zero_gap_loops;
-    co.fit.isolated_simulator = sim::isolated_issue_time_s;  // as `xstage fit` fits
-    co.fit.max_rate_bytes_per_s = platform.bounds.link_rate_bytes_per_s;
-    co.fidelity = fo;
-    cv = sim::cross_validate(records, co);
-    j["cross_validation"] = sim::to_json(cv);
-  }
   if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n", o.force, inputs);
   if (o.json) {
     print_json(j);
@@ -80,7 +42,7 @@ void run_fidelity(const FidelityOptions& o) {
   auto row = [](const char* what, const sim::ErrorSummary& s) {
     return std::vector<std::string>{what, std::to_string(s.points), pct(s.median_rel), pct(s.max_rel)};
   };
-  out_stream() << "fidelity of " << platform_label(o.platform, platform) << " on " << o.records << "\n";
+  out_stream() << "fidelity of " << platform_label(r.platform, platform) << " on " << r.records << "\n";
   print_table({"prediction", "points", "median |err|", "max |err|"},
               {row("periodic T_iss, closed form", rep.periodic_model_t_iss),
                row("periodic T_period, closed form", rep.periodic_model_t_period),
@@ -131,7 +93,8 @@ void run_fidelity(const FidelityOptions& o) {
     out_stream() << "fused Ulysses attention (TMA epilogue): predicted vs measured residual over fa-only-tma\n";
     print_table({"M x heads", "order", "G_Qloop us", "binds", "first burst us", "tail us", "predicted", "measured"}, rows);
   }
-  if (o.cross_validate) {
+  if (result.cross_validation) {
+    const sim::CrossValidation& cv = *result.cross_validation;
     out_stream() << "cross-validation: the platform refitted on part of the records, the rest predicted ("
                  << (cv.max_rate_bytes_per_s > 0 ? "every rate bounded by the link's " + fmt_num(cv.max_rate_bytes_per_s / 1e9, 1) + " GB/s"
                                                  : std::string("no physical bound: the platform states no physical_bounds"))
@@ -160,24 +123,26 @@ void run_fidelity(const FidelityOptions& o) {
 void add_fidelity(CLI::App& root) {
   auto o = std::make_shared<FidelityOptions>();
   CLI::App* cmd = root.add_subcommand("fidelity", "Predicted vs measured for every calibration record (closed form and simulator)");
-  add_platform_option(cmd, o->platform);
-  cmd->add_option("--records", o->records, "calibration records CSV (xstage calibrate's records.csv)")
+  add_platform_option(cmd, o->request.platform);
+  cmd->add_option("--records", o->request.records, "calibration records CSV (xstage calibrate's records.csv)")
       ->required()->check(CLI::ExistingFile);
-  cmd->add_option("--raw", o->raw, "raw.json of the same calibration: the measured loop gap of its zero-gap points")
+  cmd->add_option("--raw", o->request.raw, "raw.json of the same calibration: the measured loop gap of its zero-gap points")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--traces", o->traces, "traced MoE bench files (xstage.moe_bench[_set] with trace entries): eq. 15 per tile")
+  cmd->add_option("--traces", o->request.traces, "traced MoE bench files (xstage.moe_bench[_set] with trace entries): eq. 15 per tile")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--ulysses", o->ulysses, "Ulysses sweep file (xstage.ulysses_sweep/1): predicted vs measured residual")
+  cmd->add_option("--ulysses", o->request.ulysses, "Ulysses sweep file (xstage.ulysses_sweep/1): predicted vs measured residual")
       ->check(CLI::ExistingFile);
-  cmd->add_flag("--cross-validate", o->cross_validate,
+  cmd->add_flag("--cross-validate", o->request.cross_validate,
                 "Also refit the platform on part of the records and predict the rest (k-fold, leave one K, B or gap sweep "
                 "out), as `xstage fit` fits, under the platform's physical_bounds: held-out errors beside in-sample ones");
-  cmd->add_option("--folds", o->folds, "folds of the k-fold scheme (2..10; default 2)")->check(in_range(2, 10));
+  cmd->add_option("--folds", o->request.folds, "folds of the k-fold scheme (2..10; default 2)")
+      ->check(in_range(2, 10))
+      ->default_str("2");  // unset: the planner's default (FidelityRequest::folds), 2
   add_out_option(cmd, o->out, "Also write the JSON report to this file");
   add_force_option(cmd, o->force);
   add_json_option(cmd, o->json);
-  cmd->callback([o, cmd] {
-    if (cmd->count("--folds") && !o->cross_validate) throw InputError("--folds: only with --cross-validate");
+  cmd->callback([o] {
+    planner::check_fidelity(o->request, true);
     run_fidelity(*o);
   });
 }

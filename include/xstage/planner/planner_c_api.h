@@ -15,8 +15,8 @@ extern "C" {
 #endif
 
 /* 1: xstage_planner_model. 2: xstage_planner_simulate. 3: xstage_planner_plan, xstage_planner_plan_attn.
- * 4: xstage_planner_plan_moe. */
-#define XSTAGE_PLANNER_C_API_VERSION 4
+ * 4: xstage_planner_plan_moe. 5: xstage_planner_fit, xstage_planner_fidelity. */
+#define XSTAGE_PLANNER_C_API_VERSION 5
 int xstage_planner_c_api_version(void);
 
 /* xstage model: {"producers", "bytes_per_producer", "gap_us", "t_iss0_us", "capacity_bytes", "platform"} ->
@@ -46,6 +46,19 @@ int xstage_planner_plan_attn(const char* request_json, char** response_json, cha
  * xstage.plan.moe/1, one MoE layer's Combine (eq. 12-16; include/xstage/planner/moe_plan.hpp). The CLI's --trace
  * (an output file) is not part of a request. */
 int xstage_planner_plan_moe(const char* request_json, char** response_json, char** error);
+
+/* xstage fit: {"records" (required: xstage calibrate's records.csv), "raw" (its raw.json), "name", "link_gbps",
+ * "link_source", "copy_engine_gbps", "sms"} -> xstage.fit/1 with "out" null and the fitted xstage.platform/1
+ * document under "platform" (what the CLI writes to its --out file; include/xstage/planner/fit.hpp). The CLI's --out
+ * and --force (an output file) are not part of a request. */
+int xstage_planner_fit(const char* request_json, char** response_json, char** error);
+
+/* xstage fidelity: {"records" (required), "raw", "platform", "traces" (a list of traced MoE bench files), "ulysses"
+ * (a Ulysses sweep file), "cross_validate", "folds" (with cross_validate, 2..10)} -> xstage.fidelity/1, every
+ * calibration record predicted against its measurement; its "provenance" holds the version and the files read
+ * (the CLI's adds its command line and the build's git revision). The CLI's --out and --force (a copy of the
+ * report) are not part of a request. */
+int xstage_planner_fidelity(const char* request_json, char** response_json, char** error);
 
 void xstage_planner_free(char* text);
 
