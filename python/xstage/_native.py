@@ -2,11 +2,13 @@
 process, include/xstage/cli_c_api.h) through ctypes.
 
 The library is plain C, so one wheel serves every Python 3 version. The CUDA runtime is linked into it statically
-(it needs only the driver, libcuda.so.1, r580 or later for CUDA 13.0); NCCL and cuBLAS are shared libraries that
-the process provides: the copies in the nvidia-nccl-cu13 / nvidia-cublas wheels (the wheel's dependencies, the same
-ones torch's CUDA 13 wheels install) are loaded first when present, so that xstage and torch share one NCCL and
+(it needs only the driver, libcuda.so.1, r580 or later for CUDA 13.0); NCCL is a shared library that the process
+provides: the copy in the nvidia-nccl-cu13 wheel (the package's dependency, the one torch's CUDA 13 wheels install)
+is loaded first when present, so that xstage and torch share one NCCL and
 the library runs against the NCCL version it was compiled with rather than an older system copy; otherwise the
-dynamic loader's search path is used. After loading, the NCCL found is checked against the one the library was
+dynamic loader's search path is used. cuBLAS is no dependency: only `xstage moe bench`'s separate-kernel baseline uses
+it, loading libcublas.so.13 on first use; the nvidia-cublas wheel (`xstage[bench]`) is preloaded when installed.
+After loading, the NCCL found is checked against the one the library was
 built with (same major version, minor at least the build's): an older one raises XstageLoadError naming both.
 """
 
@@ -230,9 +232,9 @@ def _open(path: str) -> ctypes.CDLL:
         return ctypes.CDLL(path)
     except OSError as e:
         hint = ""
-        if "nccl" in str(e) or "cublas" in str(e):
-            hint = (" (NCCL and cuBLAS come from the process: install torch with CUDA, or the nvidia-nccl-cu13 /"
-                    " nvidia-cublas wheels, or put their lib folders on LD_LIBRARY_PATH)")
+        if "nccl" in str(e):
+            hint = (" (NCCL comes from the process: install torch with CUDA, or the nvidia-nccl-cu13 wheel, or put its"
+                    " lib folder on LD_LIBRARY_PATH)")
         raise XstageLoadError(f"xstage: cannot load {path}: {e}{hint}") from e
 
 
