@@ -11,6 +11,7 @@ benchmark: a reading that cannot be taken is recorded as None.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -25,7 +26,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def git_revision(given: str | None = None) -> str:
-    """`given`, else $XSTAGE_GIT_REVISION, else the checkout's HEAD (with -dirty), else "unknown"."""
+    """`given`, else $XSTAGE_GIT_REVISION, else the checkout's HEAD, else "unknown". A checkout with uncommitted changes
+    to tracked files gives "<sha>-dirty.<first 12 hex digits of the SHA-256 of `git diff HEAD --binary`>", the string
+    the build records (src/gpu/git_revision.cmake)."""
     if given:
         return given
     if os.environ.get("XSTAGE_GIT_REVISION"):
@@ -35,7 +38,11 @@ def git_revision(given: str | None = None) -> str:
                              check=True, timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-        return rev + ("-dirty" if dirty else "")
+        if not dirty:
+            return rev
+        diff = subprocess.run(["git", "-C", REPO, "diff", "HEAD", "--binary"], capture_output=True, check=True,
+                              timeout=30).stdout
+        return f"{rev}-dirty.{hashlib.sha256(diff).hexdigest()[:12]}"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 

@@ -11,8 +11,18 @@ execute_process(COMMAND git -C "${SRC_DIR}" describe --always --dirty --abbrev=1
 if(NOT rc2 EQUAL 0)
   set(desc "unknown")
 endif()
+# A build from a tree with uncommitted changes to tracked files records them: "<sha>-dirty.<first 12 hex digits
+# of the SHA-256 of `git diff HEAD --binary`>", so two dirty builds of one revision are told apart and a result
+# can be tied to the exact change (bench/common/provenance.py computes the same string).
 if(desc MATCHES "-dirty$")
-  set(rev "${rev}-dirty")
+  execute_process(COMMAND git -C "${SRC_DIR}" diff HEAD --binary OUTPUT_VARIABLE diff RESULT_VARIABLE rc3 ERROR_QUIET)
+  if(rc3 EQUAL 0)
+    string(SHA256 diff_hash "${diff}")
+    string(SUBSTRING "${diff_hash}" 0 12 diff_hash)
+    set(rev "${rev}-dirty.${diff_hash}")
+  else()
+    set(rev "${rev}-dirty")
+  endif()
 endif()
 set(content "// Generated at build time by src/gpu/git_revision.cmake. Do not edit.
 #pragma once

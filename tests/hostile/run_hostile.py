@@ -1772,8 +1772,8 @@ def write_summary(args, cli, version, python_note, started, finished, results):
         per_group[c.group.split(":")[0]][r["category"]] += 1
         per_subgroup[c.group][r["category"]] += 1
     rev = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    # The revision the binary was built from, as its --version states it ("git revision: SHORT (FULL[-dirty])").
-    built = re.search(r"git revision: \S+ \(([0-9a-f]{40})(-dirty)?\)", version)
+    # The revision the binary was built from, as its --version states it ("git revision: SHORT (FULL[-dirty.DIFF])").
+    built = re.search(r"git revision: \S+ \(([0-9a-f]{40})(-dirty(?:\.[0-9a-f]{12})?)?\)", version)
     failures = []
     for c, r in zip(CASES, results):
         if r["category"] != "ok":

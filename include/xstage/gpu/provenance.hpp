@@ -9,7 +9,7 @@
 namespace xstage::gpu {
 
 // {
-//   "git_revision": "<sha>[-dirty]", "git_describe": "...", "build_type": "Release",
+//   "git_revision": "<sha>[-dirty.<diff hash>]", "git_describe": "...", "build_type": "Release",
 //   "date_utc": "2026-11-30T18:00:00Z", "command": "xstage calibrate --gpus 0,1 ...",
 //   "cuda_runtime_version": "13.0", "cuda_driver_version": "13.0", "nvidia_driver": "580.xx",
 //   "nccl_header_version": "2.28.9", "nccl_runtime_version": "2.28.9" | null,
