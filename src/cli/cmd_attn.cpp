@@ -17,7 +17,7 @@
 #include "xstage/testing/attn_bench.hpp"
 
 namespace xstage::cli {
-// `attn ulysses` (tools/xstage/cmd_ulysses.cpp), present when the communication library is built.
+// `attn ulysses` (src/cli/cmd_ulysses.cpp), present when the communication library is built.
 __attribute__((weak)) void add_attn_ulysses(CLI::App* attn);
 }  // namespace xstage::cli
 

@@ -131,7 +131,8 @@ void print_json(const nlohmann::json& j);
 void stamp_json(nlohmann::json& j, const std::string& schema, const std::string& platform_path,
                 const model::Platform& platform);
 void stamp_json(nlohmann::json& j, const std::string& schema);  // outputs without a platform
-// "provenance": what produced a result file: the build's git revision ("<sha>-dirty" when the build's tree was),
+// "provenance": what produced a result file: the build's git revision ("<sha>-dirty.<12 hex digits of the SHA-256
+// of git diff HEAD --binary>" when the build's tree had uncommitted changes, src/gpu/git_revision.cmake),
 // `git describe`, the command line ("xstage" and the arguments of the running command) and the input files with
 // their sizes in bytes. Files under results/ carry it so that every committed figure ties to code.
 void stamp_provenance(nlohmann::json& j, const std::vector<std::string>& inputs);
