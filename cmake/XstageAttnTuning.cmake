@@ -56,6 +56,20 @@ _xstage_attn_knob(XSTAGE_ATTN_KERNEL_TUNE XSTAGE_ATTN_FP8_TUNE_BLOCK_N 32 256 32
 _xstage_attn_knob(XSTAGE_ATTN_KERNEL_TUNE XSTAGE_ATTN_FP8_TUNE_EXP_EMU 0 8 1
                   "FP8 attention: exponentials of every 8 on the FMA pipe, 0 to 8")
 
+set(_xstage_gmma_n_without_extended_shapes 16 32 64 96 128 192 256)
+# A key block CuTe's GMMA selector covers with one instruction only when CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED is
+# defined (every multiple of 8 but 16, 32, 64, 96, 128, 192 and 256): without it S = Q K^T would be split into
+# narrower GMMAs (176 keys: eleven 16-wide ones), so the macro is defined for the attention and Ulysses targets
+# (src/attn/attn_kernel_traits.cuh asserts that the atom is as wide as the block).
+foreach(_knob XSTAGE_ATTN_TUNE_BLOCK_N XSTAGE_ATTN_FP8_TUNE_BLOCK_N)
+  if(NOT "${${_knob}}" STREQUAL "" AND NOT "${${_knob}}" IN_LIST _xstage_gmma_n_without_extended_shapes)
+    if(NOT "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED" IN_LIST XSTAGE_ATTN_KERNEL_TUNE)
+      list(APPEND XSTAGE_ATTN_KERNEL_TUNE CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED)
+    endif()
+    message(STATUS "${_knob}=${${_knob}}: CuTe's extended GMMA shapes enabled for the attention kernels")
+  endif()
+endforeach()
+
 # Measured and removed (the code of each is in 5942f56; docs/attn_fp8.md, docs/attn_notes.md): set, the build
 # would silently be the default one.
 foreach(_knob XSTAGE_ATTN_FP8_TUNE_QK_E4M3 XSTAGE_ATTN_FP8_TUNE_V_TERMS XSTAGE_ATTN_FP8_TUNE_PV_BF16

@@ -83,6 +83,11 @@ struct AttnKernelTraits {
       kQInRegs,
       decltype(cute::GMMA::rs_op_selector<ElementQK, ElementQK, ElementAccumQK, cute::Shape<cute::_64, BlockN, HeadDimT>>()),
       decltype(cute::GMMA::ss_op_selector<ElementQK, ElementQK, ElementAccumQK, cute::Shape<cute::_64, BlockN, HeadDimT>>())>;
+  // One GMMA spans the key block: CuTe's selector would otherwise split it into narrower instructions without a
+  // word (a tuned block_n outside 16/32/64/96/128/192/256 needs CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which
+  // cmake/XstageAttnTuning.cmake defines for such a knob).
+  static_assert(cute::size<1>(typename cute::MMA_Traits<MmaOpQK>::Shape_MNK{}) == kBlockN,
+                "S = Q K^T: no single GMMA as wide as the key block (define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED)");
   using TiledMmaQK = decltype(cute::make_tiled_mma(MmaOpQK{}, AtomLayoutMma{}));
   using TiledMmaPV = decltype(cute::make_tiled_mma(
       cute::GMMA::rs_op_selector<ElementMma, ElementMma, ElementAccum, cute::Shape<cute::_64, HeadDimT, BlockN>,

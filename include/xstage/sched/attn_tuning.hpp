@@ -29,7 +29,8 @@ inline constexpr int kAttnFp8Warpgroups = XSTAGE_ATTN_FP8_TUNE_WARPGROUPS;
 #else
 inline constexpr int kAttnFp8Warpgroups = 3;
 #endif
-// bf16 local forward's key block, 0: the table's 128 (176 slower; journal/attention.md, "Tuning run").
+// bf16 local forward's key block, 0: the table's 128 (176 slower; journal/attention.md, "Tuning run"). A block
+// other than 16/32/64/96/128/192/256 (here or FP8's) builds with CuTe's extended GMMA shapes (XstageAttnTuning.cmake).
 #if defined(XSTAGE_ATTN_TUNE_BLOCK_N)
 inline constexpr int kAttnTuneBlockN = XSTAGE_ATTN_TUNE_BLOCK_N;
 #else
